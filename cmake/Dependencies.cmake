@@ -1,0 +1,11 @@
+# Every external library comes from a Debian package (tools/packages/build.txt);
+# nothing is vendored or downloaded at build time.
+
+find_package(fmt 9 REQUIRED)
+find_package(CLI11 2 REQUIRED)
+if(FAIRLANE_BUILD_TESTS)
+  find_package(doctest 2.4 REQUIRED)
+endif()
+if(FAIRLANE_BUILD_BENCH)
+  find_package(benchmark 1.7 REQUIRED)
+endif()

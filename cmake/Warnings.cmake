@@ -1,0 +1,20 @@
+# fairlane_warnings: an INTERFACE target every fairlane target links, carrying the
+# warning flags (and -Werror when FAIRLANE_WARNINGS_AS_ERRORS is on).
+
+add_library(fairlane_warnings INTERFACE)
+target_compile_options(
+  fairlane_warnings
+  INTERFACE -Wall
+            -Wextra
+            -Wpedantic
+            -Wshadow
+            -Wconversion
+            -Wsign-conversion
+            -Wold-style-cast
+            -Wnon-virtual-dtor
+            -Woverloaded-virtual
+            -Wnull-dereference
+            -Wdouble-promotion
+            -Wformat=2
+            -Wimplicit-fallthrough
+            $<$<BOOL:${FAIRLANE_WARNINGS_AS_ERRORS}>:-Werror>)

@@ -1,0 +1,83 @@
+// Budget: the provider's three limits, composed. A page is admitted only when all three
+// allow it, checked in the order cheapest to undo first:
+//   1. the requests bucket (RPM), cost 1;
+//   2. the in-flight cap (a permit, returned when the call ends);
+//   3. the tokens bucket (TPM), cost = estimated input tokens + max_tokens.
+// The checks are made before anything is taken, so a refusal holds no capacity at all: a
+// page refused for tokens has not spent a request, one refused for concurrency holds no
+// token reservation.
+//
+// Thread safety: none, by design. fairlane's core is single-threaded: only the io_context
+// thread touches a Budget and its leases. Time comes only from the injected Clock.
+#pragma once
+
+#include <cstdint>
+#include <variant>
+
+#include "fairlane/clock.hpp"
+#include "fairlane/in_flight_cap.hpp"
+#include "fairlane/lease.hpp"
+#include "fairlane/limit.hpp"
+#include "fairlane/token_bucket.hpp"
+
+namespace fairlane {
+
+// The provider's limits; 0 means unlimited.
+struct BudgetLimits {
+  std::int64_t requests_per_minute = 0;
+  std::int64_t tokens_per_minute = 0;
+  std::int64_t max_in_flight = 0;
+};
+
+// Not now. `wait` is how long until both buckets can take the page; `limit` is the first
+// check, in admission order, that refused it. When `limit` is concurrency, the caller must
+// also wait for a permit to come back, and `wait` is only a lower bound.
+struct Wait {
+  Clock::duration wait;
+  Limit limit;
+};
+
+// Never: the page's estimated tokens exceed a whole minute's TPM, so no wait can fit it.
+struct TooLarge {
+  std::int64_t tokens;
+  std::int64_t capacity;
+};
+
+using Admission = std::variant<Lease, Wait, TooLarge>;
+
+class Budget {
+ public:
+  // Throws std::invalid_argument for a limit out of range (a configuration bug).
+  // `clock` must outlive the budget.
+  Budget(const Clock& clock, const BudgetLimits& limits);
+
+  // Leases point into the budget, so it stays where it was built.
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+
+  // Admits one provider call whose tokens are estimated at `estimated_tokens` (negative
+  // counts as 0): a Lease, a Wait, or TooLarge. Only a Lease takes capacity.
+  [[nodiscard]] Admission admit(std::int64_t estimated_tokens);
+
+  [[nodiscard]] const BudgetLimits& limits() const { return limits_; }
+  [[nodiscard]] TokenBucket& requests() { return requests_; }
+  [[nodiscard]] const TokenBucket& requests() const { return requests_; }
+  [[nodiscard]] TokenBucket& tokens() { return tokens_; }
+  [[nodiscard]] const TokenBucket& tokens() const { return tokens_; }
+  [[nodiscard]] const InFlightCap& in_flight() const { return in_flight_; }
+
+ private:
+  // Constant after construction.
+  const Clock& clock_;
+  const BudgetLimits limits_;
+  // Only touched on the owning thread.
+  TokenBucket requests_;
+  InFlightCap in_flight_;
+  TokenBucket tokens_;
+};
+
+// The Retry-After a client is given for a wait: whole seconds rounded up, at least 1.
+// Rounding down would invite it back before the budget exists, and 0 means "now".
+[[nodiscard]] std::int64_t retry_after_seconds(Clock::duration wait);
+
+}  // namespace fairlane

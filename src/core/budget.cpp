@@ -1,0 +1,58 @@
+#include "fairlane/budget.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace fairlane {
+
+void Lease::settle(std::int64_t actual_tokens) {
+  tokens_.settle(actual_tokens);
+  permit_.release();
+}
+
+void Lease::cancel() {
+  tokens_.cancel();
+  permit_.release();
+}
+
+Budget::Budget(const Clock& clock, const BudgetLimits& limits)
+    : clock_(clock),
+      limits_(limits),
+      requests_(clock, limits.requests_per_minute),
+      in_flight_(limits.max_in_flight),
+      tokens_(clock, limits.tokens_per_minute) {}
+
+Admission Budget::admit(std::int64_t estimated_tokens) {
+  estimated_tokens = std::max<std::int64_t>(estimated_tokens, 0);
+  // One clock read for the whole decision: every check sees the same instant.
+  const Clock::time_point now = clock_.now();
+  const auto tokens_wait = tokens_.wait_at(estimated_tokens, now);
+  if (!tokens_wait) return TooLarge{estimated_tokens, tokens_.capacity()};
+  // The requests bucket's capacity is at least 1 when limited, so one request always fits
+  // eventually.
+  const Clock::duration requests_wait = *requests_.wait_at(1, now);
+
+  // Every check is made before anything is taken: a refusal holds no capacity.
+  const Clock::duration wait = std::max(requests_wait, *tokens_wait);
+  if (requests_wait > Clock::duration::zero()) return Wait{wait, Limit::requests};
+  if (in_flight_.full()) return Wait{wait, Limit::concurrency};
+  if (*tokens_wait > Clock::duration::zero()) return Wait{wait, Limit::tokens};
+
+  // All three fit at `now`, and nothing else runs in between (single thread), so none of
+  // these can fail.
+  [[maybe_unused]] const bool took_request = requests_.take_at(1, now);
+  auto permit = in_flight_.try_acquire();
+  auto reservation = tokens_.reserve_at(estimated_tokens, now);
+  assert(took_request && permit && reservation);
+  return Lease(std::move(*reservation), std::move(*permit));
+}
+
+std::int64_t retry_after_seconds(Clock::duration wait) {
+  constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+  const std::int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+  if (nanos <= 0) return 1;
+  return std::max<std::int64_t>(1, (nanos + kNanosPerSecond - 1) / kNanosPerSecond);
+}
+
+}  // namespace fairlane

@@ -1,0 +1,161 @@
+#include "fairlane/token_bucket.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace fairlane {
+namespace {
+
+// Units per token: microseconds per minute. A bucket of C tokens a minute refills C units
+// each microsecond, so refill and waits are exact integer arithmetic.
+constexpr std::int64_t kUnitsPerToken = 60'000'000;
+// The deepest debt a bucket records (a minute of the largest capacity), and the largest
+// usage a settlement believes. Together they keep every sum of a level and a correction
+// inside 64 bits.
+constexpr std::int64_t kMinLevelUnits = -TokenBucket::kMaxCapacity * kUnitsPerToken;
+constexpr std::int64_t kMaxActual = 4 * TokenBucket::kMaxCapacity;
+
+std::int64_t clamp_tokens(std::int64_t n) {
+  return std::clamp<std::int64_t>(n, 0, TokenBucket::kMaxCapacity);
+}
+
+std::int64_t checked_capacity(std::int64_t capacity_per_minute) {
+  if (capacity_per_minute < 0 || capacity_per_minute > TokenBucket::kMaxCapacity) {
+    throw std::invalid_argument(
+        fmt::format("a per-minute limit of {} is out of range: use 0 (unlimited) up to {}",
+                    capacity_per_minute, TokenBucket::kMaxCapacity));
+  }
+  return capacity_per_minute;
+}
+
+std::int64_t whole_microseconds(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+// ceil(a / b) for a >= 0, b > 0.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+TokenBucket::TokenBucket(const Clock& clock, std::int64_t capacity_per_minute)
+    : clock_(clock),
+      capacity_(checked_capacity(capacity_per_minute)),
+      capacity_units_(capacity_ * kUnitsPerToken),
+      level_units_(capacity_units_),
+      refilled_at_(clock.now()) {}
+
+std::int64_t TokenBucket::level_units_at(Clock::time_point now) const {
+  const std::int64_t elapsed_us = whole_microseconds(now - refilled_at_);
+  if (unlimited() || elapsed_us <= 0) return level_units_;
+  const std::int64_t missing = capacity_units_ - level_units_;
+  // Full once the refill covers what is missing; testing this first keeps C * elapsed
+  // from overflowing after a long idle spell.
+  if (elapsed_us >= ceil_div(missing, capacity_)) return capacity_units_;
+  return level_units_ + capacity_ * elapsed_us;
+}
+
+void TokenBucket::refill_to(Clock::time_point now) {
+  if (unlimited()) return;
+  const std::int64_t elapsed_us = whole_microseconds(now - refilled_at_);
+  if (elapsed_us <= 0) return;
+  level_units_ = level_units_at(now);
+  // Advance by whole microseconds only, so the fraction not yet credited is not lost.
+  refilled_at_ += std::chrono::microseconds(elapsed_us);
+}
+
+void TokenBucket::credit(std::int64_t tokens) {
+  if (unlimited()) return;
+  refill_to(clock_.now());
+  level_units_ =
+      std::clamp(level_units_ + tokens * kUnitsPerToken, kMinLevelUnits, capacity_units_);
+}
+
+double TokenBucket::level() const {
+  if (unlimited()) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(level_units_at(clock_.now())) / static_cast<double>(kUnitsPerToken);
+}
+
+std::int64_t TokenBucket::remaining() const {
+  if (unlimited()) return kMaxCapacity;
+  return std::max<std::int64_t>(0, level_units_at(clock_.now()) / kUnitsPerToken);
+}
+
+Clock::duration TokenBucket::time_until_full() const {
+  if (unlimited()) return Clock::duration::zero();
+  return std::chrono::microseconds(
+      ceil_div(capacity_units_ - level_units_at(clock_.now()), capacity_));
+}
+
+std::optional<Clock::duration> TokenBucket::wait_for(std::int64_t n) const {
+  return wait_at(n, clock_.now());
+}
+
+std::optional<Clock::duration> TokenBucket::wait_at(std::int64_t n, Clock::time_point now) const {
+  if (unlimited()) return Clock::duration::zero();
+  n = std::max<std::int64_t>(n, 0);
+  if (n > capacity_) return std::nullopt;
+  const std::int64_t deficit = n * kUnitsPerToken - level_units_at(now);
+  if (deficit <= 0) return Clock::duration::zero();
+  return std::chrono::microseconds(ceil_div(deficit, capacity_));
+}
+
+bool TokenBucket::try_take(std::int64_t n) {
+  return take_at(n, clock_.now());
+}
+
+bool TokenBucket::take_at(std::int64_t n, Clock::time_point now) {
+  if (unlimited()) return true;
+  n = std::max<std::int64_t>(n, 0);
+  if (n > capacity_) return false;
+  refill_to(now);
+  if (level_units_ < n * kUnitsPerToken) return false;
+  level_units_ -= n * kUnitsPerToken;
+  return true;
+}
+
+std::optional<TokenBucket::Reservation> TokenBucket::reserve(std::int64_t n) {
+  return reserve_at(n, clock_.now());
+}
+
+std::optional<TokenBucket::Reservation> TokenBucket::reserve_at(std::int64_t n,
+                                                                Clock::time_point now) {
+  n = clamp_tokens(n);
+  if (!take_at(n, now)) return std::nullopt;
+  return Reservation(this, n);
+}
+
+void TokenBucket::sync_down(std::int64_t remaining) {
+  if (unlimited()) return;
+  refill_to(clock_.now());
+  level_units_ = std::min(level_units_, clamp_tokens(remaining) * kUnitsPerToken);
+}
+
+TokenBucket::Reservation::Reservation(Reservation&& other) noexcept
+    : bucket_(std::exchange(other.bucket_, nullptr)), reserved_(other.reserved_) {}
+
+TokenBucket::Reservation& TokenBucket::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    bucket_ = std::exchange(other.bucket_, nullptr);
+    reserved_ = other.reserved_;
+  }
+  return *this;
+}
+
+void TokenBucket::Reservation::settle(std::int64_t actual) {
+  if (bucket_ == nullptr) return;
+  std::exchange(bucket_, nullptr)
+      ->credit(reserved_ - std::clamp<std::int64_t>(actual, 0, kMaxActual));
+}
+
+void TokenBucket::Reservation::cancel() {
+  if (bucket_ == nullptr) return;
+  std::exchange(bucket_, nullptr)->credit(reserved_);
+}
+
+}  // namespace fairlane

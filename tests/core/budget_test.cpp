@@ -1,0 +1,200 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <variant>
+
+#include "fairlane/budget.hpp"
+#include "fairlane/fake_clock.hpp"
+#include "support/time.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::Budget;
+using fairlane::BudgetLimits;
+using fairlane::FakeClock;
+using fairlane::Lease;
+using fairlane::Limit;
+using fairlane::retry_after_seconds;
+using fairlane::TooLarge;
+using fairlane::testing::expect_lease;
+using fairlane::testing::expect_wait;
+using fairlane::testing::micros;
+
+TEST_CASE("Worked example: RPM 3, TPM 1000, reserve, settle, wait 1.2 s, admit at 1.2 s") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 3, .tokens_per_minute = 1000});
+
+  Lease first = expect_lease(budget.admit(300));
+  CHECK(budget.requests().level() == 2.0);
+  CHECK(budget.tokens().level() == 700.0);
+  CHECK(micros(budget.tokens().time_until_full()) == 18'000'000);
+
+  first.settle(120);
+  CHECK(budget.tokens().level() == 880.0);
+
+  const auto wait = expect_wait(budget.admit(900));
+  CHECK(micros(wait.wait) == 1'200'000);
+  CHECK(wait.limit == Limit::tokens);
+  CHECK(retry_after_seconds(wait.wait) == 2);
+  CHECK(budget.tokens().level() == 880.0);
+  CHECK(budget.requests().level() == 2.0);
+
+  clock.advance(wait.wait);
+  CHECK(budget.requests().level() == 2.06);
+  Lease second = expect_lease(budget.admit(900));
+  CHECK(budget.tokens().level() == 0.0);
+  CHECK(budget.requests().level() == 1.06);
+  CHECK(budget.requests().remaining() == 1);
+}
+
+TEST_CASE("Burst then refill: 60 at once, the 61st waits 1 s, then one a second") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 60});
+
+  for (int i = 0; i < 60; ++i) expect_lease(budget.admit(0)).settle(0);
+  auto wait = expect_wait(budget.admit(0));
+  CHECK(micros(wait.wait) == 1'000'000);
+  CHECK(wait.limit == Limit::requests);
+
+  for (int second = 0; second < 5; ++second) {
+    clock.advance(1s);
+    expect_lease(budget.admit(0)).settle(0);
+    CHECK(micros(expect_wait(budget.admit(0)).wait) == 1'000'000);
+  }
+
+  // Ten idle minutes bank only a minute's worth.
+  clock.advance(10min);
+  for (int i = 0; i < 60; ++i) expect_lease(budget.admit(0)).settle(0);
+  CHECK(micros(expect_wait(budget.admit(0)).wait) == 1'000'000);
+}
+
+TEST_CASE("Overrun debt: TPM 1000, reserve 1000, settle 1100, a 10-token page waits 6.6 s") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.tokens_per_minute = 1000});
+  expect_lease(budget.admit(1000)).settle(1100);
+  CHECK(budget.tokens().level() == -100.0);
+
+  const auto wait = expect_wait(budget.admit(10));
+  CHECK(micros(wait.wait) == 6'600'000);
+  CHECK(wait.limit == Limit::tokens);
+  clock.advance(wait.wait);
+  expect_lease(budget.admit(10));
+  CHECK(budget.tokens().level() == 0.0);
+}
+
+TEST_CASE("Cancel returns the tokens and the permit but not the request; it counts once") {
+  FakeClock clock;
+  Budget budget(
+      clock,
+      BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000, .max_in_flight = 1});
+
+  Lease lease = expect_lease(budget.admit(400));
+  CHECK(budget.tokens().level() == 600.0);
+  CHECK(budget.in_flight().in_use() == 1);
+  CHECK(lease.reserved_tokens() == 400);
+
+  lease.cancel();
+  CHECK_FALSE(lease.open());
+  CHECK(budget.tokens().level() == 1000.0);
+  CHECK(budget.in_flight().in_use() == 0);
+  CHECK(budget.requests().level() == 9.0);  // the provider counted the request
+
+  // Spend some tokens elsewhere so a wrong refund would show.
+  Lease other = expect_lease(budget.admit(500));
+  lease.settle(0);
+  lease.cancel();
+  CHECK(budget.tokens().level() == 500.0);
+  CHECK(budget.in_flight().in_use() == 1);
+  CHECK(budget.requests().level() == 8.0);
+
+  other.settle(500);
+  other.cancel();
+  CHECK(budget.tokens().level() == 500.0);
+  CHECK(budget.in_flight().in_use() == 0);
+}
+
+TEST_CASE("Settle returns the permit; a dropped lease returns it and keeps its tokens spent") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.tokens_per_minute = 1000, .max_in_flight = 1});
+  {
+    Lease lease = expect_lease(budget.admit(300));
+    CHECK(expect_wait(budget.admit(1)).limit == Limit::concurrency);
+  }
+  CHECK(budget.in_flight().in_use() == 0);
+  CHECK(budget.tokens().level() == 700.0);
+
+  Lease lease = expect_lease(budget.admit(300));
+  lease.settle(100);
+  CHECK(budget.in_flight().in_use() == 0);
+  CHECK(budget.tokens().level() == 600.0);
+}
+
+TEST_CASE("1001 tokens against TPM 1000 is too large even when full; 1000 fits") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000});
+  const auto refusal = budget.admit(1001);
+  REQUIRE(std::holds_alternative<TooLarge>(refusal));
+  CHECK(std::get<TooLarge>(refusal).tokens == 1001);
+  CHECK(std::get<TooLarge>(refusal).capacity == 1000);
+  CHECK(budget.requests().level() == 10.0);
+  CHECK(budget.tokens().level() == 1000.0);
+
+  expect_lease(budget.admit(1000));
+  CHECK(budget.tokens().level() == 0.0);
+}
+
+TEST_CASE(
+    "Order: a refusal for concurrency takes no tokens; one for tokens gives the request back") {
+  FakeClock clock;
+  Budget budget(
+      clock,
+      BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000, .max_in_flight = 1});
+
+  SUBCASE("in-flight cap full") {
+    Lease holder = expect_lease(budget.admit(100));
+    const auto wait = expect_wait(budget.admit(100));
+    CHECK(wait.limit == Limit::concurrency);
+    CHECK(micros(wait.wait) == 0);  // the buckets could take it: only a permit is missing
+    CHECK(budget.tokens().level() == 900.0);
+    CHECK(budget.requests().level() == 9.0);
+    CHECK(budget.in_flight().in_use() == 1);
+  }
+  SUBCASE("tokens short") {
+    expect_lease(budget.admit(950)).settle(950);
+    const auto wait = expect_wait(budget.admit(100));
+    CHECK(wait.limit == Limit::tokens);
+    CHECK(budget.requests().level() == 9.0);
+    CHECK(budget.in_flight().in_use() == 0);
+    CHECK(budget.tokens().level() == 50.0);
+  }
+  SUBCASE("requests short: nothing else is taken, and the wait covers the tokens too") {
+    Budget tight(clock, BudgetLimits{.requests_per_minute = 1, .tokens_per_minute = 1000});
+    expect_lease(tight.admit(1000)).settle(1000);
+    // Requests need 60 s; tokens for 500 would need 30 s. One wake-up covers both.
+    const auto wait = expect_wait(tight.admit(500));
+    CHECK(wait.limit == Limit::requests);
+    CHECK(micros(wait.wait) == 60'000'000);
+    CHECK(tight.tokens().level() == 0.0);
+  }
+}
+
+TEST_CASE("Zero limits mean unlimited: everything is admitted at once") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{});
+  for (int i = 0; i < 10'000; ++i) expect_lease(budget.admit(1'000'000)).settle(2'000'000);
+  CHECK(budget.in_flight().in_use() == 0);
+}
+
+TEST_CASE("Retry-After is whole seconds rounded up, at least 1") {
+  CHECK(retry_after_seconds(0s) == 1);
+  CHECK(retry_after_seconds(1ms) == 1);
+  CHECK(retry_after_seconds(1200ms) == 2);
+  CHECK(retry_after_seconds(59s) == 59);
+  CHECK(retry_after_seconds(59001ms) == 60);
+  CHECK(retry_after_seconds(-5s) == 1);
+}
+
+TEST_CASE("Limits are named as the API and metrics name them") {
+  CHECK(fairlane::to_string(Limit::requests) == "requests");
+  CHECK(fairlane::to_string(Limit::concurrency) == "concurrency");
+  CHECK(fairlane::to_string(Limit::tokens) == "tokens");
+}

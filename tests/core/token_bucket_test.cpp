@@ -1,0 +1,207 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "fairlane/fake_clock.hpp"
+#include "fairlane/token_bucket.hpp"
+#include "support/time.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::FakeClock;
+using fairlane::TokenBucket;
+using fairlane::testing::micros;
+
+TEST_CASE("A bucket starts full and a take lowers it") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  CHECK(bucket.level() == 1000.0);
+  CHECK(bucket.try_take(300));
+  CHECK(bucket.level() == 700.0);
+  CHECK(bucket.remaining() == 700);
+}
+
+TEST_CASE("A take that does not fit changes nothing and names the exact wait") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);  // refills 1000/60 tokens a second
+  REQUIRE(bucket.try_take(1000));
+  CHECK_FALSE(bucket.try_take(10));
+  CHECK(bucket.level() == 0.0);
+  // 10 tokens at 1000/60 per second: 0.6 s.
+  CHECK(micros(*bucket.wait_for(10)) == 600'000);
+  clock.advance(599'999us);
+  CHECK_FALSE(bucket.try_take(10));
+  clock.advance(1us);
+  CHECK(bucket.try_take(10));
+}
+
+TEST_CASE("Refill is capped at the capacity") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 60);
+  REQUIRE(bucket.try_take(60));
+  clock.advance(30s);
+  CHECK(bucket.level() == 30.0);
+  clock.advance(std::chrono::hours(24 * 365));
+  CHECK(bucket.level() == 60.0);
+  CHECK(bucket.time_until_full() == 0s);
+}
+
+TEST_CASE("Clock steps finer than a microsecond are not lost") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 60);  // one token a second
+  REQUIRE(bucket.try_take(60));
+  for (int i = 0; i < 4000; ++i) {
+    clock.advance(1500ns);
+    CHECK_FALSE(bucket.try_take(1));  // refills at every step, half a microsecond pending
+  }
+  // 4000 x 1.5 us = 6 ms: exactly six thousandths of a token.
+  CHECK(bucket.level() == 0.006);
+  CHECK(micros(*bucket.wait_for(1)) == 994'000);
+}
+
+TEST_CASE("A reservation settles with the actual amount: refund or overrun debt") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+
+  auto refund = bucket.reserve(300);
+  REQUIRE(refund);
+  CHECK(bucket.level() == 700.0);
+  refund->settle(120);
+  CHECK(bucket.level() == 880.0);
+  CHECK_FALSE(refund->open());
+
+  // Overrun debt (issue example 3): the level goes below zero and is waited off.
+  TokenBucket debt_bucket(clock, 1000);
+  auto overrun = debt_bucket.reserve(1000);
+  REQUIRE(overrun);
+  overrun->settle(1100);
+  CHECK(debt_bucket.level() == -100.0);
+  CHECK(debt_bucket.remaining() == 0);
+  // (10 + 100) tokens at 1000/60 per second: 6.6 s.
+  CHECK(micros(*debt_bucket.wait_for(10)) == 6'600'000);
+}
+
+TEST_CASE("A refund never lifts the level above the capacity") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  auto reservation = bucket.reserve(500);
+  REQUIRE(reservation);
+  clock.advance(60s);  // refilled to full while the call ran
+  reservation->settle(0);
+  CHECK(bucket.level() == 1000.0);
+}
+
+TEST_CASE("A reservation counts exactly once") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+
+  SUBCASE("cancel returns everything, and a second cancel or a settle does nothing") {
+    auto reservation = bucket.reserve(400);
+    REQUIRE(reservation);
+    REQUIRE(bucket.try_take(100));
+    reservation->cancel();
+    CHECK(bucket.level() == 900.0);
+    reservation->cancel();
+    reservation->settle(0);
+    CHECK(bucket.level() == 900.0);
+  }
+  SUBCASE("settle then cancel refunds only once") {
+    auto reservation = bucket.reserve(400);
+    REQUIRE(reservation);
+    REQUIRE(bucket.try_take(100));
+    reservation->settle(100);
+    CHECK(bucket.level() == 800.0);
+    reservation->cancel();
+    reservation->settle(0);
+    CHECK(bucket.level() == 800.0);
+  }
+  SUBCASE("a moved-from reservation is closed; its new owner settles") {
+    auto reservation = bucket.reserve(400);
+    REQUIRE(reservation);
+    TokenBucket::Reservation moved = std::move(*reservation);
+    reservation->cancel();
+    CHECK(bucket.level() == 600.0);
+    moved.cancel();
+    CHECK(bucket.level() == 1000.0);
+  }
+  SUBCASE("a dropped open reservation keeps its tokens spent") {
+    {
+      auto reservation = bucket.reserve(400);
+      REQUIRE(reservation);
+    }
+    CHECK(bucket.level() == 600.0);
+  }
+}
+
+TEST_CASE("A reservation that does not fit takes nothing") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  REQUIRE(bucket.try_take(700));
+  CHECK_FALSE(bucket.reserve(301));
+  CHECK(bucket.level() == 300.0);
+}
+
+TEST_CASE("sync_down lowers the level to what the provider reports and never raises it") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  bucket.sync_down(250);
+  CHECK(bucket.level() == 250.0);
+  bucket.sync_down(900);
+  CHECK(bucket.level() == 250.0);
+  bucket.sync_down(-5);
+  CHECK(bucket.level() == 0.0);
+  clock.advance(6s);  // refill continues from the synced level
+  CHECK(bucket.level() == 100.0);
+}
+
+TEST_CASE("time_until_full is the exact refill time of what is missing") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  REQUIRE(bucket.try_take(300));
+  CHECK(micros(bucket.time_until_full()) == 18'000'000);
+  clock.advance(9s);
+  CHECK(micros(bucket.time_until_full()) == 9'000'000);
+}
+
+TEST_CASE("A cost above the capacity never fits; the capacity itself does") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  CHECK_FALSE(bucket.wait_for(1001).has_value());
+  CHECK_FALSE(bucket.try_take(1001));
+  CHECK(bucket.level() == 1000.0);
+  CHECK(micros(*bucket.wait_for(1000)) == 0);
+  CHECK(bucket.try_take(1000));
+}
+
+TEST_CASE("Capacity 0 means unlimited") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 0);
+  CHECK(bucket.unlimited());
+  for (int i = 0; i < 100; ++i) CHECK(bucket.try_take(TokenBucket::kMaxCapacity));
+  CHECK(std::isinf(bucket.level()));
+  CHECK(micros(*bucket.wait_for(TokenBucket::kMaxCapacity)) == 0);
+  auto reservation = bucket.reserve(5);
+  REQUIRE(reservation);
+  reservation->settle(50);
+  bucket.sync_down(0);
+  CHECK(bucket.try_take(1));
+  CHECK(bucket.time_until_full() == 0s);
+}
+
+TEST_CASE("The largest capacity survives a long idle spell and a deep debt without overflow") {
+  FakeClock clock;
+  TokenBucket bucket(clock, TokenBucket::kMaxCapacity);
+  auto reservation = bucket.reserve(TokenBucket::kMaxCapacity);
+  REQUIRE(reservation);
+  reservation->settle(TokenBucket::kMaxCapacity * 5);  // debt is bounded at one minute
+  CHECK(bucket.level() == -static_cast<double>(TokenBucket::kMaxCapacity));
+  clock.advance(std::chrono::hours(24 * 365 * 100));
+  CHECK(bucket.level() == static_cast<double>(TokenBucket::kMaxCapacity));
+}
+
+TEST_CASE("A per-minute limit out of range is a configuration error") {
+  FakeClock clock;
+  CHECK_THROWS_AS(TokenBucket(clock, -1), std::invalid_argument);
+  CHECK_THROWS_AS(TokenBucket(clock, TokenBucket::kMaxCapacity + 1), std::invalid_argument);
+}
