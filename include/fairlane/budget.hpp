@@ -5,19 +5,17 @@
 //   3. the tokens bucket (TPM), cost = estimated input tokens + max_tokens.
 // The checks are made before anything is taken, so a refusal holds no capacity at all: a
 // page refused for tokens has not spent a request, one refused for concurrency holds no
-// token reservation.
+// token reservation. See admission.hpp for the answers.
 //
 // Thread safety: none, by design. fairlane's core is single-threaded: only the io_context
 // thread touches a Budget and its leases. Time comes only from the injected Clock.
 #pragma once
 
 #include <cstdint>
-#include <variant>
 
+#include "fairlane/admission.hpp"
 #include "fairlane/clock.hpp"
 #include "fairlane/in_flight_cap.hpp"
-#include "fairlane/lease.hpp"
-#include "fairlane/limit.hpp"
 #include "fairlane/token_bucket.hpp"
 
 namespace fairlane {
@@ -28,22 +26,6 @@ struct BudgetLimits {
   std::int64_t tokens_per_minute = 0;
   std::int64_t max_in_flight = 0;
 };
-
-// Not now. `wait` is how long until both buckets can take the page; `limit` is the first
-// check, in admission order, that refused it. When `limit` is concurrency, the caller must
-// also wait for a permit to come back, and `wait` is only a lower bound.
-struct Wait {
-  Clock::duration wait;
-  Limit limit;
-};
-
-// Never: the page's estimated tokens exceed a whole minute's TPM, so no wait can fit it.
-struct TooLarge {
-  std::int64_t tokens;
-  std::int64_t capacity;
-};
-
-using Admission = std::variant<Lease, Wait, TooLarge>;
 
 class Budget {
  public:

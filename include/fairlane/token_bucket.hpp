@@ -98,7 +98,7 @@ class TokenBucket {
 // A reservation of tokens taken from a TokenBucket: settle(actual) or cancel() it exactly
 // once; later calls do nothing. Dropping an open reservation keeps the reserved tokens
 // spent (as settle(reserved()) would), the safe side when nobody knows what was used.
-// The bucket must outlive it. Move-only; a moved-from reservation is closed.
+// The bucket must outlive it. Move-only; a moved-from reservation is closed and reserves 0.
 class TokenBucket::Reservation {
  public:
   Reservation(Reservation&& other) noexcept;
@@ -111,7 +111,8 @@ class TokenBucket::Reservation {
   [[nodiscard]] bool open() const { return bucket_ != nullptr; }
 
   // Corrects the bucket by reserved - actual: a refund (capped at C) or an overrun charge
-  // (the level may go below zero). Negative `actual` counts as 0.
+  // (the level may go below zero, down to four minutes of refill). Negative `actual`
+  // counts as 0.
   void settle(std::int64_t actual);
 
   // Returns every reserved token.

@@ -6,16 +6,6 @@
 
 namespace fairlane {
 
-void Lease::settle(std::int64_t actual_tokens) {
-  tokens_.settle(actual_tokens);
-  permit_.release();
-}
-
-void Lease::cancel() {
-  tokens_.cancel();
-  permit_.release();
-}
-
 Budget::Budget(const Clock& clock, const BudgetLimits& limits)
     : clock_(clock),
       limits_(limits),
@@ -33,11 +23,13 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
   // eventually.
   const Clock::duration requests_wait = *requests_.wait_at(1, now);
 
-  // Every check is made before anything is taken: a refusal holds no capacity.
+  // Every check is made before anything is taken: a refusal holds no capacity. One wait
+  // covers both buckets; the limit named is the one holding the call back longest.
   const Clock::duration wait = std::max(requests_wait, *tokens_wait);
-  if (requests_wait > Clock::duration::zero()) return Wait{wait, Limit::requests};
+  if (wait > Clock::duration::zero()) {
+    return Wait{wait, *tokens_wait > requests_wait ? Limit::tokens : Limit::requests};
+  }
   if (in_flight_.full()) return Wait{wait, Limit::concurrency};
-  if (*tokens_wait > Clock::duration::zero()) return Wait{wait, Limit::tokens};
 
   // All three fit at `now`, and nothing else runs in between (single thread), so none of
   // these can fail.
@@ -52,7 +44,7 @@ std::int64_t retry_after_seconds(Clock::duration wait) {
   constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
   const std::int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   if (nanos <= 0) return 1;
-  return std::max<std::int64_t>(1, (nanos + kNanosPerSecond - 1) / kNanosPerSecond);
+  return nanos / kNanosPerSecond + (nanos % kNanosPerSecond != 0 ? 1 : 0);
 }
 
 }  // namespace fairlane

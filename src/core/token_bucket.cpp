@@ -13,10 +13,10 @@ namespace {
 // Units per token: microseconds per minute. A bucket of C tokens a minute refills C units
 // each microsecond, so refill and waits are exact integer arithmetic.
 constexpr std::int64_t kUnitsPerToken = 60'000'000;
-// The deepest debt a bucket records (a minute of the largest capacity), and the largest
-// usage a settlement believes. Together they keep every sum of a level and a correction
-// inside 64 bits.
-constexpr std::int64_t kMinLevelUnits = -TokenBucket::kMaxCapacity * kUnitsPerToken;
+// The deepest debt a bucket records, in minutes of its own refill, and the largest usage a
+// settlement believes, in minutes of the largest capacity. Together they keep every sum of
+// a level and a correction, and every wait in nanoseconds, inside 64 bits.
+constexpr std::int64_t kMaxDebtMinutes = 4;
 constexpr std::int64_t kMaxActual = 4 * TokenBucket::kMaxCapacity;
 
 std::int64_t clamp_tokens(std::int64_t n) {
@@ -72,8 +72,8 @@ void TokenBucket::refill_to(Clock::time_point now) {
 void TokenBucket::credit(std::int64_t tokens) {
   if (unlimited()) return;
   refill_to(clock_.now());
-  level_units_ =
-      std::clamp(level_units_ + tokens * kUnitsPerToken, kMinLevelUnits, capacity_units_);
+  level_units_ = std::clamp(level_units_ + tokens * kUnitsPerToken,
+                            -kMaxDebtMinutes * capacity_units_, capacity_units_);
 }
 
 double TokenBucket::level() const {
@@ -137,12 +137,13 @@ void TokenBucket::sync_down(std::int64_t remaining) {
 }
 
 TokenBucket::Reservation::Reservation(Reservation&& other) noexcept
-    : bucket_(std::exchange(other.bucket_, nullptr)), reserved_(other.reserved_) {}
+    : bucket_(std::exchange(other.bucket_, nullptr)),
+      reserved_(std::exchange(other.reserved_, 0)) {}
 
 TokenBucket::Reservation& TokenBucket::Reservation::operator=(Reservation&& other) noexcept {
   if (this != &other) {
     bucket_ = std::exchange(other.bucket_, nullptr);
-    reserved_ = other.reserved_;
+    reserved_ = std::exchange(other.reserved_, 0);
   }
   return *this;
 }

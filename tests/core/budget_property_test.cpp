@@ -52,11 +52,11 @@ void check_windows(const std::vector<Event>& events, const BudgetLimits& limits,
       requests += events[j].requests;
       tokens += events[j].tokens;
       const std::int64_t window_ns = events[j].at_ns - events[i].at_ns;
-      if (requests * kNanosPerMinute > rpm * (kNanosPerMinute + window_ns)) {
+      if (rpm > 0 && requests * kNanosPerMinute > rpm * (kNanosPerMinute + window_ns)) {
         FAIL("seed " << seed << ": " << requests << " requests let through in " << window_ns
                      << " ns at RPM " << rpm);
       }
-      if (tokens * kNanosPerMinute > tpm * (kNanosPerMinute + window_ns)) {
+      if (tpm > 0 && tokens * kNanosPerMinute > tpm * (kNanosPerMinute + window_ns)) {
         FAIL("seed " << seed << ": " << tokens << " tokens let through in " << window_ns
                      << " ns at TPM " << tpm);
       }
@@ -92,10 +92,18 @@ TEST_CASE(
   std::array<std::int64_t, 3> waits_by_limit{};
   for (std::uint64_t seed = kFirstSeed; seed < kFirstSeed + kSequences; ++seed) {
     std::mt19937_64 rng(seed);
+    // One limit in ten is 0 (unlimited): its bound is not checked, the others still are.
+    const auto maybe_unlimited = [&rng](std::int64_t limit) {
+      return std::uniform_int_distribution<int>(0, 9)(rng) == 0 ? 0 : limit;
+    };
     const BudgetLimits limits{
-        .requests_per_minute = std::uniform_int_distribution<std::int64_t>(1, 120)(rng),
-        .tokens_per_minute = std::uniform_int_distribution<std::int64_t>(100, 20'000)(rng),
-        .max_in_flight = std::uniform_int_distribution<std::int64_t>(1, 8)(rng)};
+        .requests_per_minute =
+            maybe_unlimited(std::uniform_int_distribution<std::int64_t>(1, 120)(rng)),
+        .tokens_per_minute =
+            maybe_unlimited(std::uniform_int_distribution<std::int64_t>(100, 20'000)(rng)),
+        .max_in_flight = maybe_unlimited(std::uniform_int_distribution<std::int64_t>(1, 8)(rng))};
+    const std::int64_t largest_cost =
+        limits.tokens_per_minute > 0 ? limits.tokens_per_minute : 20'000;
     FakeClock clock;
     Budget budget(clock, limits);
     std::vector<Event> events;
@@ -107,16 +115,20 @@ TEST_CASE(
       const int action = std::uniform_int_distribution<int>(0, 9)(rng);
       if (action <= 3) {
         const std::int64_t cost =
-            std::uniform_int_distribution<std::int64_t>(0, limits.tokens_per_minute * 11 / 10)(rng);
+            std::uniform_int_distribution<std::int64_t>(0, largest_cost * 11 / 10)(rng);
         auto admission = budget.admit(cost);
         if (auto* lease = std::get_if<Lease>(&admission)) {
-          events.push_back({now_ns(), 1, lease->reserved_tokens()});
+          if (lease->reserved_tokens() != cost) {
+            FAIL("seed " << seed << ": a lease for " << cost << " tokens reserved "
+                         << lease->reserved_tokens());
+          }
+          events.push_back({now_ns(), 1, cost});
           open.push_back(std::move(*lease));
           ++sequence_admitted;
         } else if (auto* wait = std::get_if<fairlane::Wait>(&admission)) {
           ++waits_by_limit[static_cast<std::size_t>(wait->limit)];
         }
-        if (budget.in_flight().in_use() > limits.max_in_flight) {
+        if (limits.max_in_flight > 0 && budget.in_flight().in_use() > limits.max_in_flight) {
           FAIL("seed " << seed << ": " << budget.in_flight().in_use() << " in flight over a cap of "
                        << limits.max_in_flight);
         }

@@ -81,7 +81,7 @@ TEST_CASE("Overrun debt: TPM 1000, reserve 1000, settle 1100, a 10-token page wa
   CHECK(budget.tokens().level() == 0.0);
 }
 
-TEST_CASE("Cancel returns the tokens and the permit but not the request; it counts once") {
+TEST_CASE("Cancel returns the tokens and the permit but not the request, and counts once") {
   FakeClock clock;
   Budget budget(
       clock,
@@ -112,7 +112,7 @@ TEST_CASE("Cancel returns the tokens and the permit but not the request; it coun
   CHECK(budget.in_flight().in_use() == 0);
 }
 
-TEST_CASE("Settle returns the permit; a dropped lease returns it and keeps its tokens spent") {
+TEST_CASE("Settle returns the permit, and a dropped lease returns it and keeps its tokens spent") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{.tokens_per_minute = 1000, .max_in_flight = 1});
   {
@@ -128,7 +128,7 @@ TEST_CASE("Settle returns the permit; a dropped lease returns it and keeps its t
   CHECK(budget.tokens().level() == 600.0);
 }
 
-TEST_CASE("1001 tokens against TPM 1000 is too large even when full; 1000 fits") {
+TEST_CASE("1001 tokens against TPM 1000 is too large even when full, and 1000 fits") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000});
   const auto refusal = budget.admit(1001);
@@ -143,7 +143,7 @@ TEST_CASE("1001 tokens against TPM 1000 is too large even when full; 1000 fits")
 }
 
 TEST_CASE(
-    "Order: a refusal for concurrency takes no tokens; one for tokens gives the request back") {
+    "Order: a refusal for concurrency takes no tokens, and one for tokens spends no request") {
   FakeClock clock;
   Budget budget(
       clock,
@@ -177,6 +177,25 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("When both buckets are short, the one with the longer wait is the limit named") {
+  FakeClock clock;
+  // 2 requests a second, 1 token a second.
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 120, .tokens_per_minute = 60});
+  expect_lease(budget.admit(60)).settle(60);
+  for (int i = 0; i < 119; ++i) expect_lease(budget.admit(0)).settle(0);
+  CHECK(budget.requests().level() == 0.0);
+  CHECK(budget.tokens().level() == 0.0);
+
+  // A request is 0.5 s away, 30 tokens are 30 s away: tokens hold the page back.
+  const auto wait = expect_wait(budget.admit(30));
+  CHECK(wait.limit == Limit::tokens);
+  CHECK(micros(wait.wait) == 30'000'000);
+  // A request alone is 0.5 s away: requests hold it back.
+  const auto short_wait = expect_wait(budget.admit(0));
+  CHECK(short_wait.limit == Limit::requests);
+  CHECK(micros(short_wait.wait) == 500'000);
+}
+
 TEST_CASE("Zero limits mean unlimited: everything is admitted at once") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{});
@@ -191,6 +210,8 @@ TEST_CASE("Retry-After is whole seconds rounded up, at least 1") {
   CHECK(retry_after_seconds(59s) == 59);
   CHECK(retry_after_seconds(59001ms) == 60);
   CHECK(retry_after_seconds(-5s) == 1);
+  CHECK(retry_after_seconds(fairlane::Clock::duration::max()) ==
+        fairlane::Clock::duration::max().count() / 1'000'000'000 + 1);
 }
 
 TEST_CASE("Limits are named as the API and metrics name them") {

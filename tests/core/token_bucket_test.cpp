@@ -36,6 +36,17 @@ TEST_CASE("A take that does not fit changes nothing and names the exact wait") {
   CHECK(bucket.try_take(10));
 }
 
+TEST_CASE("A wait that does not divide evenly is rounded up to the first microsecond that fits") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 7);  // 7 a minute: one token every 8.571428... s
+  REQUIRE(bucket.try_take(7));
+  CHECK(micros(*bucket.wait_for(1)) == 8'571'429);
+  clock.advance(8'571'428us);
+  CHECK_FALSE(bucket.try_take(1));
+  clock.advance(1us);
+  CHECK(bucket.try_take(1));
+}
+
 TEST_CASE("Refill is capped at the capacity") {
   FakeClock clock;
   TokenBucket bucket(clock, 60);
@@ -120,6 +131,9 @@ TEST_CASE("A reservation counts exactly once") {
     auto reservation = bucket.reserve(400);
     REQUIRE(reservation);
     TokenBucket::Reservation moved = std::move(*reservation);
+    CHECK_FALSE(reservation->open());
+    CHECK(reservation->reserved() == 0);
+    CHECK(moved.reserved() == 400);
     reservation->cancel();
     CHECK(bucket.level() == 600.0);
     moved.cancel();
@@ -164,7 +178,7 @@ TEST_CASE("time_until_full is the exact refill time of what is missing") {
   CHECK(micros(bucket.time_until_full()) == 9'000'000);
 }
 
-TEST_CASE("A cost above the capacity never fits; the capacity itself does") {
+TEST_CASE("A cost above the capacity never fits, and the capacity itself does") {
   FakeClock clock;
   TokenBucket bucket(clock, 1000);
   CHECK_FALSE(bucket.wait_for(1001).has_value());
@@ -189,15 +203,28 @@ TEST_CASE("Capacity 0 means unlimited") {
   CHECK(bucket.time_until_full() == 0s);
 }
 
-TEST_CASE("The largest capacity survives a long idle spell and a deep debt without overflow") {
+TEST_CASE("The largest capacity survives a deep debt and a long idle spell without overflow") {
   FakeClock clock;
   TokenBucket bucket(clock, TokenBucket::kMaxCapacity);
   auto reservation = bucket.reserve(TokenBucket::kMaxCapacity);
   REQUIRE(reservation);
-  reservation->settle(TokenBucket::kMaxCapacity * 5);  // debt is bounded at one minute
-  CHECK(bucket.level() == -static_cast<double>(TokenBucket::kMaxCapacity));
+  reservation->settle(TokenBucket::kMaxCapacity * 4);
+  CHECK(bucket.level() == -3.0 * static_cast<double>(TokenBucket::kMaxCapacity));
+  CHECK(micros(*bucket.wait_for(TokenBucket::kMaxCapacity)) == 4 * 60'000'000);
   clock.advance(std::chrono::hours(24 * 365 * 100));
   CHECK(bucket.level() == static_cast<double>(TokenBucket::kMaxCapacity));
+}
+
+TEST_CASE("Debt is bounded at four minutes of the bucket's own refill, so waits stay finite") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 10);
+  auto reservation = bucket.reserve(10);
+  REQUIRE(reservation);
+  reservation->settle(40'000'000'000);  // an absurd overrun
+  CHECK(bucket.level() == -40.0);
+  // (1 + 40) tokens at 10 a minute: 246 s.
+  CHECK(micros(*bucket.wait_for(1)) == 246'000'000);
+  CHECK(micros(bucket.time_until_full()) == 300'000'000);
 }
 
 TEST_CASE("A per-minute limit out of range is a configuration error") {
