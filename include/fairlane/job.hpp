@@ -1,0 +1,66 @@
+// The views of jobs and pages that the store returns: what a job object, a job list and a
+// job's results show.
+//
+// Thread safety: value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fairlane/ids.hpp"
+
+namespace fairlane {
+
+enum class JobState { queued, running, done, failed, cancelled };
+enum class PageState { queued, in_flight, done, failed, cancelled };
+
+// "queued", "running", ...: the names the API and the database use.
+[[nodiscard]] std::string_view to_string(JobState state);
+[[nodiscard]] std::string_view to_string(PageState state);
+[[nodiscard]] std::optional<JobState> job_state_from(std::string_view name);
+[[nodiscard]] std::optional<PageState> page_state_from(std::string_view name);
+
+struct PageCounts {
+  std::int64_t total = 0;
+  std::int64_t queued = 0;
+  std::int64_t in_flight = 0;
+  std::int64_t done = 0;
+  std::int64_t failed = 0;
+  std::int64_t cancelled = 0;
+};
+
+// Provider-reported tokens.
+struct Usage {
+  std::int64_t input_tokens = 0;
+  std::int64_t output_tokens = 0;
+};
+
+struct JobView {
+  JobId id = 0;           // internal
+  std::string public_id;  // what users see and pass back
+  UserId user_id = 0;
+  std::string user_name;
+  std::string name;
+  JobState state = JobState::queued;
+  PageCounts pages;
+  Usage usage;
+  double cost_usd = 0.0;  // usage at the store's configured price
+  std::int64_t max_tokens = 0;
+  WallTime created_at;
+  std::optional<WallTime> started_at;
+  std::optional<WallTime> finished_at;
+};
+
+// One page of a job's results, in page order.
+struct PageResult {
+  std::int64_t seq = 0;  // 0-based position in the job
+  PageState state = PageState::queued;
+  std::optional<std::string> output;  // done pages
+  std::optional<std::string> error;   // failed pages, or the last failed attempt
+  Usage usage;
+  std::int64_t attempts = 0;
+};
+
+}  // namespace fairlane

@@ -1,0 +1,142 @@
+// Store: fairlane's durable state in SQLite: users, jobs, and the pages waiting in
+// per-user lanes. An accepted job is a promise, so a job and all its pages are committed
+// in one fully synced transaction before anyone is told it was accepted, and every page
+// ends done, failed or cancelled, never lost and never completed twice.
+//
+// Errors are values: nothing throws across this interface. A locked, full, read-only or
+// damaged database yields a Status naming the file and the remedy, and a failed write
+// leaves nothing half-done.
+//
+// Thread safety: none. One thread owns a Store (the io_context thread in the service).
+// Every method runs its SQL synchronously; GroupCommit batches page transitions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fairlane/ids.hpp"
+#include "fairlane/job.hpp"
+#include "fairlane/lane.hpp"
+#include "fairlane/page_transition.hpp"
+#include "fairlane/result.hpp"
+#include "fairlane/status.hpp"
+
+namespace fairlane {
+
+struct StoreOptions {
+  // How long a write waits for another process's lock before failing with busy.
+  std::chrono::milliseconds busy_timeout{5000};
+  // The provider's price, for the cost a job view shows.
+  double usd_per_million_tokens = 0.0;
+  // Wall-clock time for what is persisted; system_clock::now when empty. Tests set it.
+  std::function<WallTime()> wall_clock = {};
+  // The SQLite VFS to open the file with; the default VFS when empty. Tests use it to
+  // inject I/O faults (a full disk, a failing sync) beneath a real database.
+  std::string vfs = {};
+};
+
+struct User {
+  UserId id = 0;
+  std::string name;
+  std::int64_t weight = 1;
+};
+
+// A user just added, with the only copy of their API key there will ever be.
+struct NewUser {
+  User user;
+  std::string key;
+};
+
+struct PageInput {
+  std::string text;
+  std::int64_t estimated_tokens = 0;  // input estimate + max_tokens
+};
+
+struct JobRequest {
+  UserId user_id = 0;
+  std::string name;
+  std::vector<PageInput> pages;
+  std::int64_t max_tokens = 0;
+  std::optional<std::string> idempotency_key;
+};
+
+struct EnqueuedJob {
+  JobView job;
+  bool created = false;         // false: the idempotency key named an earlier job
+  std::vector<LanePage> pages;  // the new pages, in lane order (empty when !created)
+};
+
+struct JobList {
+  std::vector<JobView> jobs;               // newest first
+  std::optional<std::string> next_cursor;  // pass back for the next page of the list
+};
+
+// What the provider was sent in a window: calls made, and their tokens (reserved, or the
+// reported usage once known).
+struct Spend {
+  std::int64_t requests = 0;
+  std::int64_t tokens = 0;
+};
+
+class Store {
+ public:
+  // The schema version this fairlane writes (the number of the last migration).
+  static int latest_schema_version();
+
+  // Opens (creating if needed) the database at `path` (":memory:" for tests) with WAL,
+  // foreign keys and a busy timeout, and migrates it to the latest schema, each migration
+  // in its own transaction. A database written by a newer fairlane is refused.
+  static Result<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options = {});
+
+  virtual ~Store() = default;
+
+  [[nodiscard]] virtual const std::string& path() const = 0;
+
+  // Users. The key is random, shown once, and stored only as its SHA-256.
+  virtual Result<NewUser> add_user(std::string_view name, std::int64_t weight = 1) = 0;
+  virtual Result<User> find_user_by_key(std::string_view key) = 0;
+  virtual Result<User> find_user_by_name(std::string_view name) = 0;
+  virtual Status set_weight(std::string_view name, std::int64_t weight) = 0;
+
+  // Writes the job and all its pages in one transaction with synchronous=FULL: when this
+  // returns, the job survives a crash or power loss. A repeated idempotency key of the
+  // same user returns the first job unchanged (created = false).
+  virtual Result<EnqueuedJob> enqueue_job(const JobRequest& request) = 0;
+
+  // At start: turns every in_flight page back to queued (its attempts kept; it returns to
+  // the head of its lane, since lanes are in page-id order) and returns the non-empty
+  // lanes by user id, each head first, with ids and sizes only.
+  virtual Result<std::vector<Lane>> load_lanes() = 0;
+
+  // Applies the transitions in order, in one transaction. For each, how many pages it
+  // changed: 0 when it no longer applied (say, a second completion). On error nothing is
+  // applied.
+  virtual Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) = 0;
+
+  // Cancels the job's queued pages (in-flight ones finish) and returns how many.
+  virtual Result<std::int64_t> cancel_job(JobId job) = 0;
+
+  // Reads.
+  virtual Result<JobView> job(JobId job) = 0;
+  // The job with this public id if `owner` owns it; not_found otherwise (whether it
+  // exists or not, so ids of other users' jobs cannot be probed).
+  virtual Result<JobView> job_of(std::string_view public_id, UserId owner) = 0;
+  // A user's jobs, newest first, `limit` at a time; `cursor` is the previous list's
+  // next_cursor.
+  virtual Result<JobList> jobs_of(UserId user, std::size_t limit,
+                                  std::optional<std::string_view> cursor = std::nullopt) = 0;
+  // The job's pages in order, with their output or error.
+  virtual Result<std::vector<PageResult>> results(JobId job) = 0;
+  virtual Result<std::string> page_text(PageId page) = 0;
+  // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
+  virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
+};
+
+}  // namespace fairlane

@@ -1,0 +1,625 @@
+// The SQLite implementation of Store. Schema: schema/sql (embedded at build time).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+#include <utility>
+
+#include "fairlane/store.hpp"
+#include "store/crypto.hpp"
+#include "store/migrations.hpp"
+#include "store/sqlite.hpp"
+
+namespace fairlane {
+namespace store {
+namespace {
+
+constexpr std::int64_t kMaxWeight = 1000;
+constexpr std::size_t kMaxUserNameBytes = 64;
+constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
+// Spend older than this is pruned; the budgets only ever look back a minute.
+constexpr std::chrono::hours kSpendRetention{1};
+
+std::int64_t to_ms(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+WallTime from_ms(std::int64_t ms) {
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(ms)));
+}
+
+std::optional<WallTime> from_ms(std::optional<std::int64_t> ms) {
+  if (!ms) return std::nullopt;
+  return from_ms(*ms);
+}
+
+Status invalid(std::string message) {
+  return {StatusCode::invalid_argument, std::move(message)};
+}
+
+Status check_weight(std::int64_t weight) {
+  if (weight >= 1 && weight <= kMaxWeight) return {};
+  return invalid(fmt::format("a weight of {} is out of range: use a whole number from 1 to {}",
+                             weight, kMaxWeight));
+}
+
+Status check_user_name(std::string_view name) {
+  const bool valid_chars = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+  if (!name.empty() && name.size() <= kMaxUserNameBytes && valid_chars) return {};
+  return invalid(
+      fmt::format("'{}' is not a valid user name: use 1 to {} letters, digits, '.', '-' or '_'",
+                  name, kMaxUserNameBytes));
+}
+
+// The columns every job view is read from, in the order read_job expects.
+constexpr std::string_view kJobColumns =
+    "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, "
+    "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "
+    "j.max_tokens, j.created_at, j.started_at, j.finished_at "
+    "FROM jobs j JOIN users u ON u.id = j.user_id ";
+
+// SQL of every statement the store runs, prepared once at open.
+struct Sql {
+  static constexpr std::string_view insert_user =
+      "INSERT INTO users (name, key_sha256, weight, created_at) VALUES (?1, ?2, ?3, ?4)";
+  static constexpr std::string_view user_by_key =
+      "SELECT id, name, weight FROM users WHERE key_sha256 = ?1";
+  static constexpr std::string_view user_by_name =
+      "SELECT id, name, weight FROM users WHERE name = ?1";
+  static constexpr std::string_view user_by_id = "SELECT id, name, weight FROM users WHERE id = ?1";
+  static constexpr std::string_view set_weight = "UPDATE users SET weight = ?2 WHERE name = ?1";
+  static constexpr std::string_view job_by_idempotency_key =
+      "SELECT id FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
+  static constexpr std::string_view insert_job =
+      "INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count, "
+      "queued, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)";
+  static constexpr std::string_view insert_page =
+      "INSERT INTO pages (job_id, user_id, seq, estimated_tokens) VALUES (?1, ?2, ?3, ?4)";
+  static constexpr std::string_view insert_text =
+      "INSERT INTO page_texts (page_id, text) VALUES (?1, ?2)";
+  static constexpr std::string_view requeue_in_flight =
+      "UPDATE pages SET state = 'queued' WHERE state = 'in_flight'";
+  static constexpr std::string_view queued_pages =
+      "SELECT user_id, id, job_id, estimated_tokens, not_before FROM pages INDEXED BY "
+      "pages_queued WHERE state = 'queued' ORDER BY user_id, id";
+  static constexpr std::string_view weights = "SELECT id, weight FROM users";
+  static constexpr std::string_view dispatched =
+      "UPDATE pages SET state = 'in_flight', dispatches = dispatches + 1, dispatched_at = ?2, "
+      "not_before = NULL WHERE id = ?1 AND state = 'queued'";
+  static constexpr std::string_view insert_spend =
+      "INSERT INTO spend (page_id, dispatch, at, tokens) "
+      "SELECT id, dispatches, ?2, ?3 FROM pages WHERE id = ?1";
+  // The spend of the page's latest call, while that call is in flight.
+  static constexpr std::string_view correct_spend =
+      "UPDATE spend SET tokens = ?2 WHERE page_id = ?1 AND dispatch = "
+      "(SELECT dispatches FROM pages WHERE id = ?1 AND state = 'in_flight')";
+  static constexpr std::string_view completed =
+      "UPDATE pages SET state = 'done', output = ?2, input_tokens = ?3, output_tokens = ?4, "
+      "finished_at = ?5, error = NULL WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view attempt_failed =
+      "UPDATE pages SET state = 'queued', attempts = attempts + 1, error = ?2, not_before = ?3 "
+      "WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view requeued =
+      "UPDATE pages SET state = 'queued', requeues = requeues + 1 "
+      "WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view failed =
+      "UPDATE pages SET state = 'failed', error = ?2, finished_at = ?3 "
+      "WHERE id = ?1 AND state IN ('queued', 'in_flight')";
+  static constexpr std::string_view cancel_job =
+      "UPDATE pages SET state = 'cancelled', finished_at = ?2 "
+      "WHERE job_id = ?1 AND state = 'queued'";
+  static constexpr std::string_view prune_spend = "DELETE FROM spend WHERE at < ?1";
+  static constexpr std::string_view results =
+      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts FROM pages "
+      "WHERE job_id = ?1 ORDER BY seq";
+  static constexpr std::string_view page_text = "SELECT text FROM page_texts WHERE page_id = ?1";
+  static constexpr std::string_view recent_spend =
+      "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > ?1";
+  static constexpr std::string_view job_id_by_public_id =
+      "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
+};
+
+class SqliteStore final : public Store {
+ public:
+  static Result<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options);
+
+  const std::string& path() const override { return db_.path(); }
+
+  Result<NewUser> add_user(std::string_view name, std::int64_t weight) override;
+  Result<User> find_user_by_key(std::string_view key) override;
+  Result<User> find_user_by_name(std::string_view name) override;
+  Status set_weight(std::string_view name, std::int64_t weight) override;
+  Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
+  Result<std::vector<Lane>> load_lanes() override;
+  Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
+  Result<std::int64_t> cancel_job(JobId job) override;
+  Result<JobView> job(JobId job) override;
+  Result<JobView> job_of(std::string_view public_id, UserId owner) override;
+  Result<JobList> jobs_of(UserId user, std::size_t limit,
+                          std::optional<std::string_view> cursor) override;
+  Result<std::vector<PageResult>> results(JobId job) override;
+  Result<std::string> page_text(PageId page) override;
+  Result<Spend> recent_spend(std::chrono::milliseconds window) override;
+
+ private:
+  SqliteStore(Database db, StoreOptions options)
+      : db_(std::move(db)), options_(std::move(options)) {}
+
+  Status prepare_all();
+  WallTime now() const {
+    return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
+  }
+  Result<User> read_user(Statement& statement, std::string_view what);
+  JobView read_job(const Statement& statement) const;
+  Result<JobView> single_job(Statement& statement, std::string_view what);
+  Result<std::int64_t> apply_one(const PageTransition& transition, std::int64_t now_ms);
+
+  // Constant after construction. db_ is declared first so it outlives the statements.
+  Database db_;
+  const StoreOptions options_;
+
+  // Prepared once at open; only touched on the owning thread.
+  Statement insert_user_, user_by_key_, user_by_name_, user_by_id_, set_weight_;
+  Statement job_by_idempotency_key_, insert_job_, insert_page_, insert_text_;
+  Statement requeue_in_flight_, queued_pages_, weights_;
+  Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
+  Statement failed_, cancel_job_, prune_spend_;
+  Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
+  Statement results_, page_text_, recent_spend_;
+};
+
+Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
+  auto db = Database::open(path, options.vfs);
+  if (!db.ok()) return db.status();
+  const std::string pragmas = fmt::format(
+      "PRAGMA busy_timeout = {}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+      options.busy_timeout.count());
+  if (Status s = db->exec(pragmas, "configuring the database"); !s.ok()) return s;
+  // WAL lets readers run beside the writer and makes each commit one append. A database
+  // in memory keeps its own journal mode.
+  if (Status s = db->exec("PRAGMA journal_mode = WAL", "switching to write-ahead logging");
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = migrate(db->handle(), path, Store::latest_schema_version()); !s.ok()) return s;
+
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db).value(), std::move(options)));
+  if (Status s = store->prepare_all(); !s.ok()) return s;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Status SqliteStore::prepare_all() {
+  const std::string job_by_id = fmt::format("SELECT {} WHERE j.id = ?1", kJobColumns);
+  const std::string job_by_public_id =
+      fmt::format("SELECT {} WHERE j.public_id = ?1 AND j.user_id = ?2", kJobColumns);
+  const std::string jobs_of_first =
+      fmt::format("SELECT {} WHERE j.user_id = ?1 ORDER BY j.id DESC LIMIT ?2", kJobColumns);
+  const std::string jobs_of_after = fmt::format(
+      "SELECT {} WHERE j.user_id = ?1 AND j.id < ?3 ORDER BY j.id DESC LIMIT ?2", kJobColumns);
+  const std::pair<Statement*, std::string_view> all[] = {
+      {&insert_user_, Sql::insert_user},
+      {&user_by_key_, Sql::user_by_key},
+      {&user_by_name_, Sql::user_by_name},
+      {&user_by_id_, Sql::user_by_id},
+      {&set_weight_, Sql::set_weight},
+      {&job_by_idempotency_key_, Sql::job_by_idempotency_key},
+      {&insert_job_, Sql::insert_job},
+      {&insert_page_, Sql::insert_page},
+      {&insert_text_, Sql::insert_text},
+      {&requeue_in_flight_, Sql::requeue_in_flight},
+      {&queued_pages_, Sql::queued_pages},
+      {&weights_, Sql::weights},
+      {&dispatched_, Sql::dispatched},
+      {&insert_spend_, Sql::insert_spend},
+      {&correct_spend_, Sql::correct_spend},
+      {&completed_, Sql::completed},
+      {&attempt_failed_, Sql::attempt_failed},
+      {&requeued_, Sql::requeued},
+      {&failed_, Sql::failed},
+      {&cancel_job_, Sql::cancel_job},
+      {&prune_spend_, Sql::prune_spend},
+      {&job_by_id_, job_by_id},
+      {&job_by_public_id_, job_by_public_id},
+      {&jobs_of_first_, jobs_of_first},
+      {&jobs_of_after_, jobs_of_after},
+      {&job_id_by_public_id_, Sql::job_id_by_public_id},
+      {&results_, Sql::results},
+      {&page_text_, Sql::page_text},
+      {&recent_spend_, Sql::recent_spend},
+  };
+  for (const auto& [statement, sql] : all) {
+    auto prepared = Statement::prepare(db_, sql);
+    if (!prepared.ok()) return prepared.status();
+    *statement = std::move(prepared).value();
+  }
+  return {};
+}
+
+// ---- users -------------------------------------------------------------------------------
+
+Result<NewUser> SqliteStore::add_user(std::string_view name, std::int64_t weight) {
+  if (Status s = check_user_name(name); !s.ok()) return s;
+  if (Status s = check_weight(weight); !s.ok()) return s;
+  const auto secret = random_hex(32);
+  if (!secret) return Status{StatusCode::internal, "the system's random generator failed"};
+  std::string key = "fl_" + *secret;
+  const auto digest = sha256(key);
+  if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
+
+  Use insert(insert_user_);
+  insert->bind(1, name).bind_blob(2, digest->data(), static_cast<int>(digest->size()));
+  insert->bind(3, weight).bind(4, to_ms(now()));
+  const int rc = insert->run();
+  if (rc == SQLITE_CONSTRAINT_UNIQUE) {
+    return Status{StatusCode::already_exists,
+                  fmt::format("a user named '{}' exists already: pick another name", name)};
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, fmt::format("adding user '{}'", name));
+  return NewUser{User{db_.last_insert_rowid(), std::string(name), weight}, std::move(key)};
+}
+
+Result<User> SqliteStore::read_user(Statement& statement, std::string_view what) {
+  Use use(statement);
+  const int rc = use->step();
+  if (rc == SQLITE_ROW) return User{use->int64(0), use->text(1), use->int64(2)};
+  if (rc == SQLITE_DONE) return Status{StatusCode::not_found, fmt::format("no {}", what)};
+  return db_.error(rc, fmt::format("looking up {}", what));
+}
+
+Result<User> SqliteStore::find_user_by_key(std::string_view key) {
+  const auto digest = sha256(key);
+  if (!digest) return Status{StatusCode::internal, "SHA-256 of the key failed"};
+  user_by_key_.bind_blob(1, digest->data(), static_cast<int>(digest->size()));
+  return read_user(user_by_key_, "user with this key");
+}
+
+Result<User> SqliteStore::find_user_by_name(std::string_view name) {
+  user_by_name_.bind(1, name);
+  return read_user(user_by_name_, fmt::format("user named '{}'", name));
+}
+
+Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
+  if (Status s = check_weight(weight); !s.ok()) return s;
+  Use update(set_weight_);
+  update->bind(1, name).bind(2, weight);
+  if (const int rc = update->run(); rc != SQLITE_DONE) {
+    return db_.error(rc, fmt::format("setting the weight of '{}'", name));
+  }
+  if (db_.changes() == 0) {
+    return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
+  }
+  return {};
+}
+
+// ---- jobs --------------------------------------------------------------------------------
+
+Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
+  if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
+  if (request.name.empty()) return invalid("a job needs a name");
+  if (request.max_tokens < 1) {
+    return invalid(fmt::format("max_tokens must be at least 1, not {}", request.max_tokens));
+  }
+  if (request.idempotency_key && (request.idempotency_key->empty() ||
+                                  request.idempotency_key->size() > kMaxIdempotencyKeyBytes)) {
+    return invalid(
+        fmt::format("an idempotency key must be 1 to {} bytes long", kMaxIdempotencyKeyBytes));
+  }
+  for (std::size_t i = 0; i < request.pages.size(); ++i) {
+    if (request.pages[i].estimated_tokens < 0) {
+      return invalid(fmt::format("page {} has a negative token estimate", i + 1));
+    }
+  }
+  user_by_id_.bind(1, request.user_id);
+  auto owner = read_user(user_by_id_, fmt::format("user with id {}", request.user_id));
+  if (!owner.ok()) return owner.status();
+
+  // The job must survive power loss once acknowledged: this one transaction syncs fully.
+  if (Status s = db_.exec("PRAGMA synchronous = FULL", "enqueueing a job"); !s.ok()) return s;
+  struct RestoreSync {
+    Database& db;
+    ~RestoreSync() { (void)db.exec("PRAGMA synchronous = NORMAL", "restoring sync"); }
+  } restore_sync{db_};
+
+  Transaction tx(db_);
+  if (!tx.status().ok()) return tx.status();
+
+  if (request.idempotency_key) {
+    Use find(job_by_idempotency_key_);
+    find->bind(1, request.user_id).bind(2, *request.idempotency_key);
+    const int rc = find->step();
+    if (rc == SQLITE_ROW) {
+      const JobId earlier = find->int64(0);
+      auto view = job(earlier);
+      if (!view.ok()) return view.status();
+      return EnqueuedJob{std::move(view).value(), false, {}};
+    }
+    if (rc != SQLITE_DONE) return db_.error(rc, "looking up the idempotency key");
+  }
+
+  const auto public_suffix = random_hex(12);
+  if (!public_suffix) return Status{StatusCode::internal, "the system's random generator failed"};
+  const WallTime created_at = now();
+  const auto page_count = static_cast<std::int64_t>(request.pages.size());
+  JobId job_id = 0;
+  {
+    Use insert(insert_job_);
+    insert->bind(1, "job_" + *public_suffix).bind(2, request.user_id).bind(3, request.name);
+    insert->bind(4, request.max_tokens);
+    if (request.idempotency_key) {
+      insert->bind(5, *request.idempotency_key);
+    } else {
+      insert->bind(5, std::nullopt);
+    }
+    insert->bind(6, page_count).bind(7, to_ms(created_at));
+    if (const int rc = insert->run(); rc != SQLITE_DONE) return db_.error(rc, "writing the job");
+    job_id = db_.last_insert_rowid();
+  }
+
+  std::vector<LanePage> lane_pages;
+  lane_pages.reserve(request.pages.size());
+  for (std::size_t seq = 0; seq < request.pages.size(); ++seq) {
+    const PageInput& page = request.pages[seq];
+    Use insert_page(insert_page_);
+    insert_page->bind(1, job_id).bind(2, request.user_id);
+    insert_page->bind(3, static_cast<std::int64_t>(seq)).bind(4, page.estimated_tokens);
+    if (const int rc = insert_page->run(); rc != SQLITE_DONE) {
+      return db_.error(rc, fmt::format("writing page {} of the job", seq + 1));
+    }
+    const PageId page_id = db_.last_insert_rowid();
+    Use insert_text(insert_text_);
+    insert_text->bind(1, page_id).bind(2, page.text);
+    if (const int rc = insert_text->run(); rc != SQLITE_DONE) {
+      return db_.error(rc, fmt::format("writing the text of page {}", seq + 1));
+    }
+    lane_pages.push_back(LanePage{page_id, job_id, page.estimated_tokens, std::nullopt});
+  }
+  if (Status s = tx.commit(); !s.ok()) return s;
+
+  JobView view;
+  view.id = job_id;
+  view.public_id = "job_" + *public_suffix;
+  view.user_id = request.user_id;
+  view.user_name = owner->name;
+  view.name = request.name;
+  view.state = JobState::queued;
+  view.pages.total = view.pages.queued = page_count;
+  view.max_tokens = request.max_tokens;
+  view.created_at = from_ms(to_ms(created_at));
+  return EnqueuedJob{std::move(view), true, std::move(lane_pages)};
+}
+
+Result<std::vector<Lane>> SqliteStore::load_lanes() {
+  {
+    Transaction tx(db_);
+    if (!tx.status().ok()) return tx.status();
+    Use requeue(requeue_in_flight_);
+    if (const int rc = requeue->run(); rc != SQLITE_DONE) {
+      return db_.error(rc, "returning in-flight pages to their lanes");
+    }
+    if (Status s = tx.commit(); !s.ok()) return s;
+  }
+
+  std::unordered_map<UserId, std::int64_t> weights;
+  {
+    Use read(weights_);
+    int rc = SQLITE_ROW;
+    while ((rc = read->step()) == SQLITE_ROW) weights[read->int64(0)] = read->int64(1);
+    if (rc != SQLITE_DONE) return db_.error(rc, "reading user weights");
+  }
+
+  std::vector<Lane> lanes;
+  Use read(queued_pages_);
+  int rc = SQLITE_ROW;
+  while ((rc = read->step()) == SQLITE_ROW) {
+    const UserId user = read->int64(0);
+    if (lanes.empty() || lanes.back().user_id != user) {
+      lanes.push_back(Lane{user, weights.contains(user) ? weights[user] : 1, {}});
+    }
+    lanes.back().pages.push_back(
+        LanePage{read->int64(1), read->int64(2), read->int64(3), from_ms(read->optional_int64(4))});
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "reading the lanes");
+  for (Lane& lane : lanes) lane.pages.shrink_to_fit();
+  return lanes;
+}
+
+Result<std::int64_t> SqliteStore::apply_one(const PageTransition& t, std::int64_t now_ms) {
+  using Kind = PageTransition::Kind;
+  // Runs `statement` (already bound) and returns the number of pages it changed.
+  const auto run = [this](Statement& statement, std::string_view doing) -> Result<std::int64_t> {
+    Use use(statement);
+    if (const int rc = use->run(); rc != SQLITE_DONE) return db_.error(rc, doing);
+    return db_.changes();
+  };
+  const auto correct_spend = [&](std::int64_t tokens) -> Status {
+    correct_spend_.bind(1, t.page_id).bind(2, tokens);
+    auto changed = run(correct_spend_, "recording the call's spend");
+    return changed.status();
+  };
+
+  switch (t.kind) {
+    case Kind::dispatched: {
+      dispatched_.bind(1, t.page_id).bind(2, now_ms);
+      auto changed = run(dispatched_, "marking a page dispatched");
+      if (!changed.ok() || changed.value() == 0) return changed;
+      insert_spend_.bind(1, t.page_id).bind(2, now_ms).bind(3, t.reserved_tokens);
+      if (auto spent = run(insert_spend_, "recording the call's spend"); !spent.ok()) return spent;
+      return changed;
+    }
+    case Kind::completed: {
+      if (Status s = correct_spend(t.usage.input_tokens + t.usage.output_tokens); !s.ok()) return s;
+      completed_.bind(1, t.page_id).bind(2, t.output).bind(3, t.usage.input_tokens);
+      completed_.bind(4, t.usage.output_tokens).bind(5, now_ms);
+      return run(completed_, "storing a page's result");
+    }
+    case Kind::attempt_failed: {
+      if (Status s = correct_spend(0); !s.ok()) return s;
+      attempt_failed_.bind(1, t.page_id).bind(2, t.error);
+      attempt_failed_.bind(3, t.not_before ? std::optional(to_ms(*t.not_before)) : std::nullopt);
+      return run(attempt_failed_, "recording a failed attempt");
+    }
+    case Kind::requeued: {
+      if (Status s = correct_spend(0); !s.ok()) return s;
+      requeued_.bind(1, t.page_id);
+      return run(requeued_, "returning a page to its lane");
+    }
+    case Kind::failed: {
+      if (Status s = correct_spend(0); !s.ok()) return s;
+      failed_.bind(1, t.page_id).bind(2, t.error).bind(3, now_ms);
+      return run(failed_, "marking a page failed");
+    }
+    case Kind::job_cancelled: {
+      cancel_job_.bind(1, t.job_id).bind(2, now_ms);
+      return run(cancel_job_, "cancelling a job's queued pages");
+    }
+  }
+  return Status{StatusCode::internal, "unknown page transition"};
+}
+
+Result<std::vector<std::int64_t>> SqliteStore::apply(std::span<const PageTransition> transitions) {
+  const WallTime at = now();
+  const std::int64_t now_ms = to_ms(at);
+  Transaction tx(db_);
+  if (!tx.status().ok()) return tx.status();
+  std::vector<std::int64_t> changed;
+  changed.reserve(transitions.size());
+  for (const PageTransition& transition : transitions) {
+    auto result = apply_one(transition, now_ms);
+    if (!result.ok()) return result.status();
+    changed.push_back(result.value());
+  }
+  {
+    Use prune(prune_spend_);
+    prune->bind(1, to_ms(at - kSpendRetention));
+    if (const int rc = prune->run(); rc != SQLITE_DONE) return db_.error(rc, "pruning old spend");
+  }
+  if (Status s = tx.commit(); !s.ok()) return s;
+  return changed;
+}
+
+Result<std::int64_t> SqliteStore::cancel_job(JobId job) {
+  const PageTransition cancel = PageTransition::job_cancelled(job);
+  auto changed = apply(std::span(&cancel, 1));
+  if (!changed.ok()) return changed.status();
+  return changed->front();
+}
+
+// ---- reads -------------------------------------------------------------------------------
+
+JobView SqliteStore::read_job(const Statement& s) const {
+  JobView view;
+  view.id = s.int64(0);
+  view.public_id = s.text(1);
+  view.user_id = s.int64(2);
+  view.user_name = s.text(3);
+  view.name = s.text(4);
+  view.state = job_state_from(s.text(5)).value_or(JobState::queued);
+  view.pages = PageCounts{s.int64(6), s.int64(7), s.int64(8), s.int64(9), s.int64(10), s.int64(11)};
+  view.usage = Usage{s.int64(12), s.int64(13)};
+  view.cost_usd = static_cast<double>(view.usage.input_tokens + view.usage.output_tokens) *
+                  options_.usd_per_million_tokens / 1e6;
+  view.max_tokens = s.int64(14);
+  view.created_at = from_ms(s.int64(15));
+  view.started_at = from_ms(s.optional_int64(16));
+  view.finished_at = from_ms(s.optional_int64(17));
+  return view;
+}
+
+Result<JobView> SqliteStore::single_job(Statement& statement, std::string_view what) {
+  Use use(statement);
+  const int rc = use->step();
+  if (rc == SQLITE_ROW) return read_job(*use);
+  if (rc == SQLITE_DONE) return Status{StatusCode::not_found, fmt::format("no {}", what)};
+  return db_.error(rc, fmt::format("reading {}", what));
+}
+
+Result<JobView> SqliteStore::job(JobId job) {
+  job_by_id_.bind(1, job);
+  return single_job(job_by_id_, fmt::format("job with id {}", job));
+}
+
+Result<JobView> SqliteStore::job_of(std::string_view public_id, UserId owner) {
+  job_by_public_id_.bind(1, public_id).bind(2, owner);
+  return single_job(job_by_public_id_, fmt::format("job {}", public_id));
+}
+
+Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
+                                     std::optional<std::string_view> cursor) {
+  if (limit == 0) return invalid("a list of jobs needs a limit of at least 1");
+  Statement* list = &jobs_of_first_;
+  if (cursor) {
+    Use find(job_id_by_public_id_);
+    find->bind(1, *cursor).bind(2, user);
+    const int rc = find->step();
+    if (rc == SQLITE_DONE) {
+      return invalid(
+          fmt::format("'{}' is not a cursor from an earlier list of your jobs", *cursor));
+    }
+    if (rc != SQLITE_ROW) return db_.error(rc, "reading the list cursor");
+    jobs_of_after_.bind(3, find->int64(0));
+    list = &jobs_of_after_;
+  }
+  Use use(*list);
+  use->bind(1, user).bind(2, static_cast<std::int64_t>(limit) + 1);
+  JobList page;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) page.jobs.push_back(read_job(*use));
+  if (rc != SQLITE_DONE) return db_.error(rc, "listing jobs");
+  if (page.jobs.size() > limit) {
+    page.jobs.pop_back();
+    page.next_cursor = page.jobs.back().public_id;
+  }
+  return page;
+}
+
+Result<std::vector<PageResult>> SqliteStore::results(JobId job) {
+  Use use(results_);
+  use->bind(1, job);
+  std::vector<PageResult> pages;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    PageResult page;
+    page.seq = use->int64(0);
+    page.state = page_state_from(use->text(1)).value_or(PageState::queued);
+    page.output = use->optional_text(2);
+    page.error = use->optional_text(3);
+    page.usage = Usage{use->optional_int64(4).value_or(0), use->optional_int64(5).value_or(0)};
+    page.attempts = use->int64(6);
+    pages.push_back(std::move(page));
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "reading the job's results");
+  return pages;
+}
+
+Result<std::string> SqliteStore::page_text(PageId page) {
+  Use use(page_text_);
+  use->bind(1, page);
+  const int rc = use->step();
+  if (rc == SQLITE_ROW) return use->text(0);
+  if (rc == SQLITE_DONE) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
+  return db_.error(rc, "reading a page's text");
+}
+
+Result<Spend> SqliteStore::recent_spend(std::chrono::milliseconds window) {
+  Use use(recent_spend_);
+  use->bind(1, to_ms(now()) - window.count());
+  const int rc = use->step();
+  if (rc != SQLITE_ROW) return db_.error(rc, "reading recent spend");
+  return Spend{use->int64(0), use->int64(1)};
+}
+
+}  // namespace
+}  // namespace store
+
+int Store::latest_schema_version() {
+  return store::migrations().back().version;
+}
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path, StoreOptions options) {
+  return store::SqliteStore::open(path, std::move(options));
+}
+
+}  // namespace fairlane

@@ -1,0 +1,382 @@
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "fairlane/store.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::JobRequest;
+using fairlane::JobState;
+using fairlane::PageState;
+using fairlane::PageTransition;
+using fairlane::StatusCode;
+using fairlane::StoreOptions;
+using fairlane::Usage;
+using fairlane::WallTime;
+using fairlane::testing::apply;
+using fairlane::testing::enqueue;
+using fairlane::testing::job_view;
+using fairlane::testing::ManualWallClock;
+using fairlane::testing::numbered_pages;
+using fairlane::testing::open_store;
+using fairlane::testing::TempDir;
+
+namespace {
+
+struct Fixture {
+  ManualWallClock wall;
+  std::unique_ptr<fairlane::Store> store = open_store(
+      ":memory:", StoreOptions{.usd_per_million_tokens = 3.0, .wall_clock = wall.function()});
+  fairlane::UserId alice = store->add_user("alice").value().user.id;
+  fairlane::UserId bob = store->add_user("bob", 2).value().user.id;
+};
+
+}  // namespace
+
+TEST_CASE("A new user's key is shown once, finds the user, and only its SHA-256 is stored") {
+  TempDir dir;
+  const std::string path = dir.file("users.db");
+  std::string key;
+  {
+    auto store = open_store(path);
+    auto added = store->add_user("carol", 3);
+    REQUIRE(added.ok());
+    key = added->key;
+    CHECK(key.size() == 67);  // "fl_" + 64 hex digits
+    CHECK(key.rfind("fl_", 0) == 0);
+    CHECK(added->user.weight == 3);
+
+    auto found = store->find_user_by_key(key);
+    REQUIRE(found.ok());
+    CHECK(found->name == "carol");
+    CHECK(found->id == added->user.id);
+    CHECK(store->find_user_by_key(key + "x").status().code() == StatusCode::not_found);
+    CHECK(store->add_user("dave")->key != key);
+  }
+  // The file holds the digest, never the key.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT hex(key_sha256) FROM users WHERE name = 'carol'", -1,
+                             &stmt, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  const std::string stored = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  CHECK(stored.size() == 64);
+  CHECK(stored.find(key.substr(3, 16)) == std::string::npos);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  std::string file_bytes;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buffer[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) file_bytes.append(buffer, n);
+    std::fclose(f);
+  }
+  CHECK(file_bytes.find(key) == std::string::npos);
+}
+
+TEST_CASE("User names are unique and checked, weights are 1 to 1000") {
+  Fixture f;
+  CHECK(f.store->add_user("alice").status().code() == StatusCode::already_exists);
+  CHECK(f.store->add_user("").status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->add_user("no spaces").status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->add_user("erin", 0).status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->add_user("erin", 1001).status().code() == StatusCode::invalid_argument);
+
+  CHECK(f.store->set_weight("alice", 5).ok());
+  CHECK(f.store->find_user_by_name("alice")->weight == 5);
+  CHECK(f.store->set_weight("nobody", 5).code() == StatusCode::not_found);
+  CHECK(f.store->set_weight("alice", 0).code() == StatusCode::invalid_argument);
+}
+
+TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane order, texts") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 3);
+  CHECK(job.created);
+  CHECK(job.job.public_id.rfind("job_", 0) == 0);
+  CHECK(job.job.public_id.size() == 28);
+  CHECK(job.job.state == JobState::queued);
+  CHECK(job.job.pages.total == 3);
+  CHECK(job.job.pages.queued == 3);
+  CHECK(job.job.user_name == "alice");
+  CHECK(job.job.created_at == f.wall.now);
+  REQUIRE(job.pages.size() == 3);
+  CHECK(job.pages[0].page_id < job.pages[1].page_id);
+  CHECK(job.pages[1].page_id < job.pages[2].page_id);
+  CHECK(job.pages[2].estimated_tokens == 100);
+
+  CHECK(f.store->page_text(job.pages[1].page_id).value() == "page 2");
+  const auto stored = job_view(*f.store, job.job.id);
+  CHECK(stored.public_id == job.job.public_id);
+  CHECK(stored.state == JobState::queued);
+  CHECK(stored.pages.queued == 3);
+  CHECK_FALSE(stored.started_at.has_value());
+  CHECK_FALSE(stored.finished_at.has_value());
+  CHECK(f.store->job_of(job.job.public_id, f.alice).ok());
+}
+
+TEST_CASE("Bad uploads are refused with a reason and leave no job behind") {
+  Fixture f;
+  CHECK(f.store->enqueue_job(JobRequest{f.alice, "empty.pdf", {}, 200, {}}).status().code() ==
+        StatusCode::invalid_argument);
+  CHECK(f.store->enqueue_job(JobRequest{f.alice, "x.pdf", numbered_pages(2), 0, {}})
+            .status()
+            .code() == StatusCode::invalid_argument);
+  CHECK(f.store->enqueue_job(JobRequest{f.alice, "", numbered_pages(2), 200, {}}).status().code() ==
+        StatusCode::invalid_argument);
+  CHECK(
+      f.store->enqueue_job(JobRequest{999, "x.pdf", numbered_pages(2), 200, {}}).status().code() ==
+      StatusCode::not_found);
+  const auto empty = f.store->enqueue_job(JobRequest{f.alice, "empty.pdf", {}, 200, {}});
+  CHECK(empty.status().message().find("at least one page") != std::string::npos);
+  CHECK(f.store->jobs_of(f.alice, 10)->jobs.empty());
+  CHECK(f.store->load_lanes()->empty());
+}
+
+TEST_CASE("A repeated idempotency key returns the first job unchanged") {
+  Fixture f;
+  const auto first = enqueue(*f.store, f.alice, 3, "book.pdf", "upload-1");
+  const auto again = enqueue(*f.store, f.alice, 5, "other.pdf", "upload-1");
+  CHECK_FALSE(again.created);
+  CHECK(again.pages.empty());
+  CHECK(again.job.public_id == first.job.public_id);
+  CHECK(again.job.pages.total == 3);
+  CHECK(again.job.name == "book.pdf");
+
+  // The key is per user, and another key is another job.
+  CHECK(enqueue(*f.store, f.bob, 2, "bob.pdf", "upload-1").created);
+  CHECK(enqueue(*f.store, f.alice, 2, "book2.pdf", "upload-2").created);
+  CHECK(f.store->jobs_of(f.alice, 10)->jobs.size() == 2);
+}
+
+TEST_CASE("Dispatch and completion: a job's counts, state, usage and cost after every transition") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 2);
+  const auto p1 = job.pages[0].page_id;
+  const auto p2 = job.pages[1].page_id;
+
+  f.wall.advance(1s);
+  CHECK(apply(*f.store, {PageTransition::dispatched(p1, 300)}) == std::vector<std::int64_t>{1});
+  auto view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::running);
+  CHECK(view.pages.queued == 1);
+  CHECK(view.pages.in_flight == 1);
+  CHECK(view.started_at == f.wall.now);
+
+  f.wall.advance(2s);
+  apply(*f.store, {PageTransition::completed(p1, "text one", Usage{120, 80})});
+  view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::running);
+  CHECK(view.pages.in_flight == 0);
+  CHECK(view.pages.done == 1);
+  CHECK(view.usage.input_tokens == 120);
+  CHECK(view.usage.output_tokens == 80);
+  CHECK(view.cost_usd == doctest::Approx(200 * 3.0 / 1e6));
+
+  apply(*f.store, {PageTransition::dispatched(p2, 300),
+                   PageTransition::completed(p2, "text two", Usage{100, 50})});
+  view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 2);
+  CHECK(view.pages.queued + view.pages.in_flight + view.pages.failed + view.pages.cancelled == 0);
+  CHECK(view.usage.input_tokens == 220);
+  CHECK(view.finished_at == f.wall.now);
+
+  const auto results = f.store->results(job.job.id).value();
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].seq == 0);
+  CHECK(results[0].state == PageState::done);
+  CHECK(results[0].output == "text one");
+  CHECK(results[1].output == "text two");
+  CHECK(results[1].usage.output_tokens == 50);
+}
+
+TEST_CASE("A page completed twice keeps its first result") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 1);
+  const auto page = job.pages[0].page_id;
+  apply(*f.store, {PageTransition::dispatched(page, 300)});
+  CHECK(apply(*f.store, {PageTransition::completed(page, "first", Usage{10, 10}),
+                         PageTransition::completed(page, "second", Usage{99, 99})}) ==
+        std::vector<std::int64_t>{1, 0});
+  CHECK(f.store->results(job.job.id)->front().output == "first");
+  CHECK(job_view(*f.store, job.job.id).usage.input_tokens == 10);
+  // Nor can a finished page be dispatched again.
+  CHECK(apply(*f.store, {PageTransition::dispatched(page, 300)}) == std::vector<std::int64_t>{0});
+}
+
+TEST_CASE(
+    "A failed attempt returns the page to queued with its reason, attempt count and backoff") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 2);
+  const auto page = job.pages[0].page_id;
+  const WallTime retry_at = f.wall.now + 4s;
+  apply(*f.store, {PageTransition::dispatched(page, 300),
+                   PageTransition::attempt_failed(page, "provider answered 500", retry_at)});
+  auto view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::running);
+  CHECK(view.pages.queued == 2);
+  const auto results = f.store->results(job.job.id).value();
+  CHECK(results[0].attempts == 1);
+  CHECK(results[0].error == "provider answered 500");
+  CHECK(results[0].state == PageState::queued);
+
+  const auto lanes = f.store->load_lanes().value();
+  REQUIRE(lanes.size() == 1);
+  CHECK(lanes[0].pages[0].page_id == page);
+  CHECK(lanes[0].pages[0].not_before == retry_at);
+  CHECK_FALSE(lanes[0].pages[1].not_before.has_value());
+
+  // A 429 returns it without spending an attempt.
+  apply(*f.store, {PageTransition::dispatched(page, 300), PageTransition::requeued(page)});
+  CHECK(f.store->results(job.job.id)->front().attempts == 1);
+}
+
+TEST_CASE("A page that fails for good makes its job failed once nothing is left") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 2);
+  const auto p1 = job.pages[0].page_id;
+  const auto p2 = job.pages[1].page_id;
+  apply(*f.store, {PageTransition::dispatched(p1, 300),
+                   PageTransition::failed(p1, "gave up after 5 attempts: provider answered 503")});
+  CHECK(job_view(*f.store, job.job.id).state == JobState::running);
+  apply(*f.store,
+        {PageTransition::dispatched(p2, 300), PageTransition::completed(p2, "ok", Usage{1, 1})});
+  const auto view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::failed);
+  CHECK(view.pages.failed == 1);
+  CHECK(view.pages.done == 1);
+  CHECK(view.finished_at.has_value());
+  const auto results = f.store->results(job.job.id).value();
+  CHECK(results[0].state == PageState::failed);
+  CHECK(results[0].error == "gave up after 5 attempts: provider answered 503");
+  CHECK_FALSE(results[0].output.has_value());
+}
+
+TEST_CASE("Cancel takes the queued pages only; in-flight ones finish, then the job is cancelled") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 4);
+  const auto p1 = job.pages[0].page_id;
+  apply(*f.store, {PageTransition::dispatched(p1, 300)});
+  CHECK(f.store->cancel_job(job.job.id).value() == 3);
+  auto view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::running);
+  CHECK(view.pages.cancelled == 3);
+  CHECK(view.pages.in_flight == 1);
+  CHECK_FALSE(view.finished_at.has_value());
+
+  // A cancelled page cannot be dispatched.
+  CHECK(apply(*f.store, {PageTransition::dispatched(job.pages[1].page_id, 300)}) ==
+        std::vector<std::int64_t>{0});
+
+  apply(*f.store, {PageTransition::completed(p1, "kept", Usage{1, 1})});
+  view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::cancelled);
+  CHECK(view.pages.done == 1);
+  CHECK(view.finished_at.has_value());
+  CHECK(f.store->results(job.job.id)->front().output == "kept");
+  CHECK(f.store->cancel_job(job.job.id).value() == 0);
+}
+
+TEST_CASE("A cancellation after a dispatch in the same batch leaves that page in flight") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 2);
+  CHECK(apply(*f.store, {PageTransition::dispatched(job.pages[0].page_id, 300),
+                         PageTransition::job_cancelled(job.job.id)}) ==
+        std::vector<std::int64_t>{1, 1});
+  const auto view = job_view(*f.store, job.job.id);
+  CHECK(view.pages.in_flight == 1);
+  CHECK(view.pages.cancelled == 1);
+}
+
+TEST_CASE("Restart: pages in flight go back to the head of their lanes with their attempts kept") {
+  TempDir dir;
+  const std::string path = dir.file("lanes.db");
+  fairlane::JobId alice_job = 0;
+  std::vector<fairlane::PageId> alice_pages;
+  {
+    auto store = open_store(path);
+    const auto alice = store->add_user("alice").value().user.id;
+    const auto bob = store->add_user("bob", 3).value().user.id;
+    const auto a = enqueue(*store, alice, 4);
+    enqueue(*store, bob, 2);
+    const auto a2 = enqueue(*store, alice, 1, "second.pdf");
+    alice_job = a.job.id;
+    for (const auto& page : a.pages) alice_pages.push_back(page.page_id);
+    alice_pages.push_back(a2.pages[0].page_id);
+    // The first page failed once and went back; then the first two are in flight.
+    apply(*store, {PageTransition::dispatched(alice_pages[0], 300),
+                   PageTransition::attempt_failed(alice_pages[0], "timeout", WallTime{}),
+                   PageTransition::dispatched(alice_pages[0], 300),
+                   PageTransition::dispatched(alice_pages[1], 300)});
+    CHECK(job_view(*store, alice_job).pages.in_flight == 2);
+  }  // the process ends with two calls in flight
+
+  auto store = open_store(path);
+  const auto lanes = store->load_lanes().value();
+  REQUIRE(lanes.size() == 2);
+  CHECK(lanes[0].weight == 1);
+  CHECK(lanes[1].weight == 3);
+  CHECK(lanes[1].pages.size() == 2);
+  REQUIRE(lanes[0].pages.size() == 5);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(lanes[0].pages[i].page_id == alice_pages[i]);
+  CHECK(lanes[0].pages[4].job_id != alice_job);
+
+  const auto view = job_view(*store, alice_job);
+  CHECK(view.pages.in_flight == 0);
+  CHECK(view.pages.queued == 4);
+  CHECK(view.state == JobState::running);
+  CHECK(store->results(alice_job)->front().attempts == 1);
+  // Loading again changes nothing.
+  CHECK(store->load_lanes()->at(0).pages.size() == 5);
+}
+
+TEST_CASE("recent_spend counts calls of the window, with actual tokens once known") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 3);
+  const auto& pages = job.pages;
+  apply(*f.store, {PageTransition::dispatched(pages[0].page_id, 300),
+                   PageTransition::dispatched(pages[1].page_id, 300)});
+  f.wall.advance(30s);
+  apply(*f.store, {PageTransition::completed(pages[0].page_id, "ok", Usage{100, 20}),
+                   PageTransition::attempt_failed(pages[1].page_id, "reset", f.wall.now),
+                   PageTransition::dispatched(pages[2].page_id, 500)});
+  auto spend = f.store->recent_spend(60s).value();
+  CHECK(spend.requests == 3);
+  CHECK(spend.tokens == 120 + 0 + 500);
+
+  f.wall.advance(31s);  // the first two calls are now 61 s old
+  spend = f.store->recent_spend(60s).value();
+  CHECK(spend.requests == 1);
+  CHECK(spend.tokens == 500);
+}
+
+TEST_CASE("A user's jobs come newest first, a page at a time, and only their own") {
+  Fixture f;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(enqueue(*f.store, f.alice, 1).job.public_id);
+  enqueue(*f.store, f.bob, 1);
+
+  auto page = f.store->jobs_of(f.alice, 2).value();
+  REQUIRE(page.jobs.size() == 2);
+  CHECK(page.jobs[0].public_id == ids[4]);
+  CHECK(page.jobs[1].public_id == ids[3]);
+  REQUIRE(page.next_cursor);
+  page = f.store->jobs_of(f.alice, 2, *page.next_cursor).value();
+  CHECK(page.jobs[0].public_id == ids[2]);
+  CHECK(page.jobs[1].public_id == ids[1]);
+  page = f.store->jobs_of(f.alice, 2, *page.next_cursor).value();
+  REQUIRE(page.jobs.size() == 1);
+  CHECK(page.jobs[0].public_id == ids[0]);
+  CHECK_FALSE(page.next_cursor);
+
+  CHECK(f.store->jobs_of(f.alice, 2, "job_nope").status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->jobs_of(f.bob, 10)->jobs.size() == 1);
+  CHECK(f.store->job_of(ids[0], f.bob).status().code() == StatusCode::not_found);
+}

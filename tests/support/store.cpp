@@ -1,0 +1,52 @@
+#include "support/store.hpp"
+
+#include <stdlib.h>
+
+#include <system_error>
+
+namespace fairlane::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "fairlane-test-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::unique_ptr<Store> open_store(const std::string& path, StoreOptions options) {
+  auto store = Store::open(path, std::move(options));
+  REQUIRE_MESSAGE(store.ok(), store.status().message());
+  return std::move(store).value();
+}
+
+std::vector<PageInput> numbered_pages(int count, std::int64_t tokens) {
+  std::vector<PageInput> pages;
+  for (int i = 1; i <= count; ++i) pages.push_back({"page " + std::to_string(i), tokens});
+  return pages;
+}
+
+EnqueuedJob enqueue(Store& store, UserId user, int pages, const std::string& name,
+                    std::optional<std::string> idempotency_key) {
+  auto job = store.enqueue_job(
+      JobRequest{user, name, numbered_pages(pages), 200, std::move(idempotency_key)});
+  REQUIRE_MESSAGE(job.ok(), job.status().message());
+  return std::move(job).value();
+}
+
+std::vector<std::int64_t> apply(Store& store, std::vector<PageTransition> transitions) {
+  auto changed = store.apply(transitions);
+  REQUIRE_MESSAGE(changed.ok(), changed.status().message());
+  return std::move(changed).value();
+}
+
+JobView job_view(Store& store, JobId job) {
+  auto view = store.job(job);
+  REQUIRE_MESSAGE(view.ok(), view.status().message());
+  return std::move(view).value();
+}
+
+}  // namespace fairlane::testing
