@@ -55,16 +55,16 @@ struct NewUser {
 };
 
 struct PageInput {
-  std::string text;
+  std::string text = {};
   std::int64_t estimated_tokens = 0;  // input estimate + max_tokens
 };
 
 struct JobRequest {
   UserId user_id = 0;
-  std::string name;
-  std::vector<PageInput> pages;
+  std::string name = {};
+  std::vector<PageInput> pages = {};
   std::int64_t max_tokens = 0;
-  std::optional<std::string> idempotency_key;
+  std::optional<std::string> idempotency_key = {};
 };
 
 struct EnqueuedJob {

@@ -88,8 +88,9 @@ CREATE TABLE pages (
 ) STRICT;
 
 -- The lanes: queued pages by owner in lane order, covering everything load_lanes reads so
--- the restart never touches the table rows (or the texts).
-CREATE INDEX pages_queued ON pages (user_id, id, job_id, estimated_tokens, not_before)
+-- the restart never touches the table rows (or the texts). `state` is listed too because
+-- SQLite counts an index as covering only if it holds every column the query names.
+CREATE INDEX pages_queued ON pages (user_id, id, job_id, estimated_tokens, not_before, state)
   WHERE state = 'queued';
 
 -- Pages at the provider, for the restart to put back in their lanes.

@@ -60,6 +60,12 @@ Result<Database> Database::open(const std::string& path, const std::string& vfs)
     sqlite3_close(db);
     return sqlite_status(rc, path, "opening the database", detail);
   }
+  // SQLite quietly opens a file it may not write read-only; fairlane must write.
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    sqlite3_close(db);
+    return sqlite_status(SQLITE_READONLY, path, "opening the database",
+                         "the file or its file system is read-only");
+  }
   sqlite3_extended_result_codes(db, 1);
   return Database(db, path);
 }

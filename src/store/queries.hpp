@@ -1,0 +1,118 @@
+// Every SQL statement the store runs, in one place: store.cpp prepares them once at open,
+// and a test asks SQLite's planner about each (no full scan of pages on any of them).
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace fairlane::store {
+
+// The columns of a job view, in the order SqliteStore::read_job reads them.
+#define FAIRLANE_JOB_VIEW                                                           \
+  "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, " \
+  "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "   \
+  "j.max_tokens, j.created_at, j.started_at, j.finished_at "                        \
+  "FROM jobs j JOIN users u ON u.id = j.user_id "
+
+struct Sql {
+  static constexpr std::string_view insert_user =
+      "INSERT INTO users (name, key_sha256, weight, created_at) VALUES (?1, ?2, ?3, ?4)";
+  static constexpr std::string_view user_by_key =
+      "SELECT id, name, weight FROM users WHERE key_sha256 = ?1";
+  static constexpr std::string_view user_by_name =
+      "SELECT id, name, weight FROM users WHERE name = ?1";
+  static constexpr std::string_view user_by_id = "SELECT id, name, weight FROM users WHERE id = ?1";
+  static constexpr std::string_view set_weight = "UPDATE users SET weight = ?2 WHERE name = ?1";
+  static constexpr std::string_view job_by_idempotency_key =
+      "SELECT id FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
+  static constexpr std::string_view insert_job =
+      "INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count, "
+      "queued, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)";
+  static constexpr std::string_view insert_page =
+      "INSERT INTO pages (job_id, user_id, seq, estimated_tokens) VALUES (?1, ?2, ?3, ?4)";
+  static constexpr std::string_view insert_text =
+      "INSERT INTO page_texts (page_id, text) VALUES (?1, ?2)";
+  static constexpr std::string_view requeue_in_flight =
+      "UPDATE pages SET state = 'queued' WHERE state = 'in_flight'";
+  static constexpr std::string_view queued_pages =
+      "SELECT user_id, id, job_id, estimated_tokens, not_before FROM pages INDEXED BY "
+      "pages_queued WHERE state = 'queued' ORDER BY user_id, id";
+  static constexpr std::string_view weights = "SELECT id, weight FROM users";
+  static constexpr std::string_view dispatched =
+      "UPDATE pages SET state = 'in_flight', dispatches = dispatches + 1, dispatched_at = ?2, "
+      "not_before = NULL WHERE id = ?1 AND state = 'queued'";
+  static constexpr std::string_view insert_spend =
+      "INSERT INTO spend (page_id, dispatch, at, tokens) "
+      "SELECT id, dispatches, ?2, ?3 FROM pages WHERE id = ?1";
+  // The spend of the page's latest call, while that call is in flight.
+  static constexpr std::string_view correct_spend =
+      "UPDATE spend SET tokens = ?2 WHERE page_id = ?1 AND dispatch = "
+      "(SELECT dispatches FROM pages WHERE id = ?1 AND state = 'in_flight')";
+  static constexpr std::string_view completed =
+      "UPDATE pages SET state = 'done', output = ?2, input_tokens = ?3, output_tokens = ?4, "
+      "finished_at = ?5, error = NULL WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view attempt_failed =
+      "UPDATE pages SET state = 'queued', attempts = attempts + 1, error = ?2, not_before = ?3 "
+      "WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view requeued =
+      "UPDATE pages SET state = 'queued', requeues = requeues + 1 "
+      "WHERE id = ?1 AND state = 'in_flight'";
+  static constexpr std::string_view failed =
+      "UPDATE pages SET state = 'failed', error = ?2, finished_at = ?3 "
+      "WHERE id = ?1 AND state IN ('queued', 'in_flight')";
+  static constexpr std::string_view cancel_job =
+      "UPDATE pages SET state = 'cancelled', finished_at = ?2 "
+      "WHERE job_id = ?1 AND state = 'queued'";
+  static constexpr std::string_view prune_spend = "DELETE FROM spend WHERE at < ?1";
+  static constexpr std::string_view results =
+      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts FROM pages "
+      "WHERE job_id = ?1 ORDER BY seq";
+  static constexpr std::string_view page_text = "SELECT text FROM page_texts WHERE page_id = ?1";
+  static constexpr std::string_view recent_spend =
+      "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > ?1";
+  static constexpr std::string_view job_id_by_public_id =
+      "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
+  // Job views: the columns read_job expects, in its order.
+  static constexpr std::string_view job_by_id = "SELECT " FAIRLANE_JOB_VIEW "WHERE j.id = ?1";
+  static constexpr std::string_view job_by_public_id =
+      "SELECT " FAIRLANE_JOB_VIEW "WHERE j.public_id = ?1 AND j.user_id = ?2";
+  static constexpr std::string_view jobs_of_first =
+      "SELECT " FAIRLANE_JOB_VIEW "WHERE j.user_id = ?1 ORDER BY j.id DESC LIMIT ?2";
+  static constexpr std::string_view jobs_of_after =
+      "SELECT " FAIRLANE_JOB_VIEW "WHERE j.user_id = ?1 AND j.id < ?3 ORDER BY j.id DESC LIMIT ?2";
+};
+
+#undef FAIRLANE_JOB_VIEW
+
+// Every statement above, for the planner test.
+inline constexpr std::array kAllQueries = {Sql::insert_user,
+                                           Sql::user_by_key,
+                                           Sql::user_by_name,
+                                           Sql::user_by_id,
+                                           Sql::set_weight,
+                                           Sql::job_by_idempotency_key,
+                                           Sql::insert_job,
+                                           Sql::insert_page,
+                                           Sql::insert_text,
+                                           Sql::requeue_in_flight,
+                                           Sql::queued_pages,
+                                           Sql::weights,
+                                           Sql::dispatched,
+                                           Sql::insert_spend,
+                                           Sql::correct_spend,
+                                           Sql::completed,
+                                           Sql::attempt_failed,
+                                           Sql::requeued,
+                                           Sql::failed,
+                                           Sql::cancel_job,
+                                           Sql::prune_spend,
+                                           Sql::results,
+                                           Sql::page_text,
+                                           Sql::recent_spend,
+                                           Sql::job_id_by_public_id,
+                                           Sql::job_by_id,
+                                           Sql::job_by_public_id,
+                                           Sql::jobs_of_first,
+                                           Sql::jobs_of_after};
+
+}  // namespace fairlane::store

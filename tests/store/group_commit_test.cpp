@@ -1,0 +1,93 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "fairlane/fake_clock.hpp"
+#include "fairlane/group_commit.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::FakeClock;
+using fairlane::GroupCommit;
+using fairlane::GroupCommitOptions;
+using fairlane::PageTransition;
+using fairlane::Usage;
+using fairlane::testing::enqueue;
+using fairlane::testing::job_view;
+using fairlane::testing::open_store;
+
+namespace {
+
+struct Fixture {
+  FakeClock clock;
+  std::unique_ptr<fairlane::Store> store = open_store(":memory:");
+  fairlane::UserId alice = store->add_user("alice")->user.id;
+  fairlane::EnqueuedJob job = enqueue(*store, alice, 4);
+  fairlane::PageId page(std::size_t i) const { return job.pages[i].page_id; }
+};
+
+}  // namespace
+
+TEST_CASE("A batch is due when its oldest transition has waited max_delay") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock, GroupCommitOptions{.max_batch = 100, .max_delay = 5ms});
+  CHECK_FALSE(commits.due());
+  CHECK_FALSE(commits.deadline().has_value());
+
+  const auto start = f.clock.now();
+  commits.submit(PageTransition::dispatched(f.page(0), 100));
+  CHECK(commits.deadline() == start + 5ms);
+  f.clock.advance(3ms);
+  commits.submit(PageTransition::dispatched(f.page(1), 100));
+  CHECK(commits.deadline() == start + 5ms);  // the oldest sets it
+  CHECK_FALSE(commits.due());
+  f.clock.advance(2ms);
+  CHECK(commits.due());
+}
+
+TEST_CASE("A batch is due at once when it is full") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock, GroupCommitOptions{.max_batch = 3, .max_delay = 1s});
+  commits.submit(PageTransition::dispatched(f.page(0), 100));
+  commits.submit(PageTransition::dispatched(f.page(1), 100));
+  CHECK_FALSE(commits.due());
+  commits.submit(PageTransition::dispatched(f.page(2), 100));
+  CHECK(commits.due());
+}
+
+TEST_CASE("Nobody hears of a transition before its batch commits, then all hear in order") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  std::vector<std::int64_t> heard;
+  const auto record = [&heard](std::int64_t changed) { heard.push_back(changed); };
+  commits.submit(PageTransition::dispatched(f.page(0), 100), record);
+  commits.submit(PageTransition::completed(f.page(0), "out", Usage{1, 2}), record);
+  commits.submit(PageTransition::completed(f.page(0), "again", Usage{1, 2}), record);
+  commits.submit(PageTransition::dispatched(f.page(1), 100));  // nobody waiting on this one
+  CHECK(heard.empty());
+  CHECK(job_view(*f.store, f.job.job.id).pages.done == 0);  // nothing committed yet
+
+  REQUIRE(commits.flush().ok());
+  CHECK(heard == std::vector<std::int64_t>{1, 1, 0});
+  CHECK(commits.pending() == 0);
+  CHECK_FALSE(commits.deadline().has_value());
+  const auto view = job_view(*f.store, f.job.job.id);
+  CHECK(view.pages.done == 1);
+  CHECK(view.pages.in_flight == 1);
+}
+
+TEST_CASE("A transition submitted from a callback waits for the next batch") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  bool second_heard = false;
+  commits.submit(PageTransition::dispatched(f.page(0), 100), [&](std::int64_t) {
+    commits.submit(PageTransition::completed(f.page(0), "out", Usage{}),
+                   [&](std::int64_t changed) { second_heard = changed == 1; });
+  });
+  REQUIRE(commits.flush().ok());
+  CHECK(commits.pending() == 1);
+  CHECK_FALSE(second_heard);
+  REQUIRE(commits.flush().ok());
+  CHECK(second_heard);
+}
