@@ -72,7 +72,7 @@ CREATE TABLE pages (
   seq              INTEGER NOT NULL,          -- 0-based position in the job
   estimated_tokens INTEGER NOT NULL           -- input estimate + max_tokens: the TPM reservation
                    CHECK (estimated_tokens >= 0),
-  state            TEXT NOT NULL DEFAULT 'queued'
+  state            TEXT NOT NULL DEFAULT 'queued' -- queued|in_flight|done|failed|cancelled
                    CHECK (state IN ('queued', 'in_flight', 'done', 'failed', 'cancelled')),
   attempts         INTEGER NOT NULL DEFAULT 0, -- failed attempts, counted against max_attempts
   requeues         INTEGER NOT NULL DEFAULT 0, -- returns without an attempt spent (429s)
@@ -80,8 +80,8 @@ CREATE TABLE pages (
   not_before       INTEGER,                   -- backoff: not dispatched before this time
   dispatched_at    INTEGER,                   -- the latest dispatch
   finished_at      INTEGER,                   -- when it became done, failed or cancelled
-  input_tokens     INTEGER,                   -- provider-reported usage of the result
-  output_tokens    INTEGER,
+  input_tokens     INTEGER,                   -- provider-reported input tokens of the result
+  output_tokens    INTEGER,                   -- provider-reported output tokens of the result
   output           TEXT,                      -- the provider's answer (done pages)
   error            TEXT,                      -- the last failure's reason, or NULL
   UNIQUE (job_id, seq)                        -- results in page order
