@@ -51,13 +51,18 @@ TEST_CASE("Migrations are numbered 1, 2, ... and the latest is what the store wr
   CHECK(Store::latest_schema_version() == all.back().version);
 }
 
-TEST_CASE("An empty file is migrated to the latest schema") {
+TEST_CASE("An empty file is migrated to the latest schema, in write-ahead-log mode") {
   TempDir dir;
   const std::string path = dir.file("new.db");
   { auto store = open_store(path); }
   RawDb db(path);
   CHECK(db.user_version() == Store::latest_schema_version());
   db.exec("SELECT count(*) FROM users; SELECT count(*) FROM spend;");
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db.get(), "PRAGMA journal_mode", -1, &stmt, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))) == "wal");
+  sqlite3_finalize(stmt);
 }
 
 TEST_CASE("A database of the previous version is migrated and keeps its data") {
