@@ -1,0 +1,367 @@
+// Benchmarks of the SQLite store on a real database file, against the targets:
+// enqueue >= 20,000 pages/s (100-page jobs, 3 KB a page, one fully synced transaction a
+// job); dispatched + completed through GroupCommit >= 20,000 pages/s; load_lanes of
+// 1,000,000 queued pages of 10,000 users in <= 5 s with the lanes <= 200 MB resident.
+//
+// All of them time wall-clock (UseRealTime): the store waits on the disk, so CPU time
+// would flatter it. The 1M-page ones build their database once per process, untimed
+// (10,000 synced enqueues: seconds on a fast disk, longer where fsync is slow), and pin
+// their own repetitions, which Google Benchmark 1.7 puts before the command line's
+// --benchmark_repetitions. So tools/bench/run's 10 repetitions leave them at 5 each, and
+//
+//   tools/bench/run --benchmark_filter=Store       (or =LoadLanes for the 1M-page ones)
+//
+// takes about a minute on two cores.
+#include <benchmark/benchmark.h>
+#include <stdlib.h>  // mkdtemp
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim
+#endif
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "fairlane/clock.hpp"
+#include "fairlane/group_commit.hpp"
+#include "fairlane/lane.hpp"
+#include "fairlane/page_transition.hpp"
+#include "fairlane/status.hpp"
+#include "fairlane/store.hpp"
+
+namespace {
+
+using fairlane::GroupCommit;
+using fairlane::JobRequest;
+using fairlane::Lane;
+using fairlane::LanePage;
+using fairlane::PageInput;
+using fairlane::PageTransition;
+using fairlane::Status;
+using fairlane::Store;
+
+constexpr std::size_t kPagesPerJob = 100;
+constexpr std::size_t kPageTextBytes = 3'072;
+constexpr std::size_t kOutputBytes = 1'024;
+constexpr std::int64_t kMaxTokens = 1'000;
+// A page's TPM reservation: about four bytes a token of input, plus max_tokens.
+constexpr std::int64_t kPageTokens = kPageTextBytes / 4 + kMaxTokens;
+constexpr fairlane::Usage kPageUsage{800, 200};
+
+constexpr std::int64_t kMillionUsers = 10'000;
+constexpr std::size_t kMillionPageTextBytes = 16;
+
+constexpr double kBytesPerMB = 1024.0 * 1024.0;
+
+// A fresh directory under the system's temporary directory, removed with all it holds.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fairlane-bench-XXXXXX");
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+
+  // Empty when the directory could not be made.
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::string file(std::string_view name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Skips the benchmark with `status`'s message when it is an error; true when it is not.
+bool ok_or_skip(benchmark::State& state, const Status& status) {
+  if (status.ok()) return true;
+  state.SkipWithError(status.message().c_str());
+  return false;
+}
+
+// Text of `bytes` bytes, different for every `seed`: words drawn by a small LCG, so that
+// pages look like prose rather than one repeated byte.
+std::string prose(std::uint64_t seed, std::size_t bytes) {
+  static constexpr std::string_view kWords[] = {
+      "the",     "ledger", "of",      "account", "page",   "invoice", "total", "and",
+      "chapter", "river",  "north",   "quietly", "report", "figure",  "seven", "were",
+      "market",  "under",  "between", "letter",  "stone",  "winter",  "a",     "shipment"};
+  std::string text;
+  text.reserve(bytes + 16);
+  std::uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  while (text.size() < bytes) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    text += kWords[(state >> 33) % std::size(kWords)];
+    text += ((state >> 20) % 12 == 0) ? ". " : " ";
+  }
+  text.resize(bytes);
+  return text;
+}
+
+// A job of `pages` pages, each `text_bytes` of text of its own.
+JobRequest make_job(fairlane::UserId user, std::size_t pages, std::size_t text_bytes,
+                    std::int64_t page_tokens) {
+  JobRequest request;
+  request.user_id = user;
+  request.name = "book.pdf";
+  request.max_tokens = kMaxTokens;
+  request.pages.reserve(pages);
+  for (std::size_t i = 0; i < pages; ++i) {
+    request.pages.push_back(PageInput{prose(i, text_bytes), page_tokens});
+  }
+  return request;
+}
+
+// A store on a new file in `dir` with one user; nullptr after SkipWithError on failure.
+struct OneUserStore {
+  std::unique_ptr<Store> store;
+  fairlane::UserId user = 0;
+};
+OneUserStore open_one_user_store(benchmark::State& state, const TempDir& dir) {
+  if (dir.path().empty()) {
+    state.SkipWithError("cannot make a temporary directory");
+    return {};
+  }
+  auto store = Store::open(dir.file("store.db"));
+  if (!ok_or_skip(state, store.status())) return {};
+  auto user = store.value()->add_user("bench");
+  if (!ok_or_skip(state, user.status())) return {};
+  return {std::move(store).value(), user->user.id};
+}
+
+// The process's resident set (VmRSS) or its peak (VmHWM) in bytes; -1 when unreadable.
+std::int64_t status_bytes(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with(field) && line.size() > field.size() && line[field.size()] == ':') {
+      return std::stoll(line.substr(field.size() + 1)) * 1024;  // "VmRSS:   1234 kB"
+    }
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current resident set (Linux 4.0+); false when not allowed.
+bool reset_peak_rss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return clear_refs.good();
+}
+
+// Gives freed heap back to the system, so an RSS delta shows what is held, not what a
+// previous repetition left in malloc's free lists.
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+// The exact bytes the lane index holds: the lanes vector and every lane's pages.
+std::int64_t lane_bytes(const std::vector<Lane>& lanes) {
+  std::size_t bytes = lanes.capacity() * sizeof(Lane);
+  for (const Lane& lane : lanes) bytes += lane.pages.capacity() * sizeof(LanePage);
+  return static_cast<std::int64_t>(bytes);
+}
+
+// enqueue_job of one 100-page job, 3 KB of text a page, into a growing database file.
+// Each job is one transaction with synchronous=FULL, so each pays for an fsync.
+void BM_Store_Enqueue100PageJob(benchmark::State& state) {
+  const TempDir dir;
+  auto [store, user] = open_one_user_store(state, dir);
+  if (store == nullptr) return;
+  const JobRequest job = make_job(user, kPagesPerJob, kPageTextBytes, kPageTokens);
+  for (auto _ : state) {
+    auto enqueued = store->enqueue_job(job);
+    if (!ok_or_skip(state, enqueued.status())) break;
+    benchmark::DoNotOptimize(enqueued);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(kPagesPerJob));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<std::int64_t>(kPagesPerJob * kPageTextBytes));
+}
+BENCHMARK(BM_Store_Enqueue100PageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One page's life at the provider, as the dispatcher records it: dispatched, then
+// completed with a 1 KB output, both through GroupCommit (512 a batch, 5 ms at most),
+// flushed whenever due. An iteration is a page; it counts once its completion has
+// committed (the last batch is flushed inside the last iteration). The pages are
+// enqueued before the timing starts, 3 KB of text each as above.
+void BM_Store_DispatchComplete_GroupCommit(benchmark::State& state) {
+  const TempDir dir;
+  auto [store, user] = open_one_user_store(state, dir);
+  if (store == nullptr) return;
+
+  constexpr std::size_t kPoolJobPages = 1'000;
+  const JobRequest pool_job = make_job(user, kPoolJobPages, kPageTextBytes, kPageTokens);
+  std::vector<fairlane::PageId> pages;
+  pages.reserve(static_cast<std::size_t>(state.max_iterations) + kPoolJobPages);
+  while (pages.size() < static_cast<std::size_t>(state.max_iterations)) {
+    auto enqueued = store->enqueue_job(pool_job);
+    if (!ok_or_skip(state, enqueued.status())) return;
+    for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
+  }
+  // Closing checkpoints the enqueues' write-ahead log into the database, so the timed
+  // loop does not pay for copying the pool's texts.
+  const std::string path = store->path();
+  store.reset();
+  auto reopened = Store::open(path);
+  if (!ok_or_skip(state, reopened.status())) return;
+  store = std::move(reopened).value();
+
+  const fairlane::SteadyClock clock;
+  GroupCommit commits(*store, clock);
+  const std::string output = prose(7, kOutputBytes);
+  std::int64_t completed = 0;
+  const auto count_completed = [&completed](std::int64_t changed) { completed += changed; };
+  const auto flush = [&]() { return ok_or_skip(state, commits.flush()); };
+
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const fairlane::PageId page = pages[next++];
+    commits.submit(PageTransition::dispatched(page, kPageTokens));
+    if (commits.due() && !flush()) break;
+    commits.submit(PageTransition::completed(page, output, kPageUsage), count_completed);
+    if ((commits.due() || next == static_cast<std::size_t>(state.max_iterations)) && !flush()) {
+      break;
+    }
+  }
+  if (!state.error_occurred() && completed != state.iterations()) {
+    state.SkipWithError("not every page was completed exactly once");
+  }
+  state.SetItemsProcessed(completed);
+}
+BENCHMARK(BM_Store_DispatchComplete_GroupCommit)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The database of 10,000 users with one 100-page job each, all queued (short texts),
+// built by the store itself when first asked for, once per process; removed at exit.
+class MillionPageDatabase {
+ public:
+  MillionPageDatabase() {
+    const auto start = std::chrono::steady_clock::now();
+    status_ = build();
+    build_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  static const MillionPageDatabase& get() {
+    static const MillionPageDatabase database;
+    return database;
+  }
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const Status& status() const { return status_; }
+  [[nodiscard]] double build_s() const { return build_s_; }
+
+ private:
+  Status build() {
+    if (dir_.path().empty()) {
+      return Status{fairlane::StatusCode::internal, "cannot make a temporary directory"};
+    }
+    path_ = dir_.file("million.db");
+    auto store = Store::open(path_);
+    if (!store.ok()) return store.status();
+    JobRequest job = make_job(0, kPagesPerJob, kMillionPageTextBytes, kMaxTokens + 4);
+    for (std::int64_t u = 0; u < kMillionUsers; ++u) {
+      auto user = store.value()->add_user("user-" + std::to_string(u));
+      if (!user.ok()) return user.status();
+      job.user_id = user->user.id;
+      if (auto enqueued = store.value()->enqueue_job(job); !enqueued.ok()) {
+        return enqueued.status();
+      }
+    }
+    return {};
+  }
+
+  TempDir dir_;
+  std::string path_;
+  Status status_;
+  double build_s_ = 0;
+};
+
+// What a restart pays: load_lanes of 1,000,000 queued pages in 10,000 lanes, on a store
+// already open. Counters: the exact bytes of the vectors (lanes_MB), and the resident set
+// the result holds (rss_delta_MB) and needed at its peak while loading (peak_delta_MB).
+void BM_Store_LoadLanes_1M(benchmark::State& state) {
+  const MillionPageDatabase& db = MillionPageDatabase::get();
+  if (!ok_or_skip(state, db.status())) return;
+  auto store = Store::open(db.path());
+  if (!ok_or_skip(state, store.status())) return;
+
+  for (auto _ : state) {
+    state.PauseTiming();
+    trim_heap();
+    const bool peak_known = reset_peak_rss();
+    const std::int64_t rss_before = status_bytes("VmRSS");
+    state.ResumeTiming();
+
+    auto lanes = store.value()->load_lanes();
+
+    state.PauseTiming();
+    if (!ok_or_skip(state, lanes.status())) break;
+    const std::int64_t rss_after = status_bytes("VmRSS");
+    std::int64_t pages = 0;
+    for (const Lane& lane : lanes.value()) pages += static_cast<std::int64_t>(lane.pages.size());
+    if (lanes->size() != static_cast<std::size_t>(kMillionUsers) ||
+        pages != kMillionUsers * static_cast<std::int64_t>(kPagesPerJob)) {
+      state.SkipWithError("load_lanes did not return 10,000 lanes of 100 pages");
+      break;
+    }
+    state.counters["lanes_MB"] = static_cast<double>(lane_bytes(lanes.value())) / kBytesPerMB;
+    state.counters["rss_delta_MB"] = static_cast<double>(rss_after - rss_before) / kBytesPerMB;
+    if (peak_known) {
+      state.counters["peak_delta_MB"] =
+          static_cast<double>(status_bytes("VmHWM") - rss_before) / kBytesPerMB;
+    }
+    state.counters["db_build_s"] = db.build_s();
+    state.SetItemsProcessed(pages);
+    lanes.value() = {};  // frees the lanes, untimed
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_Store_LoadLanes_1M)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5);
+
+// The whole restart: Store::open of the 1M-page database, then load_lanes. open_ms says
+// how much of it the open (and its schema check) takes.
+void BM_Store_OpenLoadLanes_1M(benchmark::State& state) {
+  const MillionPageDatabase& db = MillionPageDatabase::get();
+  if (!ok_or_skip(state, db.status())) return;
+
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    auto store = Store::open(db.path());
+    if (!ok_or_skip(state, store.status())) break;
+    const auto opened = std::chrono::steady_clock::now();
+    auto lanes = store.value()->load_lanes();
+    if (!ok_or_skip(state, lanes.status())) break;
+    benchmark::DoNotOptimize(lanes);
+
+    state.PauseTiming();
+    state.counters["open_ms"] = std::chrono::duration<double, std::milli>(opened - start).count();
+    state.SetItemsProcessed(kMillionUsers * static_cast<std::int64_t>(kPagesPerJob));
+    lanes.value() = {};  // the lanes and the store are freed and closed untimed
+    store.value().reset();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_Store_OpenLoadLanes_1M)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5);
+
+}  // namespace
