@@ -259,7 +259,7 @@ TEST_CASE("A page that fails for good makes its job failed once nothing is left"
   CHECK_FALSE(results[0].output.has_value());
 }
 
-TEST_CASE("Cancel takes the queued pages only; in-flight ones finish, then the job is cancelled") {
+TEST_CASE("Cancel takes the queued pages only, in-flight ones finish, then the job is cancelled") {
   Fixture f;
   const auto job = enqueue(*f.store, f.alice, 4);
   const auto p1 = job.pages[0].page_id;
