@@ -1,0 +1,87 @@
+// Estimator: how fast pages leave and how long each job will wait, as DESIGN.md section 5
+// defines it.
+//
+//   mu (pages/s) = min(RPM/60, (TPM/60) / avg_tokens, max_in_flight / avg_latency)
+//   position of a job = pages fair order dispatches before the job's next page
+//                     = sum over other lanes v of min(q_v, j * w_v / w_u) + (j - 1)
+//   pages_ahead_of_last = sum over other lanes v of min(q_v, k * w_v / w_u) + (k - 1)
+//   eta_seconds = (pages_ahead_of_last + 1) / mu + avg_latency
+//
+// where j and k are the 1-based indices of the job's next and last page in its own lane u,
+// q_v a lane's length and w its weight. avg_tokens and avg_latency are EWMAs of settled
+// calls (configured values until the first). An unlimited limit (0) drops out of mu.
+//
+// The weighted term is min(q_v, k * w_v / w_u): while u sends k pages, a lane of twice the
+// weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
+// and only this one counts pages of heavier lanes correctly; see docs/architecture.md).
+//
+// Every estimate costs O(weight classes x log longest lane): the sums come from
+// LaneLengths' Fenwick trees, never from a walk over pages or lanes.
+//
+// Thread safety: none, by design; it lives on the io_context thread with the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "fairlane/budget.hpp"
+#include "fairlane/clock.hpp"
+#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/ids.hpp"
+#include "fairlane/limit.hpp"
+
+namespace fairlane {
+
+struct EstimatorConfig {
+  BudgetLimits limits = {};
+  double initial_tokens_per_page = 800.0;  // until the first settled call
+  double initial_latency_s = 2.0;          // until the first settled call
+  double ewma_alpha = 0.1;                 // weight of each new observation
+};
+
+// Where a job stands: pages ahead of its next page, and seconds until its last is done.
+struct JobEstimate {
+  std::int64_t position = 0;
+  double eta_seconds = 0.0;
+};
+
+class Estimator {
+ public:
+  // `scheduler` must outlive the estimator.
+  Estimator(const FairScheduler& scheduler, const EstimatorConfig& config);
+
+  // A call settled: it used `tokens` and took `latency` from dispatch to answer.
+  void record_settled(std::int64_t tokens, Clock::duration latency);
+
+  [[nodiscard]] double avg_tokens_per_page() const { return avg_tokens_; }
+  [[nodiscard]] double avg_latency_s() const { return avg_latency_s_; }
+
+  // Pages per second the provider's limits allow at the current averages; +infinity when
+  // nothing is limited.
+  [[nodiscard]] double mu() const;
+  // The limit that sets mu ("requests" on a tie, as the cheapest to reason about;
+  // concurrency when nothing is limited).
+  [[nodiscard]] Limit binding() const;
+
+  // A queued job's position and ETA; std::nullopt when none of its pages is queued.
+  [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job) const;
+
+  // What a new job of `pages` pages from `user` would get if it were enqueued now.
+  [[nodiscard]] JobEstimate estimate_new(UserId user, std::int64_t pages) const;
+
+ private:
+  // Sum over lanes other than `user`'s of min(q_v, index * w_v / w_u).
+  [[nodiscard]] double others_ahead(UserId user, std::int64_t index) const;
+  [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index,
+                                     std::int64_t last_index) const;
+
+  // Constant after construction.
+  const FairScheduler& scheduler_;
+  const EstimatorConfig config_;
+
+  // Only touched on the owning thread.
+  double avg_tokens_;
+  double avg_latency_s_;
+};
+
+}  // namespace fairlane

@@ -1,0 +1,123 @@
+// FairScheduler: who goes next. One FIFO lane per user; deficit round robin over the
+// non-empty lanes with a page's estimated tokens as its cost. Each visit a lane earns
+// quantum x weight tokens of credit and gives up head pages while its credit covers them,
+// so every backlogged user gets a share of TOKENS in proportion to their weight: equal page
+// costs make it plain round robin, a user of 8,000-token pages gets one page a turn while a
+// user of 800-token pages gets ten.
+//
+// The scheduler never skips a page because the budget cannot take it now: the caller peeks
+// the next page, waits for the budget, and then takes that same page, so order is kept.
+// A page returned after a provider 429 goes back to the HEAD of its lane with its credit
+// refunded, so it keeps its place.
+//
+// Cost: next page O(1) amortised whatever the number of lanes (the quantum is at least the
+// largest page cost seen, so a visit to a backlogged lane always yields a page); a job's
+// place in its lane O(1); removing a cancelled job O(its lane).
+//
+// Thread safety: none, by design; only the io_context thread touches it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "fairlane/ids.hpp"
+#include "fairlane/lane_lengths.hpp"
+
+namespace fairlane {
+
+struct QueuedPage {
+  PageId page_id = 0;
+  JobId job_id = 0;
+  UserId user_id = 0;
+  std::int64_t cost = 0;  // estimated tokens: the TPM reservation of its call
+};
+
+class FairScheduler {
+ public:
+  // `quantum`: credit per visit per unit of weight, in tokens. 0 (the default) means
+  // automatic: the largest page cost seen so far. A larger quantum lets a lane send
+  // several pages a visit; a smaller one is raised to the largest cost seen.
+  explicit FairScheduler(std::int64_t quantum = 0);
+
+  FairScheduler(const FairScheduler&) = delete;
+  FairScheduler& operator=(const FairScheduler&) = delete;
+
+  // A user's weight (1 unless set); weights below 1 count as 1.
+  void set_weight(UserId user, std::int64_t weight);
+  [[nodiscard]] std::int64_t weight(UserId user) const;
+
+  // Appends a page to the tail of its user's lane; the lane joins the round if it was empty.
+  void add(const QueuedPage& page);
+
+  // Returns a page taken earlier to the HEAD of its user's lane and refunds its cost to the
+  // lane's credit: a retry keeps its place. If the lane had emptied meanwhile, it becomes
+  // the lane being visited and the page is the next one out.
+  void put_back(const QueuedPage& page);
+
+  // The next page in fair order, or nullptr when every lane is empty. Repeated calls return
+  // the same page until it is taken. The pointer is valid until the next change.
+  [[nodiscard]] const QueuedPage* peek();
+
+  // Takes the page peek() returns.
+  std::optional<QueuedPage> take();
+
+  // Removes every queued page of `job` from `user`'s lane (a cancellation) and returns them.
+  std::vector<QueuedPage> remove_job(UserId user, JobId job);
+
+  [[nodiscard]] std::int64_t size() const { return size_; }
+  [[nodiscard]] std::size_t lane_count() const { return ring_.size(); }
+  [[nodiscard]] std::int64_t lane_length(UserId user) const;
+
+  // Where a job's queued pages stand in its lane: the 1-based index of its next page and
+  // of its last. std::nullopt when none of its pages is queued.
+  struct JobPlace {
+    std::int64_t next_index;
+    std::int64_t last_index;
+  };
+  [[nodiscard]] std::optional<JobPlace> job_place(UserId user, JobId job) const;
+
+  // Every lane's length by weight, for the estimator.
+  [[nodiscard]] const LaneLengths& lengths() const { return lengths_; }
+
+ private:
+  // A job's queued pages occupy lane positions first..last, counted from the lane's
+  // creation (absolute), so taking a page moves no job's marks.
+  struct JobMarks {
+    std::int64_t first = 0;
+    std::int64_t last = 0;
+    std::int64_t queued = 0;
+  };
+  struct Lane {
+    std::deque<QueuedPage> pages;
+    std::int64_t weight = 1;
+    std::int64_t credit = 0;
+    bool credited = false;      // has earned its credit for the current visit
+    std::int64_t consumed = 0;  // absolute position of the head, minus one
+    std::int64_t enqueued = 0;  // absolute position of the tail
+    std::unordered_map<JobId, JobMarks> jobs;
+    std::optional<std::list<UserId>::iterator> in_ring;
+  };
+
+  Lane& lane_of(UserId user);
+  void join_ring(UserId user, Lane& lane);
+  void leave_ring_if_empty(Lane& lane);
+  void resize(Lane& lane, std::int64_t before);
+  [[nodiscard]] std::int64_t quantum() const;
+
+  // Constant after construction.
+  const std::int64_t configured_quantum_;
+
+  // Only touched on the owning thread.
+  std::unordered_map<UserId, Lane> lanes_;
+  std::list<UserId> ring_;  // the non-empty lanes, in visiting order
+  std::list<UserId>::iterator current_ = ring_.end();
+  std::int64_t largest_cost_ = 1;
+  std::int64_t size_ = 0;
+  LaneLengths lengths_;
+};
+
+}  // namespace fairlane

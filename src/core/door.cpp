@@ -1,0 +1,43 @@
+#include "fairlane/door.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "fairlane/budget.hpp"
+
+namespace fairlane {
+
+Door::Door(const FairScheduler& scheduler, const Estimator& estimator, const DoorConfig& config)
+    : scheduler_(scheduler), estimator_(estimator), config_(config) {}
+
+DoorDecision Door::admit(UserId user, std::span<const std::int64_t> page_tokens) const {
+  const auto largest = std::max_element(page_tokens.begin(), page_tokens.end());
+  if (largest == page_tokens.end()) return decide(user, 0, 0, 0);
+  return decide(user, static_cast<std::int64_t>(page_tokens.size()), *largest,
+                static_cast<std::int64_t>(largest - page_tokens.begin()) + 1);
+}
+
+DoorDecision Door::estimate(UserId user, std::int64_t pages, std::int64_t tokens_per_page) const {
+  return decide(user, std::max<std::int64_t>(pages, 0), tokens_per_page, 1);
+}
+
+DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t largest_page,
+                          std::int64_t largest_page_number) const {
+  if (config_.tokens_per_minute > 0 && largest_page > config_.tokens_per_minute) {
+    return DoorRequestTooLarge{largest_page_number, largest_page, config_.tokens_per_minute};
+  }
+  const std::int64_t queued = scheduler_.lane_length(user);
+  if (queued + pages > config_.max_queued_pages_per_user) {
+    return DoorUserQueueFull{queued, pages, config_.max_queued_pages_per_user};
+  }
+  const JobEstimate estimate = estimator_.estimate_new(user, pages);
+  if (estimate.eta_seconds > config_.max_wait_s) {
+    const auto over = std::chrono::duration<double>(estimate.eta_seconds - config_.max_wait_s);
+    return DoorBusy{estimate.position, estimate.eta_seconds, config_.max_wait_s,
+                    retry_after_seconds(std::chrono::duration_cast<Clock::duration>(over))};
+  }
+  return DoorAccepted{estimate};
+}
+
+}  // namespace fairlane

@@ -1,0 +1,95 @@
+#include "fairlane/estimator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace fairlane {
+
+Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& config)
+    : scheduler_(scheduler),
+      config_(config),
+      avg_tokens_(config.initial_tokens_per_page),
+      avg_latency_s_(config.initial_latency_s) {}
+
+void Estimator::record_settled(std::int64_t tokens, Clock::duration latency) {
+  const double alpha = config_.ewma_alpha;
+  const double latency_s = std::chrono::duration<double>(latency).count();
+  avg_tokens_ =
+      (1.0 - alpha) * avg_tokens_ + alpha * static_cast<double>(std::max<std::int64_t>(tokens, 0));
+  avg_latency_s_ = (1.0 - alpha) * avg_latency_s_ + alpha * std::max(latency_s, 0.0);
+}
+
+namespace {
+
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+// Pages per second each limit allows, in the order requests, concurrency, tokens.
+std::array<double, 3> rates(const BudgetLimits& limits, double avg_tokens, double avg_latency_s) {
+  const auto per_second = [](std::int64_t per_minute) {
+    return static_cast<double>(per_minute) / 60.0;
+  };
+  const double requests =
+      limits.requests_per_minute > 0 ? per_second(limits.requests_per_minute) : kUnlimited;
+  const double concurrency = limits.max_in_flight > 0 && avg_latency_s > 0
+                                 ? static_cast<double>(limits.max_in_flight) / avg_latency_s
+                                 : kUnlimited;
+  const double tokens = limits.tokens_per_minute > 0 && avg_tokens > 0
+                            ? per_second(limits.tokens_per_minute) / avg_tokens
+                            : kUnlimited;
+  return {requests, concurrency, tokens};
+}
+
+Limit binding_of(const std::array<double, 3>& rate) {
+  const auto smallest = std::min_element(rate.begin(), rate.end());
+  if (std::isinf(*smallest)) return Limit::concurrency;
+  static constexpr std::array kOrder{Limit::requests, Limit::concurrency, Limit::tokens};
+  return kOrder[static_cast<std::size_t>(smallest - rate.begin())];
+}
+
+}  // namespace
+
+double Estimator::mu() const {
+  const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
+  return *std::min_element(r.begin(), r.end());
+}
+
+Limit Estimator::binding() const {
+  return binding_of(rates(config_.limits, avg_tokens_, avg_latency_s_));
+}
+
+double Estimator::others_ahead(UserId user, std::int64_t index) const {
+  const LaneLengths& lengths = scheduler_.lengths();
+  const auto own_weight = static_cast<double>(scheduler_.weight(user));
+  double total = 0.0;
+  for (const std::int64_t weight : lengths.weights()) {
+    total += lengths.sum_min(weight,
+                             static_cast<double>(index) * static_cast<double>(weight) / own_weight);
+  }
+  // The sums include the user's own lane (at ratio 1): take it out.
+  total -= static_cast<double>(std::min(scheduler_.lane_length(user), index));
+  return std::max(total, 0.0);
+}
+
+JobEstimate Estimator::estimate(UserId user, std::int64_t next_index,
+                                std::int64_t last_index) const {
+  const double position = others_ahead(user, next_index) + static_cast<double>(next_index - 1);
+  const double ahead_of_last = others_ahead(user, last_index) + static_cast<double>(last_index - 1);
+  const double rate = mu();
+  const double drain_s = std::isinf(rate) ? 0.0 : (ahead_of_last + 1.0) / rate;
+  return JobEstimate{static_cast<std::int64_t>(std::llround(position)), drain_s + avg_latency_s_};
+}
+
+std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
+  const auto place = scheduler_.job_place(user, job);
+  if (!place) return std::nullopt;
+  return estimate(user, place->next_index, place->last_index);
+}
+
+JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages) const {
+  const std::int64_t queued = scheduler_.lane_length(user);
+  return estimate(user, queued + 1, queued + std::max<std::int64_t>(pages, 1));
+}
+
+}  // namespace fairlane

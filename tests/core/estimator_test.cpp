@@ -1,0 +1,132 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "fairlane/estimator.hpp"
+#include "fairlane/fair_scheduler.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::BudgetLimits;
+using fairlane::Estimator;
+using fairlane::EstimatorConfig;
+using fairlane::FairScheduler;
+using fairlane::Limit;
+using fairlane::QueuedPage;
+
+namespace {
+
+// The lab's limits: 1,500 RPM, 300,000 TPM, 200 in flight; 800 tokens and 2 s a page.
+constexpr BudgetLimits kLab{
+    .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
+
+void add_pages(FairScheduler& scheduler, fairlane::UserId user, fairlane::JobId job, int count) {
+  for (int i = 1; i <= count; ++i) scheduler.add(QueuedPage{job * 1000 + i, job, user, 800});
+}
+
+}  // namespace
+
+TEST_CASE("mu is the smallest of the three rates, and names the binding limit") {
+  FairScheduler scheduler;
+  // requests 1500/60 = 25/s; tokens 300000/60/800 = 6.25/s; concurrency 200/2 = 100/s.
+  Estimator lab(scheduler, EstimatorConfig{.limits = kLab});
+  CHECK(lab.mu() == doctest::Approx(6.25));
+  CHECK(lab.binding() == Limit::tokens);
+
+  // RPM 60: 1/s is below 6.25/s.
+  Estimator requests(scheduler, EstimatorConfig{.limits = {.requests_per_minute = 60,
+                                                           .tokens_per_minute = 300'000,
+                                                           .max_in_flight = 200}});
+  CHECK(requests.mu() == doctest::Approx(1.0));
+  CHECK(requests.binding() == Limit::requests);
+
+  // 5 in flight at 2 s a call: 2.5/s.
+  Estimator concurrency(scheduler, EstimatorConfig{.limits = {.requests_per_minute = 1'500,
+                                                              .tokens_per_minute = 300'000,
+                                                              .max_in_flight = 5}});
+  CHECK(concurrency.mu() == doctest::Approx(2.5));
+  CHECK(concurrency.binding() == Limit::concurrency);
+
+  Estimator unlimited(scheduler, EstimatorConfig{});
+  CHECK(std::isinf(unlimited.mu()));
+}
+
+TEST_CASE("Averages start from the configuration and follow settled calls as EWMAs") {
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 0.1});
+  CHECK(estimator.avg_tokens_per_page() == 800.0);
+  CHECK(estimator.avg_latency_s() == 2.0);
+  estimator.record_settled(1'200, 4s);
+  // 0.9 x 800 + 0.1 x 1200 = 840; 0.9 x 2 + 0.1 x 4 = 2.2.
+  CHECK(estimator.avg_tokens_per_page() == doctest::Approx(840.0));
+  CHECK(estimator.avg_latency_s() == doctest::Approx(2.2));
+  // tokens: 5000 / 840 = 5.952 pages/s.
+  CHECK(estimator.mu() == doctest::Approx(5000.0 / 840.0));
+}
+
+TEST_CASE("Position and ETA of a queued job, worked by hand") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);  // A: job 10, 10 pages
+  add_pages(scheduler, 2, 20, 3);   // B: 3 pages
+  add_pages(scheduler, 3, 30, 20);  // C: 20 pages
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+
+  // A's job: next page j = 1, last k = 10.
+  //   position = min(3, 1) + min(20, 1) + (1 - 1) = 2
+  //   ahead of last = min(3, 10) + min(20, 10) + (10 - 1) = 22
+  //   eta = (22 + 1) / 6.25 + 2 = 5.68 s
+  const auto a = estimator.job(1, 10);
+  REQUIRE(a);
+  CHECK(a->position == 2);
+  CHECK(a->eta_seconds == doctest::Approx(5.68));
+
+  // B's job: j = 1, k = 3: position = 1 + 1 = 2; ahead = 3 + 3 + 2 = 8; eta = 9 / 6.25 + 2.
+  const auto b = estimator.job(2, 20);
+  REQUIRE(b);
+  CHECK(b->position == 2);
+  CHECK(b->eta_seconds == doctest::Approx(3.44));
+
+  CHECK_FALSE(estimator.job(1, 99).has_value());
+}
+
+TEST_CASE("A new job's estimate counts what is queued ahead of it, worked by hand") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);
+  add_pages(scheduler, 2, 20, 3);
+  add_pages(scheduler, 3, 30, 20);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+
+  // B adds 5 pages behind its 3: j = 4, k = 8.
+  //   position = min(10, 4) + min(20, 4) + 3 = 11
+  //   ahead of last = min(10, 8) + min(20, 8) + 7 = 23; eta = 24 / 6.25 + 2 = 5.84 s
+  const auto b = estimator.estimate_new(2, 5);
+  CHECK(b.position == 11);
+  CHECK(b.eta_seconds == doctest::Approx(5.84));
+
+  // A new user D with 1 page: j = k = 1: position = 1 + 1 + 1 = 3; eta = 4 / 6.25 + 2.
+  const auto d = estimator.estimate_new(4, 1);
+  CHECK(d.position == 3);
+  CHECK(d.eta_seconds == doctest::Approx(2.64));
+}
+
+TEST_CASE("Weights scale what other lanes send ahead: min(q_v, k * w_v / w_u)") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);  // A, weight 1
+  add_pages(scheduler, 2, 20, 3);   // B, weight 1
+  add_pages(scheduler, 3, 30, 20);  // C, weight 2
+  scheduler.set_weight(3, 2);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  // A's last page k = 10: B sends min(3, 10) = 3, C sends min(20, 10 x 2 / 1) = 20.
+  //   ahead = 3 + 20 + 9 = 32; eta = 33 / 6.25 + 2 = 7.28 s
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(7.28));
+  // C's last page k = 20: A sends min(10, 20 x 1 / 2) = 10, B min(3, 10) = 3.
+  //   ahead = 13 + 19 = 32 as well.
+  CHECK(estimator.job(3, 30)->eta_seconds == doctest::Approx(7.28));
+}
+
+TEST_CASE("With nothing limited, a job waits only for its call") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 50);
+  Estimator estimator(scheduler, EstimatorConfig{.initial_latency_s = 1.5});
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.5));
+}
