@@ -5,6 +5,7 @@ find_package(fmt 9 REQUIRED)
 find_package(CLI11 2 REQUIRED)
 find_package(SQLite3 3.37 REQUIRED)  # STRICT tables
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
+find_package(Boost 1.81 REQUIRED COMPONENTS json)
 if(FAIRLANE_BUILD_TESTS)
   find_package(doctest 2.4 REQUIRED)
 endif()

@@ -1,0 +1,132 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace fairlane::sim {
+
+bool invariants_hold(const Metrics& m) {
+  return m.pages_lost == 0 && m.pages_duplicated == 0 && m.provider_refused_requests == 0 &&
+         m.provider_refused_tokens == 0 && m.provider_refused_concurrency == 0;
+}
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::min(values.size() - 1, index == 0 ? 0 : index - 1)];
+}
+
+namespace {
+
+const char* name_of(SchedulerKind kind) {
+  return kind == SchedulerKind::fair ? "fair" : "fifo";
+}
+
+std::string percent(double fraction) {
+  return fmt::format("{:.1f}%", 100.0 * fraction);
+}
+
+void books_table(std::string& out, const Metrics& m) {
+  constexpr std::size_t kListed = 40;
+  if (m.books.size() > kListed) {
+    std::vector<double> completion;
+    std::vector<double> ratio;
+    for (const BookResult& b : m.books) {
+      completion.push_back(b.completion_s());
+      if (b.ideal_s) ratio.push_back(b.completion_s() / *b.ideal_s);
+    }
+    out += fmt::format("Books: {} accepted. Completion p50 {:.1f} s, p90 {:.1f} s, max {:.1f} s.",
+                       m.books.size(), quantile(completion, 0.5), quantile(completion, 0.9),
+                       quantile(completion, 1.0));
+    if (!ratio.empty()) {
+      out += fmt::format(" Against the fair-share ideal: p50 {:.2f}x, p90 {:.2f}x, max {:.2f}x.",
+                         quantile(ratio, 0.5), quantile(ratio, 0.9), quantile(ratio, 1.0));
+    }
+    out += "\n\n";
+    return;
+  }
+  out +=
+      "| user | arrived | pages | completed after | fair-share ideal | ratio | ETA at the door |\n";
+  out += "| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const BookResult& b : m.books) {
+    out += fmt::format("| {} | {:.1f} s | {} | {:.1f} s | {} | {} | {} |\n", b.user, b.arrival_s,
+                       b.pages, b.completion_s(),
+                       b.ideal_s ? fmt::format("{:.1f} s", *b.ideal_s) : "-",
+                       b.ideal_s ? fmt::format("{:.2f}x", b.completion_s() / *b.ideal_s) : "-",
+                       b.predicted_eta_s ? fmt::format("{:.1f} s", *b.predicted_eta_s) : "-");
+  }
+  out += "\n";
+}
+
+}  // namespace
+
+std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs) {
+  std::string out = fmt::format("# {}\n\n", scenario.name.empty() ? "scenario" : scenario.name);
+  if (!scenario.description.empty()) out += scenario.description + "\n\n";
+  for (const Metrics& m : runs) {
+    out += fmt::format("## Scheduler: {}\n\n", name_of(m.scheduler));
+    books_table(out, m);
+
+    std::int64_t total_tokens = 0;
+    for (const auto& [user, tokens] : m.tokens_while_backlogged) total_tokens += tokens;
+    if (total_tokens > 0 && m.tokens_while_backlogged.size() <= 10) {
+      out += "Token shares while two or more users were backlogged: ";
+      bool first = true;
+      for (const auto& [user, tokens] : m.tokens_while_backlogged) {
+        out +=
+            fmt::format("{}{} {}", first ? "" : ", ", user,
+                        percent(static_cast<double>(tokens) / static_cast<double>(total_tokens)));
+        first = false;
+      }
+      out += ".\n\n";
+    }
+    out += "| measure | value |\n| --- | --- |\n";
+    out += fmt::format(
+        "| pages accepted / done / failed / lost / answered twice | {} / {} / {} / {} / {} |\n",
+        m.pages_accepted, m.pages_done, m.pages_failed, m.pages_lost, m.pages_duplicated);
+    out += fmt::format(
+        "| provider calls / refused for RPM, TPM, in flight (violations) | {} / {}, {}, {} |\n",
+        m.provider_calls, m.provider_refused_requests, m.provider_refused_tokens,
+        m.provider_refused_concurrency);
+    out += fmt::format("| most calls in flight | {} |\n", m.max_in_flight_seen);
+    if (m.fairness_windows > 0) {
+      out += fmt::format("| {:.0f} s windows with 2+ users backlogged | {} |\n", scenario.window_s,
+                         m.fairness_windows);
+      out +=
+          fmt::format("| Jain's index (tokens / weight), lowest window | {:.4f} |\n", m.min_jain);
+      out += fmt::format("| largest deviation from a fair token share | {} |\n",
+                         percent(m.max_share_deviation));
+    }
+    const Utilisation& u = m.utilisation;
+    if (u.measured_s > 0) {
+      out += fmt::format(
+          "| utilisation while backlogged (after the first {:.0f} s; {:.0f} s measured): RPM / TPM "
+          "/ in flight | {} / {} / {} |\n",
+          scenario.window_s, u.measured_s, percent(u.requests), percent(u.tokens),
+          percent(u.concurrency));
+    }
+    if (!m.refusals.empty()) {
+      std::string refusals;
+      for (const auto& [reason, count] : m.refusals) {
+        refusals += fmt::format("{}{} {}", refusals.empty() ? "" : ", ", reason, count);
+      }
+      out += fmt::format("| door refusals | {} |\n", refusals);
+    }
+    if (!m.eta_errors.empty()) {
+      out += fmt::format(
+          "| ETA error, abs(actual - predicted) / actual: p50 / p90 / max | {} / {} / {} |\n",
+          percent(quantile(m.eta_errors, 0.5)), percent(quantile(m.eta_errors, 0.9)),
+          percent(quantile(m.eta_errors, 1.0)));
+    }
+    out += fmt::format("| simulated / wall time, events | {:.0f} s / {:.2f} s, {} |\n",
+                       m.simulated_s, m.wall_s, m.events);
+    out += fmt::format("| invariants (every page ends once, no provider refusal) | {} |\n\n",
+                       invariants_hold(m) ? "hold" : "BROKEN");
+  }
+  return out;
+}
+
+}  // namespace fairlane::sim

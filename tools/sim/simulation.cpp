@@ -1,0 +1,553 @@
+#include "simulation.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <random>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+
+#include "distribution.hpp"
+#include "fairlane/budget.hpp"
+#include "fairlane/door.hpp"
+#include "fairlane/estimator.hpp"
+#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/fake_clock.hpp"
+
+namespace fairlane::sim {
+namespace {
+
+using Ns = std::int64_t;
+
+Ns to_ns(double seconds) {
+  return std::llround(seconds * 1e9);
+}
+double to_s(Ns ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+double as_double(std::int64_t n) {
+  return static_cast<double>(n);
+}
+
+struct Book {
+  UserId user = 0;
+  std::string user_name;
+  double arrival_s = 0.0;
+  std::int64_t pages = 0;
+  std::int64_t input_tokens = 0;
+  std::int64_t ended = 0;             // pages done or failed
+  std::optional<std::size_t> result;  // index into Metrics::books once accepted
+};
+
+enum class EventKind { arrival, completion, wake };
+
+struct Event {
+  Ns at;
+  std::int64_t seq;  // ties resolve in the order events were made
+  EventKind kind;
+  std::size_t index;
+  bool operator>(const Event& other) const {
+    return at != other.at ? at > other.at : seq > other.seq;
+  }
+};
+
+struct Call {
+  QueuedPage page;
+  std::optional<Lease> lease;           // fairlane's budget
+  std::optional<Lease> provider_lease;  // the provider's own budget
+  Ns dispatched_at = 0;
+  std::int64_t actual_tokens = 0;
+};
+
+enum class PageState : std::uint8_t { queued, in_flight, ended };
+
+class Run {
+ public:
+  Run(const Scenario& scenario, SchedulerKind kind)
+      : scenario_(scenario),
+        kind_(kind),
+        rng_(scenario.seed),
+        budget_(clock_,
+                BudgetLimits{scenario.fairlane.requests_per_minute,
+                             scenario.fairlane.tokens_per_minute, scenario.fairlane.max_in_flight}),
+        provider_(clock_, BudgetLimits{scenario.provider.requests_per_minute,
+                                       scenario.provider.tokens_per_minute,
+                                       scenario.provider.max_in_flight}),
+        scheduler_(scenario.fairlane.quantum),
+        estimator_(
+            scheduler_,
+            EstimatorConfig{.limits = budget_.limits(),
+                            .initial_tokens_per_page = scenario.fairlane.initial_tokens_per_page,
+                            .initial_latency_s = scenario.fairlane.initial_latency_s}),
+        door_(scheduler_, estimator_,
+              DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
+                         .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
+                         .tokens_per_minute = scenario.fairlane.tokens_per_minute}) {
+    metrics_.scheduler = kind;
+  }
+
+  Metrics run() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    make_books();
+    const std::int64_t max_events = 64 * total_pages_ + 1'000'000;
+    while (!events_.empty()) {
+      const Ns at = events_.top().at;
+      advance_to(at);
+      while (!events_.empty() && events_.top().at == at) {
+        const Event event = events_.top();
+        events_.pop();
+        handle(event);
+        if (++metrics_.events > max_events) {
+          throw std::runtime_error("the simulation does not converge: too many events");
+        }
+      }
+      dispatch();
+    }
+    finish();
+    metrics_.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return std::move(metrics_);
+  }
+
+ private:
+  Ns now() const { return (clock_.now() - Clock::time_point{}).count(); }
+
+  void push(Ns at, EventKind kind, std::size_t index) {
+    events_.push(Event{at, next_seq_++, kind, index});
+  }
+
+  UserId user_id(const std::string& name, std::int64_t weight) {
+    const auto [it, added] = user_ids_.try_emplace(name, static_cast<UserId>(user_ids_.size() + 1));
+    if (added) {
+      user_names_[it->second] = name;
+      scheduler_.set_weight(it->second, weight);
+      weights_[it->second] = weight;
+    }
+    return it->second;
+  }
+
+  void make_books() {
+    std::unordered_map<std::string, std::int64_t> weights;
+    for (const UserSpec& user : scenario_.users) weights[user.name] = user.weight;
+    const auto add_book = [&](const std::string& user, double at, std::int64_t pages,
+                              std::int64_t input) {
+      const auto w = weights.contains(user) ? weights[user] : 1;
+      books_.push_back(Book{user_id(user, w), user, at, pages, input, 0, std::nullopt});
+      total_pages_ += pages;
+    };
+    for (const Arrival& a : scenario_.arrivals) {
+      for (std::int64_t b = 0; b < a.books; ++b) add_book(a.user, a.at_s, a.pages, a.input_tokens);
+    }
+    for (const PoissonArrivals& p : scenario_.poisson) {
+      std::exponential_distribution<double> gap(p.rate_per_s);
+      std::uniform_int_distribution<std::int64_t> who(1, p.users);
+      for (double t = p.from_s + gap(rng_); t < p.until_s; t += gap(rng_)) {
+        add_book(p.user_prefix + std::to_string(who(rng_)), t, p.pages, p.input_tokens);
+      }
+    }
+    std::stable_sort(books_.begin(), books_.end(),
+                     [](const Book& a, const Book& b) { return a.arrival_s < b.arrival_s; });
+    for (std::size_t i = 0; i < books_.size(); ++i)
+      push(to_ns(books_[i].arrival_s), EventKind::arrival, i);
+    page_states_.reserve(static_cast<std::size_t>(total_pages_) + 1);
+    page_states_.push_back(PageState::ended);  // page ids start at 1
+  }
+
+  // ---- time, windows and utilisation -------------------------------------------------
+
+  void advance_to(Ns at) {
+    const Ns from = now();
+    if (at <= from) return;
+    // Integrate what is measured over time before anything changes.
+    if (total_queued_ > 0 && first_backlog_ns_) {
+      const Ns start = std::max(from, *first_backlog_ns_ + to_ns(scenario_.window_s));
+      if (at > start) {
+        steady_s_ += to_s(at - start);
+        steady_in_flight_s_ += as_double(in_flight_) * to_s(at - start);
+      }
+    }
+    close_windows(at);
+    clock_.advance_to(Clock::time_point{} + std::chrono::nanoseconds(at));
+  }
+
+  void close_windows(Ns at) {
+    const Ns width = to_ns(scenario_.window_s);
+    while (window_start_ + width <= at) {
+      evaluate_window(window_start_);
+      window_tokens_.clear();
+      window_start_ += width;
+      if (backlogged_.empty() && window_start_ + width <= at) {
+        window_start_ += (at - window_start_) / width * width;  // skip idle windows
+      }
+    }
+  }
+
+  void evaluate_window(Ns start) {
+    std::vector<double> shares;
+    for (const UserId user : backlogged_) {
+      if (backlogged_since_.at(user) > start) continue;
+      const auto tokens = window_tokens_.contains(user) ? window_tokens_.at(user) : 0;
+      shares.push_back(as_double(tokens) / as_double(weights_.at(user)));
+    }
+    if (shares.size() < 2) return;
+    double sum = 0.0;
+    double sum_sq = 0.0;
+    for (const double x : shares) {
+      sum += x;
+      sum_sq += x * x;
+    }
+    if (sum <= 0.0) return;
+    const auto n = static_cast<double>(shares.size());
+    ++metrics_.fairness_windows;
+    metrics_.min_jain = std::min(metrics_.min_jain, sum * sum / (n * sum_sq));
+    for (const double x : shares) {
+      metrics_.max_share_deviation =
+          std::max(metrics_.max_share_deviation, std::abs(x * n / sum - 1.0));
+    }
+  }
+
+  void queued_changed(UserId user, std::int64_t delta) {
+    std::int64_t& queued = user_queued_[user];
+    const bool was = queued > 0;
+    queued += delta;
+    total_queued_ += delta;
+    if (!was && queued > 0) {
+      backlogged_.insert(user);
+      backlogged_since_[user] = now();
+      if (!first_backlog_ns_) first_backlog_ns_ = now();
+    } else if (was && queued == 0) {
+      backlogged_.erase(user);
+    }
+  }
+
+  // ---- the scheduler, fair or first come first served ----------------------------------
+
+  const QueuedPage* peek() {
+    if (kind_ == SchedulerKind::fair) return scheduler_.peek();
+    return fifo_.empty() ? nullptr : &fifo_.front();
+  }
+  QueuedPage take() {
+    if (kind_ == SchedulerKind::fair) return *scheduler_.take();
+    QueuedPage page = fifo_.front();
+    fifo_.pop_front();
+    return page;
+  }
+  void add(const QueuedPage& page) {
+    if (kind_ == SchedulerKind::fair) {
+      scheduler_.add(page);
+    } else {
+      fifo_.push_back(page);
+    }
+  }
+  void put_back(const QueuedPage& page) {
+    if (kind_ == SchedulerKind::fair) {
+      scheduler_.put_back(page);
+    } else {
+      fifo_.push_front(page);
+    }
+  }
+
+  // ---- events ----------------------------------------------------------------------------
+
+  void handle(const Event& event) {
+    switch (event.kind) {
+      case EventKind::arrival:
+        arrive(event.index);
+        break;
+      case EventKind::completion:
+        complete(event.index);
+        break;
+      case EventKind::wake:
+        if (pending_wake_ && *pending_wake_ == event.at) pending_wake_.reset();
+        break;
+    }
+  }
+
+  void arrive(std::size_t index) {
+    Book& book = books_[index];
+    const std::int64_t cost = book.input_tokens + scenario_.fairlane.max_tokens;
+    std::optional<double> predicted;
+    if (kind_ == SchedulerKind::fair) {
+      const DoorDecision decision = door_.estimate(book.user, book.pages, cost);
+      if (const auto* accepted = std::get_if<DoorAccepted>(&decision)) {
+        predicted = accepted->estimate.eta_seconds;
+      } else {
+        const char* reason = std::holds_alternative<DoorBusy>(decision) ? "busy"
+                             : std::holds_alternative<DoorUserQueueFull>(decision)
+                                 ? "user_queue_full"
+                                 : "request_too_large";
+        ++metrics_.refusals[reason];
+        return;
+      }
+    }
+    book.result = metrics_.books.size();
+    metrics_.books.push_back(BookResult{book.user_name, book.arrival_s, book.pages,
+                                        book.input_tokens, 0.0, predicted, std::nullopt});
+    metrics_.pages_accepted += book.pages;
+    const auto job = static_cast<JobId>(index + 1);
+    for (std::int64_t i = 0; i < book.pages; ++i) {
+      const auto page = static_cast<PageId>(page_states_.size());
+      page_states_.push_back(PageState::queued);
+      page_books_.push_back(index);
+      add(QueuedPage{page, job, book.user, cost});
+    }
+    queued_changed(book.user, book.pages);
+  }
+
+  void dispatch() {
+    while (const QueuedPage* next = peek()) {
+      if (paused_until_ > now()) {
+        schedule_wake(paused_until_);
+        return;
+      }
+      Admission admission = budget_.admit(next->cost);
+      if (auto* wait = std::get_if<Wait>(&admission)) {
+        // Concurrency with no wait: a call's end will bring us back.
+        if (wait->wait > Clock::duration::zero()) schedule_wake(now() + wait->wait.count());
+        return;
+      }
+      const QueuedPage page = take();
+      queued_changed(page.user_id, -1);
+      if (std::holds_alternative<TooLarge>(admission)) {
+        end_page(page, false);
+        continue;
+      }
+      send(page, std::move(std::get<Lease>(admission)));
+    }
+  }
+
+  void send(const QueuedPage& page, Lease lease) {
+    ++metrics_.provider_calls;
+    Admission at_provider = provider_.admit(page.cost);
+    if (!std::holds_alternative<Lease>(at_provider)) {
+      // The provider refused: a violation. The page goes back to the head of its lane and
+      // everything pauses for a second, as the service does on a 429.
+      if (const auto* wait = std::get_if<Wait>(&at_provider);
+          wait && wait->limit == Limit::concurrency) {
+        ++metrics_.provider_refused_concurrency;
+      } else if (wait && wait->limit == Limit::requests) {
+        ++metrics_.provider_refused_requests;
+      } else {
+        ++metrics_.provider_refused_tokens;
+      }
+      lease.cancel();
+      put_back(page);
+      queued_changed(page.user_id, +1);
+      paused_until_ = now() + to_ns(1.0);
+      return;
+    }
+    const Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
+    const double latency_s = std::max(0.0, sample(scenario_.provider.latency_s, rng_));
+    const double output = sample(scenario_.provider.output_tokens, rng_);
+    const auto output_tokens =
+        std::clamp<std::int64_t>(std::llround(output), 0, scenario_.fairlane.max_tokens);
+
+    std::size_t slot = calls_.size();
+    if (!free_calls_.empty()) {
+      slot = free_calls_.back();
+      free_calls_.pop_back();
+    } else {
+      calls_.emplace_back();
+    }
+    Call& call = calls_[slot];
+    call.page = page;
+    call.lease.emplace(std::move(lease));
+    call.provider_lease.emplace(std::move(std::get<Lease>(at_provider)));
+    call.dispatched_at = now();
+    call.actual_tokens = book.input_tokens + output_tokens;
+    page_states_[static_cast<std::size_t>(page.page_id)] = PageState::in_flight;
+    ++in_flight_;
+    metrics_.max_in_flight_seen = std::max(metrics_.max_in_flight_seen, in_flight_);
+    push(now() + to_ns(latency_s), EventKind::completion, slot);
+
+    window_tokens_[page.user_id] += page.cost;
+    if (backlogged_.size() >= 2)
+      metrics_.tokens_while_backlogged[user_names_.at(page.user_id)] += page.cost;
+    if (total_queued_ > 0 && first_backlog_ns_ &&
+        now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
+      ++steady_requests_;
+      steady_tokens_ += call.actual_tokens;
+    }
+  }
+
+  void complete(std::size_t slot) {
+    Call& call = calls_[slot];
+    call.provider_lease->settle(call.actual_tokens);
+    call.lease->settle(call.actual_tokens);
+    estimator_.record_settled(call.actual_tokens,
+                              std::chrono::nanoseconds(now() - call.dispatched_at));
+    call.lease.reset();
+    call.provider_lease.reset();
+    --in_flight_;
+    free_calls_.push_back(slot);
+    end_page(call.page, true);
+  }
+
+  void end_page(const QueuedPage& page, bool done) {
+    PageState& state = page_states_[static_cast<std::size_t>(page.page_id)];
+    if (state == PageState::ended) {
+      ++metrics_.pages_duplicated;
+      return;
+    }
+    state = PageState::ended;
+    ++(done ? metrics_.pages_done : metrics_.pages_failed);
+    Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
+    if (++book.ended == book.pages) metrics_.books[*book.result].finish_s = to_s(now());
+  }
+
+  void schedule_wake(Ns at) {
+    if (pending_wake_ && *pending_wake_ <= at) return;
+    pending_wake_ = at;
+    push(at, EventKind::wake, 0);
+  }
+
+  void finish() {
+    close_windows(now() + to_ns(scenario_.window_s));
+    metrics_.simulated_s = to_s(now());
+    metrics_.pages_lost = metrics_.pages_accepted - metrics_.pages_done - metrics_.pages_failed;
+    for (const BookResult& book : metrics_.books) {
+      if (book.predicted_eta_s && book.completion_s() > 0) {
+        metrics_.eta_errors.push_back(std::abs(book.completion_s() - *book.predicted_eta_s) /
+                                      book.completion_s());
+      }
+    }
+    Utilisation& u = metrics_.utilisation;
+    u.measured_s = steady_s_;
+    if (steady_s_ > 0) {
+      const auto& f = scenario_.fairlane;
+      if (f.requests_per_minute > 0)
+        u.requests =
+            as_double(steady_requests_) / (as_double(f.requests_per_minute) / 60.0 * steady_s_);
+      if (f.tokens_per_minute > 0)
+        u.tokens = as_double(steady_tokens_) / (as_double(f.tokens_per_minute) / 60.0 * steady_s_);
+      if (f.max_in_flight > 0)
+        u.concurrency = steady_in_flight_s_ / (as_double(f.max_in_flight) * steady_s_);
+    }
+  }
+
+  const Scenario& scenario_;
+  const SchedulerKind kind_;
+  std::mt19937_64 rng_;
+  FakeClock clock_;
+  Budget budget_;
+  Budget provider_;
+  FairScheduler scheduler_;
+  Estimator estimator_;
+  Door door_;
+  std::deque<QueuedPage> fifo_;
+
+  Metrics metrics_;
+  std::vector<Book> books_;
+  std::int64_t total_pages_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::int64_t next_seq_ = 0;
+  std::optional<Ns> pending_wake_;
+  Ns paused_until_ = 0;
+
+  std::unordered_map<std::string, UserId> user_ids_;
+  std::unordered_map<UserId, std::string> user_names_;
+  std::unordered_map<UserId, std::int64_t> weights_;
+  std::vector<PageState> page_states_;
+  std::vector<std::size_t> page_books_;  // page id - 1 -> book index
+  std::vector<Call> calls_;
+  std::vector<std::size_t> free_calls_;
+  std::int64_t in_flight_ = 0;
+
+  std::unordered_map<UserId, std::int64_t> user_queued_;
+  std::int64_t total_queued_ = 0;
+  std::unordered_set<UserId> backlogged_;
+  std::unordered_map<UserId, Ns> backlogged_since_;
+  std::unordered_map<UserId, std::int64_t> window_tokens_;
+  Ns window_start_ = 0;
+  std::optional<Ns> first_backlog_ns_;
+  double steady_s_ = 0.0;
+  double steady_in_flight_s_ = 0.0;
+  std::int64_t steady_requests_ = 0;
+  std::int64_t steady_tokens_ = 0;
+};
+
+}  // namespace
+
+Metrics simulate(const Scenario& scenario, SchedulerKind scheduler) {
+  Metrics metrics = Run(scenario, scheduler).run();
+  fill_fair_share_ideal(scenario, metrics.books);
+  return metrics;
+}
+
+void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& books,
+                           std::size_t max_books) {
+  if (books.empty() || books.size() > max_books) return;
+  const FairlaneSettings& f = scenario.fairlane;
+  const double output = std::min(mean(scenario.provider.output_tokens), as_double(f.max_tokens));
+  const double latency = mean(scenario.provider.latency_s);
+  double input = 0.0;
+  double pages = 0.0;
+  for (const BookResult& b : books) {
+    pages += as_double(b.pages);
+    input += as_double(b.pages * b.input_tokens);
+  }
+  const double page_tokens = input / std::max(pages, 1.0) + output;
+
+  // Pages per second each limit allows at the average page; the smallest binds.
+  const auto rate = [](std::int64_t per_minute, double divisor) {
+    return per_minute > 0 ? as_double(per_minute) / 60.0 / divisor
+                          : std::numeric_limits<double>::infinity();
+  };
+  const double pages_per_s =
+      std::min({rate(f.requests_per_minute, 1.0), rate(f.tokens_per_minute, page_tokens),
+                f.max_in_flight > 0 ? as_double(f.max_in_flight) / latency
+                                    : std::numeric_limits<double>::infinity()});
+  if (!std::isfinite(pages_per_s)) {
+    for (BookResult& b : books) b.ideal_s = latency;
+    return;
+  }
+  std::unordered_map<std::string, std::int64_t> weights;
+  for (const UserSpec& u : scenario.users) weights[u.name] = u.weight;
+
+  // Generalized processor sharing in pages of the average size: each backlogged user gets
+  // capacity in proportion to weight, spent on their oldest book first.
+  struct Active {
+    double weight;
+    std::deque<std::pair<std::size_t, double>> books;  // book index, pages left
+  };
+  std::unordered_map<std::string, Active> active;
+  std::size_t next = 0;
+  double t = 0.0;
+  constexpr double kEps = 1e-9;
+  while (next < books.size() || !active.empty()) {
+    if (active.empty()) t = std::max(t, books[next].arrival_s);
+    while (next < books.size() && books[next].arrival_s <= t + kEps) {
+      const BookResult& b = books[next];
+      Active& a = active[b.user];
+      a.weight = as_double(weights.contains(b.user) ? weights[b.user] : 1);
+      a.books.emplace_back(next, as_double(b.pages));
+      ++next;
+    }
+    double total_weight = 0.0;
+    for (const auto& [user, a] : active) total_weight += a.weight;
+    double dt =
+        next < books.size() ? books[next].arrival_s - t : std::numeric_limits<double>::infinity();
+    for (const auto& [user, a] : active) {
+      dt = std::min(dt, a.books.front().second / (pages_per_s * a.weight / total_weight));
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      Active& a = it->second;
+      a.books.front().second -= pages_per_s * a.weight / total_weight * dt;
+      if (a.books.front().second <= kEps) {
+        BookResult& done = books[a.books.front().first];
+        done.ideal_s = t + dt - done.arrival_s + latency;
+        a.books.pop_front();
+      }
+      it = a.books.empty() ? active.erase(it) : std::next(it);
+    }
+    t += dt;
+  }
+}
+
+}  // namespace fairlane::sim
