@@ -11,6 +11,15 @@
 // q_v a lane's length and w its weight. avg_tokens and avg_latency are EWMAs of settled
 // calls (configured values until the first). An unlimited limit (0) drops out of mu.
 //
+// Given the Budget, the ETA also counts what the buckets hold now, which the formula
+// above (a steady state) does not: with n = pages_ahead_of_last + 1, the first B pages
+// (B = the pages the current bucket levels admit, at the average reservation) go at the
+// in-flight rate c = max_in_flight / avg_latency rather than mu, and the first F of those
+// (F = free in-flight permits) at once:
+//   eta_seconds = max(min(n, B) - F, 0) / c + max(n - B, 0) / mu + avg_latency
+// With empty buckets (B = 0) this is exactly the formula above; after an idle spell it
+// keeps the ETA honest instead of several times too long (docs/architecture.md).
+//
 // The weighted term is min(q_v, k * w_v / w_u): while u sends k pages, a lane of twice the
 // weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
 // and only this one counts pages of heavier lanes correctly; see docs/architecture.md).
@@ -47,13 +56,17 @@ struct JobEstimate {
 
 class Estimator {
  public:
-  // `scheduler` must outlive the estimator.
-  Estimator(const FairScheduler& scheduler, const EstimatorConfig& config);
+  // `scheduler` (and `budget`, when given) must outlive the estimator. Without a budget the
+  // ETA is the steady-state formula alone.
+  Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
+            const Budget* budget = nullptr);
 
-  // A call settled: it used `tokens` and took `latency` from dispatch to answer.
-  void record_settled(std::int64_t tokens, Clock::duration latency);
+  // A call settled: it reserved `reserved_tokens`, used `tokens` and took `latency` from
+  // dispatch to answer.
+  void record_settled(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency);
 
   [[nodiscard]] double avg_tokens_per_page() const { return avg_tokens_; }
+  [[nodiscard]] double avg_reserved_tokens_per_page() const { return avg_reserved_; }
   [[nodiscard]] double avg_latency_s() const { return avg_latency_s_; }
 
   // Pages per second the provider's limits allow at the current averages; +infinity when
@@ -72,15 +85,19 @@ class Estimator {
  private:
   // Sum over lanes other than `user`'s of min(q_v, index * w_v / w_u).
   [[nodiscard]] double others_ahead(UserId user, std::int64_t index) const;
+  // Seconds until the n-th page from now is answered.
+  [[nodiscard]] double seconds_for(double pages) const;
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index,
                                      std::int64_t last_index) const;
 
   // Constant after construction.
   const FairScheduler& scheduler_;
   const EstimatorConfig config_;
+  const Budget* budget_;
 
   // Only touched on the owning thread.
   double avg_tokens_;
+  double avg_reserved_;
   double avg_latency_s_;
 };
 

@@ -6,21 +6,6 @@
 #include <limits>
 
 namespace fairlane {
-
-Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& config)
-    : scheduler_(scheduler),
-      config_(config),
-      avg_tokens_(config.initial_tokens_per_page),
-      avg_latency_s_(config.initial_latency_s) {}
-
-void Estimator::record_settled(std::int64_t tokens, Clock::duration latency) {
-  const double alpha = config_.ewma_alpha;
-  const double latency_s = std::chrono::duration<double>(latency).count();
-  avg_tokens_ =
-      (1.0 - alpha) * avg_tokens_ + alpha * static_cast<double>(std::max<std::int64_t>(tokens, 0));
-  avg_latency_s_ = (1.0 - alpha) * avg_latency_s_ + alpha * std::max(latency_s, 0.0);
-}
-
 namespace {
 
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
@@ -50,6 +35,26 @@ Limit binding_of(const std::array<double, 3>& rate) {
 
 }  // namespace
 
+Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
+                     const Budget* budget)
+    : scheduler_(scheduler),
+      config_(config),
+      budget_(budget),
+      avg_tokens_(config.initial_tokens_per_page),
+      avg_reserved_(config.initial_tokens_per_page),
+      avg_latency_s_(config.initial_latency_s) {}
+
+void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,
+                               Clock::duration latency) {
+  const double alpha = config_.ewma_alpha;
+  const auto ewma = [alpha](double average, double observed) {
+    return (1.0 - alpha) * average + alpha * std::max(observed, 0.0);
+  };
+  avg_tokens_ = ewma(avg_tokens_, static_cast<double>(tokens));
+  avg_reserved_ = ewma(avg_reserved_, static_cast<double>(reserved_tokens));
+  avg_latency_s_ = ewma(avg_latency_s_, std::chrono::duration<double>(latency).count());
+}
+
 double Estimator::mu() const {
   const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
   return *std::min_element(r.begin(), r.end());
@@ -72,13 +77,37 @@ double Estimator::others_ahead(UserId user, std::int64_t index) const {
   return std::max(total, 0.0);
 }
 
+double Estimator::seconds_for(double pages) const {
+  const double steady = mu();
+  double burst = 0.0;     // pages the buckets admit now
+  double free_now = 0.0;  // pages that can start at once
+  double burst_rate = kUnlimited;
+  if (budget_ != nullptr) {
+    burst = kUnlimited;
+    if (!budget_->requests().unlimited()) burst = std::max(budget_->requests().level(), 0.0);
+    if (!budget_->tokens().unlimited() && avg_reserved_ > 0) {
+      burst = std::min(burst, std::max(budget_->tokens().level(), 0.0) / avg_reserved_);
+    }
+    const InFlightCap& cap = budget_->in_flight();
+    free_now = cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit() - cap.in_use());
+    if (!cap.unlimited() && avg_latency_s_ > 0) {
+      burst_rate = static_cast<double>(cap.limit()) / avg_latency_s_;
+    }
+  }
+  const double at_burst_rate = std::max(std::min(pages, burst) - free_now, 0.0);
+  const double at_steady_rate = std::max(pages - burst, 0.0);
+  double seconds = 0.0;
+  if (at_burst_rate > 0 && !std::isinf(burst_rate)) seconds += at_burst_rate / burst_rate;
+  if (at_steady_rate > 0 && !std::isinf(steady)) seconds += at_steady_rate / steady;
+  return seconds;
+}
+
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index,
                                 std::int64_t last_index) const {
   const double position = others_ahead(user, next_index) + static_cast<double>(next_index - 1);
   const double ahead_of_last = others_ahead(user, last_index) + static_cast<double>(last_index - 1);
-  const double rate = mu();
-  const double drain_s = std::isinf(rate) ? 0.0 : (ahead_of_last + 1.0) / rate;
-  return JobEstimate{static_cast<std::int64_t>(std::llround(position)), drain_s + avg_latency_s_};
+  return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
+                     seconds_for(ahead_of_last + 1.0) + avg_latency_s_};
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {

@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <variant>
 
+#include "fairlane/budget.hpp"
 #include "fairlane/estimator.hpp"
 #include "fairlane/fair_scheduler.hpp"
+#include "fairlane/fake_clock.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::BudgetLimits;
@@ -56,9 +59,10 @@ TEST_CASE("Averages start from the configuration and follow settled calls as EWM
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 0.1});
   CHECK(estimator.avg_tokens_per_page() == 800.0);
   CHECK(estimator.avg_latency_s() == 2.0);
-  estimator.record_settled(1'200, 4s);
-  // 0.9 x 800 + 0.1 x 1200 = 840; 0.9 x 2 + 0.1 x 4 = 2.2.
+  estimator.record_settled(1'200, 3'000, 4s);
+  // 0.9 x 800 + 0.1 x 1200 = 840; 0.9 x 800 + 0.1 x 3000 = 1020; 0.9 x 2 + 0.1 x 4 = 2.2.
   CHECK(estimator.avg_tokens_per_page() == doctest::Approx(840.0));
+  CHECK(estimator.avg_reserved_tokens_per_page() == doctest::Approx(1'020.0));
   CHECK(estimator.avg_latency_s() == doctest::Approx(2.2));
   // tokens: 5000 / 840 = 5.952 pages/s.
   CHECK(estimator.mu() == doctest::Approx(5000.0 / 840.0));
@@ -129,4 +133,24 @@ TEST_CASE("With nothing limited, a job waits only for its call") {
   add_pages(scheduler, 1, 10, 50);
   Estimator estimator(scheduler, EstimatorConfig{.initial_latency_s = 1.5});
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.5));
+}
+
+TEST_CASE("With the budget, what the buckets hold now goes first at the in-flight rate") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 500);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
+  // Full buckets: B = min(1500 requests, 300000 / 800 = 375 pages) = 375; F = 200 free
+  // permits; c = 200 / 2 s = 100 pages/s. n = 500:
+  //   (375 - 200) / 100 + (500 - 375) / 6.25 + 2 = 1.75 + 20 + 2 = 23.75 s
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(23.75));
+  // A 100-page job alone would start at once: 0 + 0 + 2 s.
+  FairScheduler alone;
+  Estimator fresh(alone, EstimatorConfig{.limits = kLab}, &budget);
+  CHECK(fresh.estimate_new(1, 100).eta_seconds == doctest::Approx(2.0));
+
+  // Empty buckets give exactly the steady-state formula: 500 / 6.25 + 2 = 82 s.
+  std::get<fairlane::Lease>(budget.admit(300'000)).settle(300'000);
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(82.0));
 }

@@ -117,9 +117,19 @@ std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>
     }
     if (!m.eta_errors.empty()) {
       out += fmt::format(
-          "| ETA error, abs(actual - predicted) / actual: p50 / p90 / max | {} / {} / {} |\n",
+          "| ETA promised at the door, abs(actual - predicted) / actual: p50 / p90 / max | {} / {} "
+          "/ {} |\n",
           percent(quantile(m.eta_errors, 0.5)), percent(quantile(m.eta_errors, 0.9)),
           percent(quantile(m.eta_errors, 1.0)));
+    }
+    if (!m.snapshot_eta_errors.empty()) {
+      out += fmt::format(
+          "| ETA error of queued jobs at {:.0f} s, abs(actual - predicted) / actual remaining: "
+          "p50 / p90 / max ({} jobs) | {} / {} / {} |\n",
+          scenario.eta_snapshot_s.value_or(0.0), m.snapshot_eta_errors.size(),
+          percent(quantile(m.snapshot_eta_errors, 0.5)),
+          percent(quantile(m.snapshot_eta_errors, 0.9)),
+          percent(quantile(m.snapshot_eta_errors, 1.0)));
     }
     out += fmt::format("| simulated / wall time, events | {:.0f} s / {:.2f} s, {} |\n",
                        m.simulated_s, m.wall_s, m.events);

@@ -153,6 +153,11 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
   top.string("description", s.description);
   top.number("seed", s.seed, 0.0, 9e15);
   top.number("window_s", s.window_s, 1.0, 1e9);
+  if (top.child("eta_snapshot_s") != nullptr) {
+    double at = 0.0;
+    top.number("eta_snapshot_s", at, 0.0, 1e12);
+    s.eta_snapshot_s = at;
+  }
 
   if (const json::value* p = top.child("provider")) {
     Fields f(*p, "provider", status);
@@ -199,13 +204,18 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
       Arrival a;
       f.number("at_s", a.at_s, 0.0, 1e12);
       f.string("user", a.user);
+      f.number("users", a.users, 0.0, 1e9);
+      f.string("user_prefix", a.user_prefix);
       f.number("books", a.books, 1.0, 1e9);
       f.number("pages", a.pages, 1.0, 1e9);
       f.number("input_tokens", a.input_tokens, 0.0, 1e10);
       f.finish();
-      bool known = false;
+      bool known = a.users > 0;
       for (const UserSpec& u : s.users) known = known || u.name == a.user;
-      if (!known) f.fail(fmt::format("arrivals[{}].user '{}' is not in scenario.users", i, a.user));
+      if (!known) {
+        f.fail(fmt::format("arrivals[{}].user '{}' is not in scenario.users (or give \"users\": N)",
+                           i, a.user));
+      }
       s.arrivals.push_back(a);
     }
   }

@@ -50,10 +50,13 @@ struct UserSpec {
   std::int64_t weight = 1;
 };
 
-// `books` books of `pages` pages, each page `input_tokens` of input, arriving at `at_s`.
+// `books` books of `pages` pages, each page `input_tokens` of input, arriving at `at_s`,
+// for `user`, or (when `users` > 0) for each of users user_prefix1 ... user_prefixN.
 struct Arrival {
   double at_s = 0.0;
   std::string user;
+  std::int64_t users = 0;
+  std::string user_prefix = "user-";
   std::int64_t books = 1;
   std::int64_t pages = 100;
   std::int64_t input_tokens = 560;
@@ -84,6 +87,9 @@ struct Scenario {
   std::vector<PoissonArrivals> poisson;
   std::vector<SchedulerKind> schedulers{SchedulerKind::fair};
   double window_s = 60.0;  // Jain's index window
+  // When set, every job with queued pages is asked its ETA at this time, and the answers
+  // are compared with when the jobs really end (the estimator on a queue of known work).
+  std::optional<double> eta_snapshot_s;
 };
 
 // Reads a scenario; the Status names the file and the field when something is wrong.

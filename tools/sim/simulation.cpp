@@ -45,7 +45,7 @@ struct Book {
   std::optional<std::size_t> result;  // index into Metrics::books once accepted
 };
 
-enum class EventKind { arrival, completion, wake };
+enum class EventKind { arrival, completion, wake, snapshot };
 
 struct Event {
   Ns at;
@@ -84,7 +84,8 @@ class Run {
             scheduler_,
             EstimatorConfig{.limits = budget_.limits(),
                             .initial_tokens_per_page = scenario.fairlane.initial_tokens_per_page,
-                            .initial_latency_s = scenario.fairlane.initial_latency_s}),
+                            .initial_latency_s = scenario.fairlane.initial_latency_s},
+            &budget_),
         door_(scheduler_, estimator_,
               DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
                          .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
@@ -142,7 +143,10 @@ class Run {
       total_pages_ += pages;
     };
     for (const Arrival& a : scenario_.arrivals) {
-      for (std::int64_t b = 0; b < a.books; ++b) add_book(a.user, a.at_s, a.pages, a.input_tokens);
+      for (std::int64_t u = 1; u <= std::max<std::int64_t>(a.users, 1); ++u) {
+        const std::string user = a.users > 0 ? a.user_prefix + std::to_string(u) : a.user;
+        for (std::int64_t b = 0; b < a.books; ++b) add_book(user, a.at_s, a.pages, a.input_tokens);
+      }
     }
     for (const PoissonArrivals& p : scenario_.poisson) {
       std::exponential_distribution<double> gap(p.rate_per_s);
@@ -155,6 +159,9 @@ class Run {
                      [](const Book& a, const Book& b) { return a.arrival_s < b.arrival_s; });
     for (std::size_t i = 0; i < books_.size(); ++i)
       push(to_ns(books_[i].arrival_s), EventKind::arrival, i);
+    if (scenario_.eta_snapshot_s && kind_ == SchedulerKind::fair) {
+      push(to_ns(*scenario_.eta_snapshot_s), EventKind::snapshot, 0);
+    }
     page_states_.reserve(static_cast<std::size_t>(total_pages_) + 1);
     page_states_.push_back(PageState::ended);  // page ids start at 1
   }
@@ -266,7 +273,22 @@ class Run {
       case EventKind::wake:
         if (pending_wake_ && *pending_wake_ == event.at) pending_wake_.reset();
         break;
+      case EventKind::snapshot:
+        snapshot();
+        break;
     }
+  }
+
+  // Asks the estimator for the ETA of every job with queued pages.
+  void snapshot() {
+    for (std::size_t i = 0; i < books_.size(); ++i) {
+      const Book& book = books_[i];
+      if (!book.result) continue;
+      if (const auto estimate = estimator_.job(book.user, static_cast<JobId>(i + 1))) {
+        snapshot_predictions_.emplace_back(*book.result, to_s(now()) + estimate->eta_seconds);
+      }
+    }
+    snapshot_at_s_ = to_s(now());
   }
 
   void arrive(std::size_t index) {
@@ -380,7 +402,7 @@ class Run {
     Call& call = calls_[slot];
     call.provider_lease->settle(call.actual_tokens);
     call.lease->settle(call.actual_tokens);
-    estimator_.record_settled(call.actual_tokens,
+    estimator_.record_settled(call.actual_tokens, call.page.cost,
                               std::chrono::nanoseconds(now() - call.dispatched_at));
     call.lease.reset();
     call.provider_lease.reset();
@@ -417,6 +439,13 @@ class Run {
                                       book.completion_s());
       }
     }
+    for (const auto& [result, predicted_finish_s] : snapshot_predictions_) {
+      const double remaining = metrics_.books[result].finish_s - snapshot_at_s_;
+      if (remaining > 0) {
+        metrics_.snapshot_eta_errors.push_back(
+            std::abs(metrics_.books[result].finish_s - predicted_finish_s) / remaining);
+      }
+    }
     Utilisation& u = metrics_.utilisation;
     u.measured_s = steady_s_;
     if (steady_s_ > 0) {
@@ -448,6 +477,8 @@ class Run {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::int64_t next_seq_ = 0;
   std::optional<Ns> pending_wake_;
+  std::vector<std::pair<std::size_t, double>> snapshot_predictions_;  // result, finish
+  double snapshot_at_s_ = 0.0;
   Ns paused_until_ = 0;
 
   std::unordered_map<std::string, UserId> user_ids_;
@@ -494,26 +525,36 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
   }
   const double page_tokens = input / std::max(pages, 1.0) + output;
 
-  // Pages per second each limit allows at the average page; the smallest binds.
-  const auto rate = [](std::int64_t per_minute, double divisor) {
-    return per_minute > 0 ? as_double(per_minute) / 60.0 / divisor
-                          : std::numeric_limits<double>::infinity();
+  // Pages per second each limit allows at the average page: the smallest binds (mu). The
+  // buckets start full, so first the binding bucket's capacity drains at the in-flight
+  // rate c, as a real budget lets it; the fluid bucket refills at mu while nobody waits.
+  const double infinity = std::numeric_limits<double>::infinity();
+  const auto rate = [infinity](std::int64_t per_minute, double divisor) {
+    return per_minute > 0 ? as_double(per_minute) / 60.0 / divisor : infinity;
   };
-  const double pages_per_s =
+  const double mu =
       std::min({rate(f.requests_per_minute, 1.0), rate(f.tokens_per_minute, page_tokens),
-                f.max_in_flight > 0 ? as_double(f.max_in_flight) / latency
-                                    : std::numeric_limits<double>::infinity()});
-  if (!std::isfinite(pages_per_s)) {
+                f.max_in_flight > 0 ? as_double(f.max_in_flight) / latency : infinity});
+  if (!std::isfinite(mu)) {
     for (BookResult& b : books) b.ideal_s = latency;
     return;
   }
+  constexpr double kInstant = 1e12;  // pages/s standing in for "at once"
+  const double c =
+      f.max_in_flight > 0 ? std::max(as_double(f.max_in_flight) / latency, mu) : kInstant;
+  const double capacity =
+      std::min(f.requests_per_minute > 0 ? as_double(f.requests_per_minute) : infinity,
+               f.tokens_per_minute > 0 ? as_double(f.tokens_per_minute) / page_tokens : infinity);
+  double level = std::isfinite(capacity) ? capacity : 0.0;
+
   std::unordered_map<std::string, std::int64_t> weights;
   for (const UserSpec& u : scenario.users) weights[u.name] = u.weight;
 
-  // Generalized processor sharing in pages of the average size: each backlogged user gets
-  // capacity in proportion to weight, spent on their oldest book first.
+  // Generalized processor sharing of tokens, counted in pages of the average size: each
+  // backlogged user gets the current rate in proportion to weight, spent on their oldest
+  // book first.
   struct Active {
-    double weight;
+    double weight = 1.0;
     std::deque<std::pair<std::size_t, double>> books;  // book index, pages left
   };
   std::unordered_map<std::string, Active> active;
@@ -521,24 +562,32 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
   double t = 0.0;
   constexpr double kEps = 1e-9;
   while (next < books.size() || !active.empty()) {
-    if (active.empty()) t = std::max(t, books[next].arrival_s);
+    if (active.empty()) {
+      const double idle = std::max(books[next].arrival_s - t, 0.0);
+      if (std::isfinite(capacity)) level = std::min(capacity, level + mu * idle);
+      t += idle;
+    }
     while (next < books.size() && books[next].arrival_s <= t + kEps) {
       const BookResult& b = books[next];
       Active& a = active[b.user];
       a.weight = as_double(weights.contains(b.user) ? weights[b.user] : 1);
-      a.books.emplace_back(next, as_double(b.pages));
+      // Work in pages of the average size: a book of bigger pages is more work.
+      a.books.emplace_back(next,
+                           as_double(b.pages) * (as_double(b.input_tokens) + output) / page_tokens);
       ++next;
     }
+    const bool bursting = level > kEps && c > mu;
+    const double total_rate = bursting ? c : mu;
     double total_weight = 0.0;
     for (const auto& [user, a] : active) total_weight += a.weight;
-    double dt =
-        next < books.size() ? books[next].arrival_s - t : std::numeric_limits<double>::infinity();
+    double dt = next < books.size() ? books[next].arrival_s - t : infinity;
+    if (bursting) dt = std::min(dt, level / (c - mu));
     for (const auto& [user, a] : active) {
-      dt = std::min(dt, a.books.front().second / (pages_per_s * a.weight / total_weight));
+      dt = std::min(dt, a.books.front().second / (total_rate * a.weight / total_weight));
     }
     for (auto it = active.begin(); it != active.end();) {
       Active& a = it->second;
-      a.books.front().second -= pages_per_s * a.weight / total_weight * dt;
+      a.books.front().second -= total_rate * a.weight / total_weight * dt;
       if (a.books.front().second <= kEps) {
         BookResult& done = books[a.books.front().first];
         done.ideal_s = t + dt - done.arrival_s + latency;
@@ -546,6 +595,7 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
       }
       it = a.books.empty() ? active.erase(it) : std::next(it);
     }
+    if (bursting) level = std::max(0.0, level - (c - mu) * dt);
     t += dt;
   }
 }

@@ -62,8 +62,10 @@ struct Metrics {
 
   Utilisation utilisation;
 
-  // |actual - predicted| / actual over accepted books (fair scheduler only).
+  // |actual - predicted| / actual over accepted books (fair scheduler only): completion
+  // times promised at the door, and (with an ETA snapshot) remaining times at the snapshot.
   std::vector<double> eta_errors;
+  std::vector<double> snapshot_eta_errors;
 
   double simulated_s = 0.0;
   double wall_s = 0.0;

@@ -1,0 +1,136 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "distribution.hpp"
+#include "report.hpp"
+#include "scenario.hpp"
+#include "simulation.hpp"
+
+using fairlane::StatusCode;
+using fairlane::sim::Distribution;
+using fairlane::sim::invariants_hold;
+using fairlane::sim::parse_scenario;
+using fairlane::sim::SchedulerKind;
+using fairlane::sim::simulate;
+
+namespace {
+
+// Figure 1 in small: six heavy books of 40 pages at t = 0, a light one at t = 10 s (when
+// the full buckets' burst is spent), at limits of 600 RPM, 48,000 TPM (1 page/s of 800
+// tokens), 20 in flight, 2 s a call.
+const char* const kHeavyAndLight = R"({
+  "name": "small heavy and light",
+  "seed": 11,
+  "provider": {"rpm": 600, "tpm": 48000, "max_in_flight": 20,
+               "latency_s": {"kind": "fixed", "value": 2.0},
+               "output_tokens": {"kind": "fixed", "value": 240}},
+  "fairlane": {"rpm": 600, "tpm": 48000, "max_in_flight": 20, "max_tokens": 240},
+  "users": [{"name": "heavy"}, {"name": "light"}],
+  "arrivals": [{"at_s": 0, "user": "heavy", "books": 6, "pages": 40, "input_tokens": 560},
+               {"at_s": 10, "user": "light", "books": 1, "pages": 40, "input_tokens": 560}],
+  "eta_snapshot_s": 20
+})";
+
+fairlane::sim::Scenario scenario_from(const std::string& json) {
+  auto scenario = parse_scenario(json, "test");
+  REQUIRE_MESSAGE(scenario.ok(), scenario.status().message());
+  return std::move(scenario).value();
+}
+
+}  // namespace
+
+TEST_CASE("The simulator ends every page exactly once and never exceeds a provider limit") {
+  const auto scenario = scenario_from(kHeavyAndLight);
+  for (const SchedulerKind kind : {SchedulerKind::fair, SchedulerKind::fifo}) {
+    const auto m = simulate(scenario, kind);
+    CHECK(m.pages_accepted == 280);
+    CHECK(m.pages_done == 280);
+    CHECK(m.pages_lost == 0);
+    CHECK(m.pages_duplicated == 0);
+    CHECK(m.provider_calls == 280);
+    CHECK(m.provider_refused_requests + m.provider_refused_tokens +
+              m.provider_refused_concurrency ==
+          0);
+    CHECK(m.max_in_flight_seen <= 20);
+    CHECK(invariants_hold(m));
+    for (const auto& book : m.books) CHECK(book.finish_s > book.arrival_s);
+  }
+}
+
+TEST_CASE(
+    "Fair sharing finishes the light book near its fair-share ideal, first come first served does "
+    "not") {
+  const auto scenario = scenario_from(kHeavyAndLight);
+  const auto fair = simulate(scenario, SchedulerKind::fair);
+  const auto fifo = simulate(scenario, SchedulerKind::fifo);
+  const auto& light_fair = fair.books.back();
+  const auto& light_fifo = fifo.books.back();
+  REQUIRE(light_fair.user == "light");
+  REQUIRE(light_fair.ideal_s.has_value());
+  CHECK(light_fair.completion_s() <= 1.1 * *light_fair.ideal_s);
+  CHECK(light_fifo.completion_s() > 2.0 * light_fair.completion_s());
+  // Both users got half the tokens while both waited.
+  const double heavy = static_cast<double>(fair.tokens_while_backlogged.at("heavy"));
+  const double light = static_cast<double>(fair.tokens_while_backlogged.at("light"));
+  CHECK(heavy / (heavy + light) == doctest::Approx(0.5).epsilon(0.05));
+  // The estimator, asked at 10 s about a queue of known work, is close.
+  REQUIRE_FALSE(fair.snapshot_eta_errors.empty());
+  CHECK(fairlane::sim::quantile(fair.snapshot_eta_errors, 0.9) <= 0.15);
+}
+
+TEST_CASE("A provider stricter than fairlane's settings shows as violations, and no page is lost") {
+  auto scenario = scenario_from(kHeavyAndLight);
+  scenario.provider.max_in_flight = 5;  // fairlane still believes 20
+  const auto m = simulate(scenario, SchedulerKind::fair);
+  CHECK(m.provider_refused_concurrency > 0);
+  CHECK_FALSE(invariants_hold(m));
+  CHECK(m.pages_done == 280);
+  CHECK(m.pages_lost == 0);
+}
+
+TEST_CASE("A scenario with a mistake is refused, naming the field") {
+  const auto unknown = parse_scenario(R"({"arrivals": [], "speling": 1})", "x.json");
+  CHECK(unknown.status().code() == StatusCode::invalid_argument);
+  CHECK(unknown.status().message().find("speling") != std::string::npos);
+  CHECK(unknown.status().message().find("x.json") != std::string::npos);
+
+  const auto stranger = parse_scenario(R"({"arrivals": [{"user": "nobody"}]})", "x.json");
+  CHECK(stranger.status().message().find("nobody") != std::string::npos);
+
+  const auto negative = parse_scenario(
+      R"({"users": [{"name": "a"}], "arrivals": [{"user": "a", "pages": -3}]})", "x.json");
+  CHECK(negative.status().message().find("arrivals[0].pages") != std::string::npos);
+
+  CHECK(parse_scenario("{not json", "x.json").status().message().find("not valid JSON") !=
+        std::string::npos);
+  CHECK(parse_scenario(R"({"users": []})", "x.json")
+            .status()
+            .message()
+            .find("nothing would happen") != std::string::npos);
+}
+
+TEST_CASE(
+    "Distributions: a quantile table's draws stay within it, and a lognormal's median holds") {
+  Distribution table;
+  table.kind = Distribution::Kind::quantiles;
+  table.quantiles = {{0.0, 40}, {0.5, 240}, {0.9, 1100}, {0.99, 3800}, {1.0, 4000}};
+  std::mt19937_64 rng(7);
+  int below_median = 0;
+  for (int i = 0; i < 10'000; ++i) {
+    const double x = fairlane::sim::sample(table, rng);
+    CHECK(x >= 40.0);
+    CHECK(x <= 4000.0);
+    if (x < 240.0) ++below_median;
+  }
+  CHECK(below_median == doctest::Approx(5'000).epsilon(0.05));
+  CHECK(fairlane::sim::mean(table) > 240.0);
+
+  Distribution lognormal;
+  lognormal.kind = Distribution::Kind::lognormal;
+  lognormal.median = 2.0;
+  lognormal.p90 = 3.5;
+  int below = 0;
+  for (int i = 0; i < 10'000; ++i) below += fairlane::sim::sample(lognormal, rng) < 2.0 ? 1 : 0;
+  CHECK(below == doctest::Approx(5'000).epsilon(0.05));
+}
