@@ -6,8 +6,9 @@
 // The owner drives it: submit() queues a transition; flush() commits everything queued.
 // due() says a flush should happen now (the batch is full, or the oldest transition has
 // waited max_delay); deadline() says when the oldest one will be due, for a timer. A batch
-// that fails to commit stays queued, in order, and is retried by the next flush; its
-// callbacks are not called until it commits.
+// that fails to commit stays queued, in order, and its callbacks are not called until it
+// commits; the next attempt is due only after a backoff (retry_delay, doubling up to
+// max_retry_delay), so a broken disk is not hammered in a tight loop.
 //
 // Thread safety: none; it lives on the thread that owns the Store.
 #pragma once
@@ -27,15 +28,17 @@
 namespace fairlane {
 
 struct GroupCommitOptions {
-  std::size_t max_batch = 512;                               // flush at once when this many wait
-  Clock::duration max_delay = std::chrono::milliseconds(5);  // or when the oldest is this old
+  std::size_t max_batch = 512;                                   // flush when this many wait
+  Clock::duration max_delay = std::chrono::milliseconds(5);      // or the oldest is this old
+  Clock::duration retry_delay = std::chrono::milliseconds(100);  // after a failed flush
+  Clock::duration max_retry_delay = std::chrono::seconds(10);
 };
 
 class GroupCommit {
  public:
-  // Called once its transition has committed, with the number of pages it changed
-  // (0 when it no longer applied).
-  using Committed = std::function<void(std::int64_t pages_changed)>;
+  // Called once its transition has committed, with what Store::apply answered for it: 0
+  // when it no longer applied; for a dispatch, the call's number; else the pages changed.
+  using Committed = std::function<void(std::int64_t outcome)>;
 
   // `store` and `clock` must outlive it.
   GroupCommit(Store& store, const Clock& clock, GroupCommitOptions options = {});
@@ -65,6 +68,9 @@ class GroupCommit {
   std::vector<PageTransition> transitions_;
   std::vector<Committed> callbacks_;
   Clock::time_point oldest_;
+  // After a failed flush: not due again before retry_at_; the next failure waits longer.
+  std::optional<Clock::time_point> retry_at_;
+  Clock::duration next_retry_delay_{};
 };
 
 }  // namespace fairlane

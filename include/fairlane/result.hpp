@@ -43,6 +43,8 @@ class [[nodiscard]] Result {
 
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
   std::variant<T, Status> value_;

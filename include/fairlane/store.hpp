@@ -115,12 +115,16 @@ class Store {
   // lanes by user id, each head first, with ids and sizes only.
   virtual Result<std::vector<Lane>> load_lanes() = 0;
 
-  // Applies the transitions in order, in one transaction. For each, how many pages it
-  // changed: 0 when it no longer applied (say, a second completion). On error nothing is
-  // applied.
+  // Applies the transitions in order, in one transaction (fully synced when it holds a
+  // cancellation, which its user is told of). For each: 0 when it no longer applied (a
+  // second completion, a late answer of an older call); for a dispatch, the call's number
+  // (1 for a page's first call), to pass back with the call's outcome; else the pages it
+  // changed. On error nothing is applied. A disk failure during the commit leaves the
+  // outcome unknown: the store then refuses every write until it is opened again.
   virtual Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) = 0;
 
-  // Cancels the job's queued pages (in-flight ones finish) and returns how many.
+  // Cancels the job's queued pages and returns how many; in-flight ones finish, and any of
+  // them that comes back unanswered is cancelled too. not_found for an unknown job.
   virtual Result<std::int64_t> cancel_job(JobId job) = 0;
 
   // Reads.

@@ -42,6 +42,7 @@ CREATE TABLE jobs (
   output_tokens   INTEGER NOT NULL DEFAULT 0, -- provider-reported output tokens, all pages
   created_at      INTEGER NOT NULL,           -- when the upload was accepted
   started_at      INTEGER,                    -- first dispatch of any page, or NULL
+  cancelled_at    INTEGER,                    -- when its owner cancelled it, or NULL
   finished_at     INTEGER,                    -- when the last page ended, or NULL
   state           TEXT GENERATED ALWAYS AS (  -- queued|running|done|failed|cancelled
                     CASE
@@ -58,7 +59,8 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_by_user ON jobs (user_id, id);
 
 -- pages: one provider call each. A page is queued in its owner's lane, in flight at the
--- provider, then done, failed (after max_attempts) or cancelled. Lanes are FIFO in id
+-- provider, then done, failed (after max_attempts) or cancelled; a page of a cancelled job
+-- that comes back from the provider unanswered is cancelled, not queued. Lanes are FIFO in id
 -- order: ids grow with enqueue order, and the dispatcher takes a lane's pages in that
 -- order, so a page that returns to queued (a provider 429, a failed attempt, a restart
 -- while it was in flight) keeps its id and is back at the head of its lane. A page's id is
@@ -76,7 +78,7 @@ CREATE TABLE pages (
                    CHECK (state IN ('queued', 'in_flight', 'done', 'failed', 'cancelled')),
   attempts         INTEGER NOT NULL DEFAULT 0, -- failed attempts, counted against max_attempts
   requeues         INTEGER NOT NULL DEFAULT 0, -- returns without an attempt spent (429s)
-  dispatches       INTEGER NOT NULL DEFAULT 0, -- calls made to the provider, any outcome
+  dispatches       INTEGER NOT NULL DEFAULT 0, -- calls made so far; the latest call's number
   not_before       INTEGER,                   -- backoff: not dispatched before this time
   dispatched_at    INTEGER,                   -- the latest dispatch
   finished_at      INTEGER,                   -- when it became done, failed or cancelled

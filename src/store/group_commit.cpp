@@ -1,5 +1,6 @@
 #include "fairlane/group_commit.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace fairlane {
@@ -15,18 +16,28 @@ void GroupCommit::submit(PageTransition transition, Committed committed) {
 
 bool GroupCommit::due() const {
   if (transitions_.empty()) return false;
-  return transitions_.size() >= options_.max_batch || clock_.now() >= oldest_ + options_.max_delay;
+  if (retry_at_ && clock_.now() < *retry_at_) return false;
+  return transitions_.size() >= options_.max_batch || clock_.now() >= *deadline();
 }
 
 std::optional<Clock::time_point> GroupCommit::deadline() const {
   if (transitions_.empty()) return std::nullopt;
-  return oldest_ + options_.max_delay;
+  const Clock::time_point oldest_due = oldest_ + options_.max_delay;
+  return retry_at_ ? std::max(oldest_due, *retry_at_) : oldest_due;
 }
 
 Status GroupCommit::flush() {
   if (transitions_.empty()) return {};
   auto changed = store_.apply(transitions_);
-  if (!changed.ok()) return changed.status();
+  if (!changed.ok()) {
+    const Clock::duration delay =
+        next_retry_delay_ == Clock::duration::zero() ? options_.retry_delay : next_retry_delay_;
+    retry_at_ = clock_.now() + delay;
+    next_retry_delay_ = std::min(2 * delay, options_.max_retry_delay);
+    return changed.status();
+  }
+  retry_at_.reset();
+  next_retry_delay_ = Clock::duration::zero();
   // Take the batch out before running callbacks, which may submit more.
   std::vector<Committed> callbacks = std::exchange(callbacks_, {});
   transitions_.clear();

@@ -34,10 +34,22 @@ Status migrate(sqlite3* db, const std::string& path, int target) {
     if (migration.version <= current.value() || migration.version > target) continue;
     const std::string doing =
         fmt::format("migrating the schema to version {} ({})", migration.version, migration.name);
-    const std::string sql = fmt::format("BEGIN IMMEDIATE;\n{}\nPRAGMA user_version = {};\nCOMMIT;",
-                                        migration.sql, migration.version);
+    // The version is read again inside the transaction: another process may have migrated
+    // the file meanwhile.
     char* message = nullptr;
-    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, &message);
+    if (rc == SQLITE_OK) {
+      const auto now = schema_version(db, path);
+      if (!now.ok()) {
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        return now.status();
+      }
+      const std::string sql = now.value() >= migration.version
+                                  ? std::string("COMMIT;")
+                                  : fmt::format("{}\nPRAGMA user_version = {};\nCOMMIT;",
+                                                migration.sql, migration.version);
+      rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+    }
     if (rc != SQLITE_OK) {
       const std::string detail = message != nullptr ? message : sqlite3_errstr(rc);
       sqlite3_free(message);

@@ -12,8 +12,10 @@ PageTransition PageTransition::dispatched(PageId page, std::int64_t reserved_tok
   return t;
 }
 
-PageTransition PageTransition::completed(PageId page, std::string output, Usage usage) {
+PageTransition PageTransition::completed(PageId page, std::string output, Usage usage,
+                                         std::int64_t call) {
   PageTransition t;
+  t.call = call;
   t.kind = Kind::completed;
   t.page_id = page;
   t.output = std::move(output);
@@ -21,8 +23,10 @@ PageTransition PageTransition::completed(PageId page, std::string output, Usage 
   return t;
 }
 
-PageTransition PageTransition::attempt_failed(PageId page, std::string error, WallTime not_before) {
+PageTransition PageTransition::attempt_failed(PageId page, std::string error, WallTime not_before,
+                                              std::int64_t call) {
   PageTransition t;
+  t.call = call;
   t.kind = Kind::attempt_failed;
   t.page_id = page;
   t.error = std::move(error);
@@ -30,15 +34,17 @@ PageTransition PageTransition::attempt_failed(PageId page, std::string error, Wa
   return t;
 }
 
-PageTransition PageTransition::requeued(PageId page) {
+PageTransition PageTransition::requeued(PageId page, std::int64_t call) {
   PageTransition t;
+  t.call = call;
   t.kind = Kind::requeued;
   t.page_id = page;
   return t;
 }
 
-PageTransition PageTransition::failed(PageId page, std::string error) {
+PageTransition PageTransition::failed(PageId page, std::string error, std::int64_t call) {
   PageTransition t;
+  t.call = call;
   t.kind = Kind::failed;
   t.page_id = page;
   t.error = std::move(error);

@@ -33,33 +33,46 @@ struct Sql {
   static constexpr std::string_view insert_text =
       "INSERT INTO page_texts (page_id, text) VALUES (?1, ?2)";
   static constexpr std::string_view requeue_in_flight =
-      "UPDATE pages SET state = 'queued' WHERE state = 'in_flight'";
+      // At start, calls in flight were lost with the process: their pages go back to their
+      // lanes, or are cancelled if their job was.
+      "UPDATE pages SET state = iif(jobs.cancelled_at IS NULL, 'queued', 'cancelled'), "
+      "finished_at = iif(jobs.cancelled_at IS NULL, NULL, ?1) "
+      "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
   static constexpr std::string_view queued_pages =
       "SELECT user_id, id, job_id, estimated_tokens, not_before FROM pages INDEXED BY "
       "pages_queued WHERE state = 'queued' ORDER BY user_id, id";
   static constexpr std::string_view weights = "SELECT id, weight FROM users";
   static constexpr std::string_view dispatched =
       "UPDATE pages SET state = 'in_flight', dispatches = dispatches + 1, dispatched_at = ?2, "
-      "not_before = NULL WHERE id = ?1 AND state = 'queued'";
+      "not_before = NULL WHERE id = ?1 AND state = 'queued' RETURNING dispatches";
   static constexpr std::string_view insert_spend =
       "INSERT INTO spend (page_id, dispatch, at, tokens) "
       "SELECT id, dispatches, ?2, ?3 FROM pages WHERE id = ?1";
   // The spend of the page's latest call, while that call is in flight.
   static constexpr std::string_view correct_spend =
+      // The spend of the call that ends: the page's call ?3 (0: its latest), while in flight.
       "UPDATE spend SET tokens = ?2 WHERE page_id = ?1 AND dispatch = "
-      "(SELECT dispatches FROM pages WHERE id = ?1 AND state = 'in_flight')";
+      "(SELECT dispatches FROM pages WHERE id = ?1 AND state = 'in_flight' "
+      "AND (?3 = 0 OR dispatches = ?3))";
   static constexpr std::string_view completed =
       "UPDATE pages SET state = 'done', output = ?2, input_tokens = ?3, output_tokens = ?4, "
-      "finished_at = ?5, error = NULL WHERE id = ?1 AND state = 'in_flight'";
+      "finished_at = ?5, error = NULL WHERE id = ?1 AND state = 'in_flight' "
+      "AND (?6 = 0 OR dispatches = ?6)";
   static constexpr std::string_view attempt_failed =
-      "UPDATE pages SET state = 'queued', attempts = attempts + 1, error = ?2, not_before = ?3 "
-      "WHERE id = ?1 AND state = 'in_flight'";
+      "UPDATE pages SET state = iif(jobs.cancelled_at IS NULL, 'queued', 'cancelled'), "
+      "finished_at = iif(jobs.cancelled_at IS NULL, NULL, ?4), attempts = pages.attempts + 1, "
+      "error = ?2, not_before = ?3 FROM jobs WHERE pages.id = ?1 AND pages.state = 'in_flight' "
+      "AND (?5 = 0 OR pages.dispatches = ?5) AND jobs.id = pages.job_id";
   static constexpr std::string_view requeued =
-      "UPDATE pages SET state = 'queued', requeues = requeues + 1 "
-      "WHERE id = ?1 AND state = 'in_flight'";
+      "UPDATE pages SET state = iif(jobs.cancelled_at IS NULL, 'queued', 'cancelled'), "
+      "finished_at = iif(jobs.cancelled_at IS NULL, NULL, ?2), requeues = pages.requeues + 1 "
+      "FROM jobs WHERE pages.id = ?1 AND pages.state = 'in_flight' "
+      "AND (?3 = 0 OR pages.dispatches = ?3) AND jobs.id = pages.job_id";
   static constexpr std::string_view failed =
-      "UPDATE pages SET state = 'failed', error = ?2, finished_at = ?3 "
-      "WHERE id = ?1 AND state IN ('queued', 'in_flight')";
+      "UPDATE pages SET state = 'failed', error = ?2, finished_at = ?3 WHERE id = ?1 AND "
+      "(state = 'queued' OR (state = 'in_flight' AND (?4 = 0 OR dispatches = ?4)))";
+  static constexpr std::string_view mark_job_cancelled =
+      "UPDATE jobs SET cancelled_at = coalesce(cancelled_at, ?2) WHERE id = ?1";
   static constexpr std::string_view cancel_job =
       "UPDATE pages SET state = 'cancelled', finished_at = ?2 "
       "WHERE job_id = ?1 AND state = 'queued'";

@@ -107,12 +107,15 @@ Result<Statement> Statement::prepare(Database& db, std::string_view sql) {
   return Statement(stmt);
 }
 
-Statement::Statement(Statement&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)) {}
+Statement::Statement(Statement&& other) noexcept
+    : stmt_(std::exchange(other.stmt_, nullptr)),
+      bind_error_(std::exchange(other.bind_error_, SQLITE_OK)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
     sqlite3_finalize(stmt_);
     stmt_ = std::exchange(other.stmt_, nullptr);
+    bind_error_ = std::exchange(other.bind_error_, SQLITE_OK);
   }
   return *this;
 }
@@ -121,18 +124,24 @@ Statement::~Statement() {
   sqlite3_finalize(stmt_);
 }
 
+void Statement::check_bind(int rc) {
+  if (rc != SQLITE_OK && bind_error_ == SQLITE_OK) bind_error_ = rc;
+}
+
 Statement& Statement::bind(int index, std::int64_t value) {
-  sqlite3_bind_int64(stmt_, index, value);
+  check_bind(sqlite3_bind_int64(stmt_, index, value));
   return *this;
 }
 
 Statement& Statement::bind(int index, std::string_view text) {
-  sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  // An empty view may have no data; it is still an empty string, not NULL.
+  const char* data = text.data() != nullptr ? text.data() : "";
+  check_bind(sqlite3_bind_text64(stmt_, index, data, text.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   return *this;
 }
 
 Statement& Statement::bind(int index, std::nullopt_t) {
-  sqlite3_bind_null(stmt_, index);
+  check_bind(sqlite3_bind_null(stmt_, index));
   return *this;
 }
 
@@ -141,23 +150,25 @@ Statement& Statement::bind(int index, const std::optional<std::int64_t>& value) 
 }
 
 Statement& Statement::bind_blob(int index, const void* data, int size) {
-  sqlite3_bind_blob(stmt_, index, data, size, SQLITE_TRANSIENT);
+  check_bind(sqlite3_bind_blob(stmt_, index, data, size, SQLITE_TRANSIENT));
   return *this;
 }
 
 int Statement::step() {
+  if (bind_error_ != SQLITE_OK) return bind_error_;
   return sqlite3_step(stmt_);
 }
 
 int Statement::run() {
   int rc = SQLITE_ROW;
-  while (rc == SQLITE_ROW) rc = sqlite3_step(stmt_);
+  while (rc == SQLITE_ROW) rc = step();
   return rc;
 }
 
 void Statement::reset() {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
+  bind_error_ = SQLITE_OK;
 }
 
 bool Statement::is_null(int column) const {

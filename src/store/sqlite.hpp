@@ -73,7 +73,8 @@ class Statement {
   Statement& bind(int index, const std::optional<std::int64_t>& value);
   Statement& bind_blob(int index, const void* data, int size);
 
-  // SQLITE_ROW, SQLITE_DONE, or an error code.
+  // SQLITE_ROW, SQLITE_DONE, or an error code; a bind that failed is that error, and the
+  // statement does not run.
   int step();
   // Steps to the end: SQLITE_DONE, or the error code.
   int run();
@@ -88,7 +89,10 @@ class Statement {
 
  private:
   explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  void check_bind(int rc);
+
   sqlite3_stmt* stmt_ = nullptr;
+  int bind_error_ = SQLITE_OK;  // the first bind that failed since the last reset
 };
 
 // Resets a statement when it goes out of scope, so an early return never leaves it busy.

@@ -19,6 +19,7 @@ namespace {
 constexpr std::int64_t kMaxWeight = 1000;
 constexpr std::size_t kMaxUserNameBytes = 64;
 constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
+constexpr std::size_t kMaxListLimit = 1'000;
 // Spend older than this is pruned; the budgets only ever look back a minute.
 constexpr std::chrono::hours kSpendRetention{1};
 
@@ -55,6 +56,23 @@ Status check_user_name(std::string_view name) {
                   name, kMaxUserNameBytes));
 }
 
+// Sets synchronous=FULL for the life of the object (one transaction that must survive power
+// loss before anyone is told), then NORMAL again.
+class FullSync {
+ public:
+  explicit FullSync(Database& db) : db_(db) {
+    status_ = db_.exec("PRAGMA synchronous = FULL", "asking for a fully synced commit");
+  }
+  FullSync(const FullSync&) = delete;
+  FullSync& operator=(const FullSync&) = delete;
+  ~FullSync() { (void)db_.exec("PRAGMA synchronous = NORMAL", "restoring normal sync"); }
+  [[nodiscard]] const Status& status() const { return status_; }
+
+ private:
+  Database& db_;
+  Status status_;
+};
+
 class SqliteStore final : public Store {
  public:
   static Result<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options);
@@ -89,6 +107,9 @@ class SqliteStore final : public Store {
   JobView read_job(const Statement& statement) const;
   Result<JobView> single_job(Statement& statement, std::string_view what);
   Result<std::int64_t> apply_one(const PageTransition& transition, std::int64_t now_ms);
+  // Commits `tx`; a disk failure during the commit leaves the outcome unknown and stops
+  // all further writes (broken_).
+  Status commit(Transaction& tx, std::string_view what);
 
   // Constant after construction. db_ is declared first so it outlives the statements.
   Database db_;
@@ -99,9 +120,11 @@ class SqliteStore final : public Store {
   Statement job_by_idempotency_key_, insert_job_, insert_page_, insert_text_;
   Statement requeue_in_flight_, queued_pages_, weights_;
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
-  Statement failed_, cancel_job_, prune_spend_;
+  Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_text_, recent_spend_;
+  // Set when a commit's outcome became unknown; every write then returns it.
+  std::optional<Status> broken_;
 };
 
 Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
@@ -145,6 +168,7 @@ Status SqliteStore::prepare_all() {
       {&attempt_failed_, Sql::attempt_failed},
       {&requeued_, Sql::requeued},
       {&failed_, Sql::failed},
+      {&mark_job_cancelled_, Sql::mark_job_cancelled},
       {&cancel_job_, Sql::cancel_job},
       {&prune_spend_, Sql::prune_spend},
       {&job_by_id_, Sql::job_by_id},
@@ -167,6 +191,7 @@ Status SqliteStore::prepare_all() {
 // ---- users -------------------------------------------------------------------------------
 
 Result<NewUser> SqliteStore::add_user(std::string_view name, std::int64_t weight) {
+  if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
   const auto secret = random_hex(32);
@@ -175,16 +200,25 @@ Result<NewUser> SqliteStore::add_user(std::string_view name, std::int64_t weight
   const auto digest = sha256(key);
   if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
 
-  Use insert(insert_user_);
-  insert->bind(1, name).bind_blob(2, digest->data(), static_cast<int>(digest->size()));
-  insert->bind(3, weight).bind(4, to_ms(now()));
-  const int rc = insert->run();
-  if (rc == SQLITE_CONSTRAINT_UNIQUE) {
-    return Status{StatusCode::already_exists,
-                  fmt::format("a user named '{}' exists already: pick another name", name)};
+  // The key is shown once: the user must exist for good before it is.
+  const FullSync full_sync(db_);
+  if (!full_sync.status().ok()) return full_sync.status();
+  Transaction tx(db_);
+  if (!tx.status().ok()) return tx.status();
+  {
+    Use insert(insert_user_);
+    insert->bind(1, name).bind_blob(2, digest->data(), static_cast<int>(digest->size()));
+    insert->bind(3, weight).bind(4, to_ms(now()));
+    const int rc = insert->run();
+    if (rc == SQLITE_CONSTRAINT_UNIQUE) {
+      return Status{StatusCode::already_exists,
+                    fmt::format("a user named '{}' exists already: pick another name", name)};
+    }
+    if (rc != SQLITE_DONE) return db_.error(rc, fmt::format("adding user '{}'", name));
   }
-  if (rc != SQLITE_DONE) return db_.error(rc, fmt::format("adding user '{}'", name));
-  return NewUser{User{db_.last_insert_rowid(), std::string(name), weight}, std::move(key)};
+  const UserId id = db_.last_insert_rowid();
+  if (Status s = commit(tx, fmt::format("adding user '{}'", name)); !s.ok()) return s;
+  return NewUser{User{id, std::string(name), weight}, std::move(key)};
 }
 
 Result<User> SqliteStore::read_user(Statement& statement, std::string_view what) {
@@ -208,6 +242,7 @@ Result<User> SqliteStore::find_user_by_name(std::string_view name) {
 }
 
 Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
+  if (broken_) return *broken_;
   if (Status s = check_weight(weight); !s.ok()) return s;
   Use update(set_weight_);
   update->bind(1, name).bind(2, weight);
@@ -223,6 +258,7 @@ Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
 // ---- jobs --------------------------------------------------------------------------------
 
 Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
+  if (broken_) return *broken_;
   if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
   if (request.name.empty()) return invalid("a job needs a name");
   if (request.max_tokens < 1) {
@@ -243,11 +279,8 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
   if (!owner.ok()) return owner.status();
 
   // The job must survive power loss once acknowledged: this one transaction syncs fully.
-  if (Status s = db_.exec("PRAGMA synchronous = FULL", "enqueueing a job"); !s.ok()) return s;
-  struct RestoreSync {
-    Database& db;
-    ~RestoreSync() { (void)db.exec("PRAGMA synchronous = NORMAL", "restoring sync"); }
-  } restore_sync{db_};
+  const FullSync full_sync(db_);
+  if (!full_sync.status().ok()) return full_sync.status();
 
   Transaction tx(db_);
   if (!tx.status().ok()) return tx.status();
@@ -302,7 +335,7 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
     }
     lane_pages.push_back(LanePage{page_id, job_id, page.estimated_tokens, std::nullopt});
   }
-  if (Status s = tx.commit(); !s.ok()) return s;
+  if (Status s = commit(tx, "enqueueing a job"); !s.ok()) return s;
 
   JobView view;
   view.id = job_id;
@@ -318,14 +351,16 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
 }
 
 Result<std::vector<Lane>> SqliteStore::load_lanes() {
+  if (broken_) return *broken_;
   {
     Transaction tx(db_);
     if (!tx.status().ok()) return tx.status();
     Use requeue(requeue_in_flight_);
+    requeue->bind(1, to_ms(now()));
     if (const int rc = requeue->run(); rc != SQLITE_DONE) {
       return db_.error(rc, "returning in-flight pages to their lanes");
     }
-    if (Status s = tx.commit(); !s.ok()) return s;
+    if (Status s = commit(tx, "returning in-flight pages to their lanes"); !s.ok()) return s;
   }
 
   std::unordered_map<UserId, std::int64_t> weights;
@@ -354,50 +389,63 @@ Result<std::vector<Lane>> SqliteStore::load_lanes() {
 
 Result<std::int64_t> SqliteStore::apply_one(const PageTransition& t, std::int64_t now_ms) {
   using Kind = PageTransition::Kind;
-  // Runs `statement` (already bound) and returns the number of pages it changed.
+  // Runs `statement` (already bound) and returns the number of rows it changed.
   const auto run = [this](Statement& statement, std::string_view doing) -> Result<std::int64_t> {
     Use use(statement);
     if (const int rc = use->run(); rc != SQLITE_DONE) return db_.error(rc, doing);
     return db_.changes();
   };
+  // Corrects the spend of the call `t` ends, while that call is in flight.
   const auto correct_spend = [&](std::int64_t tokens) -> Status {
-    correct_spend_.bind(1, t.page_id).bind(2, tokens);
-    auto changed = run(correct_spend_, "recording the call's spend");
-    return changed.status();
+    correct_spend_.bind(1, t.page_id).bind(2, tokens).bind(3, t.call);
+    return run(correct_spend_, "recording the call's spend").status();
   };
 
   switch (t.kind) {
     case Kind::dispatched: {
-      dispatched_.bind(1, t.page_id).bind(2, now_ms);
-      auto changed = run(dispatched_, "marking a page dispatched");
-      if (!changed.ok() || changed.value() == 0) return changed;
+      std::int64_t call = 0;
+      {
+        Use dispatch(dispatched_);
+        dispatch->bind(1, t.page_id).bind(2, now_ms);
+        int rc = dispatch->step();
+        if (rc == SQLITE_ROW) {
+          call = dispatch->int64(0);
+          rc = dispatch->run();
+        }
+        if (rc != SQLITE_DONE) return db_.error(rc, "marking a page dispatched");
+      }
+      if (call == 0) return std::int64_t{0};
       insert_spend_.bind(1, t.page_id).bind(2, now_ms).bind(3, t.reserved_tokens);
       if (auto spent = run(insert_spend_, "recording the call's spend"); !spent.ok()) return spent;
-      return changed;
+      return call;
     }
     case Kind::completed: {
       if (Status s = correct_spend(t.usage.input_tokens + t.usage.output_tokens); !s.ok()) return s;
       completed_.bind(1, t.page_id).bind(2, t.output).bind(3, t.usage.input_tokens);
-      completed_.bind(4, t.usage.output_tokens).bind(5, now_ms);
+      completed_.bind(4, t.usage.output_tokens).bind(5, now_ms).bind(6, t.call);
       return run(completed_, "storing a page's result");
     }
     case Kind::attempt_failed: {
       if (Status s = correct_spend(0); !s.ok()) return s;
       attempt_failed_.bind(1, t.page_id).bind(2, t.error);
       attempt_failed_.bind(3, t.not_before ? std::optional(to_ms(*t.not_before)) : std::nullopt);
+      attempt_failed_.bind(4, now_ms).bind(5, t.call);
       return run(attempt_failed_, "recording a failed attempt");
     }
     case Kind::requeued: {
       if (Status s = correct_spend(0); !s.ok()) return s;
-      requeued_.bind(1, t.page_id);
+      requeued_.bind(1, t.page_id).bind(2, now_ms).bind(3, t.call);
       return run(requeued_, "returning a page to its lane");
     }
     case Kind::failed: {
       if (Status s = correct_spend(0); !s.ok()) return s;
-      failed_.bind(1, t.page_id).bind(2, t.error).bind(3, now_ms);
+      failed_.bind(1, t.page_id).bind(2, t.error).bind(3, now_ms).bind(4, t.call);
       return run(failed_, "marking a page failed");
     }
     case Kind::job_cancelled: {
+      mark_job_cancelled_.bind(1, t.job_id).bind(2, now_ms);
+      auto marked = run(mark_job_cancelled_, "cancelling a job");
+      if (!marked.ok() || marked.value() == 0) return marked;
       cancel_job_.bind(1, t.job_id).bind(2, now_ms);
       return run(cancel_job_, "cancelling a job's queued pages");
     }
@@ -406,6 +454,16 @@ Result<std::int64_t> SqliteStore::apply_one(const PageTransition& t, std::int64_
 }
 
 Result<std::vector<std::int64_t>> SqliteStore::apply(std::span<const PageTransition> transitions) {
+  if (broken_) return *broken_;
+  // A cancellation is acknowledged to its user: it must survive power loss.
+  const bool acknowledged = std::any_of(transitions.begin(), transitions.end(), [](const auto& t) {
+    return t.kind == PageTransition::Kind::job_cancelled;
+  });
+  std::optional<FullSync> full_sync;
+  if (acknowledged) {
+    full_sync.emplace(db_);
+    if (!full_sync->status().ok()) return full_sync->status();
+  }
   const WallTime at = now();
   const std::int64_t now_ms = to_ms(at);
   Transaction tx(db_);
@@ -422,15 +480,34 @@ Result<std::vector<std::int64_t>> SqliteStore::apply(std::span<const PageTransit
     prune->bind(1, to_ms(at - kSpendRetention));
     if (const int rc = prune->run(); rc != SQLITE_DONE) return db_.error(rc, "pruning old spend");
   }
-  if (Status s = tx.commit(); !s.ok()) return s;
+  if (Status s = commit(tx, "recording page transitions"); !s.ok()) return s;
   return changed;
 }
 
 Result<std::int64_t> SqliteStore::cancel_job(JobId job) {
+  auto exists = this->job(job);
+  if (!exists.ok()) return exists.status();
   const PageTransition cancel = PageTransition::job_cancelled(job);
   auto changed = apply(std::span(&cancel, 1));
   if (!changed.ok()) return changed.status();
   return changed->front();
+}
+
+Status SqliteStore::commit(Transaction& tx, std::string_view what) {
+  Status status = tx.commit();
+  if (status.code() == StatusCode::io_error) {
+    // The disk failed while committing (a failed sync, say): the transaction may or may not
+    // be in the log, and SQLite's recovery may yet replay it. Nothing more is written
+    // until the store is opened again, so that nobody builds on an unknown state.
+    broken_ = Status(StatusCode::io_error,
+                     fmt::format("{}: the disk failed while committing to {}, so whether it was "
+                                 "stored is unknown ({}). fairlane writes nothing more until it is "
+                                 "restarted on a healthy disk; retry an upload with the same "
+                                 "Idempotency-Key to learn whether it was accepted.",
+                                 what, db_.path(), status.message()));
+    return *broken_;
+  }
+  return status;
 }
 
 // ---- reads -------------------------------------------------------------------------------
@@ -474,7 +551,10 @@ Result<JobView> SqliteStore::job_of(std::string_view public_id, UserId owner) {
 
 Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
                                      std::optional<std::string_view> cursor) {
-  if (limit == 0) return invalid("a list of jobs needs a limit of at least 1");
+  if (limit == 0 || limit > kMaxListLimit) {
+    return invalid(
+        fmt::format("a list of jobs takes a limit of 1 to {}, not {}", kMaxListLimit, limit));
+  }
   Statement* list = &jobs_of_first_;
   if (cursor) {
     Use find(job_id_by_public_id_);

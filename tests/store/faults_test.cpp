@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "fairlane/fake_clock.hpp"
@@ -24,8 +25,10 @@ using fairlane::PageTransition;
 using fairlane::StatusCode;
 using fairlane::StoreOptions;
 using fairlane::Usage;
+using fairlane::testing::check_jobs_whole;
 using fairlane::testing::enqueue;
 using fairlane::testing::FaultyVfs;
+using fairlane::testing::in_crashing_child;
 using fairlane::testing::job_view;
 using fairlane::testing::numbered_pages;
 using fairlane::testing::open_store;
@@ -35,20 +38,6 @@ namespace {
 
 bool is_root() {
   return geteuid() == 0;
-}
-
-// Whether the job list holds exactly `count` jobs, each with all its pages: a failed
-// enqueue must leave no trace.
-void check_jobs_whole(fairlane::Store& store, fairlane::UserId user, std::size_t count) {
-  const auto jobs = store.jobs_of(user, 100);
-  REQUIRE_MESSAGE(jobs.ok(), jobs.status().message());
-  CHECK(jobs->jobs.size() == count);
-  for (const auto& job : jobs->jobs) {
-    const auto results = store.results(job.id);
-    REQUIRE(results.ok());
-    CHECK(static_cast<std::int64_t>(results->size()) == job.pages.total);
-    CHECK(job.pages.queued == job.pages.total);
-  }
 }
 
 // A tmpfs of `size` mounted on a fresh directory; unmounted when the object goes.
@@ -164,6 +153,13 @@ TEST_CASE(
   CHECK(told == 0);
   CHECK(commits.pending() == 2);
   CHECK(job_view(*store, job.job.id).pages.in_flight == 0);
+  // It is not due again at once: the next try waits 100 ms, then 200 ms after another failure.
+  CHECK_FALSE(commits.due());
+  CHECK(commits.deadline() == clock.now() + 100ms);
+  clock.advance(100ms);
+  CHECK(commits.due());
+  CHECK(commits.flush().code() == StatusCode::disk_full);
+  CHECK(commits.deadline() == clock.now() + 200ms);
 
   FaultyVfs::heal();
   CHECK(commits.flush().ok());
@@ -173,10 +169,10 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A real full disk (a 1 MB tmpfs) refuses uploads, loses nothing, and recovers when space "
+    "A real full disk (a 2 MB tmpfs) refuses uploads, loses nothing, and recovers when space "
     "returns" *
     doctest::skip(!is_root())) {
-  Tmpfs disk("1m");
+  Tmpfs disk("2m");
   const std::string path = disk.file("tiny.db");
   auto store = open_store(path);
   const auto alice = store->add_user("alice")->user.id;

@@ -123,3 +123,17 @@ TEST_CASE("A file that is not a database is refused as corrupt, naming it") {
   CHECK(store.status().code() == StatusCode::corrupt);
   CHECK(store.status().message().find(path) != std::string::npos);
 }
+
+TEST_CASE("A migration that fails leaves the schema version where it was") {
+  TempDir dir;
+  const std::string path = dir.file("clash.db");
+  {
+    RawDb db(path);
+    REQUIRE(fairlane::store::migrate(db.get(), path, 1).ok());
+    db.exec("CREATE TABLE spend (x INTEGER)");  // in the way of migration 2
+  }
+  auto store = Store::open(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().message().find("version 2") != std::string::npos);
+  CHECK(RawDb(path).user_version() == 1);
+}

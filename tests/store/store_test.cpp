@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "fairlane/store.hpp"
@@ -379,4 +380,110 @@ TEST_CASE("A user's jobs come newest first, a page at a time, and only their own
   CHECK(f.store->jobs_of(f.alice, 2, "job_nope").status().code() == StatusCode::invalid_argument);
   CHECK(f.store->jobs_of(f.bob, 10)->jobs.size() == 1);
   CHECK(f.store->job_of(ids[0], f.bob).status().code() == StatusCode::not_found);
+}
+
+TEST_CASE("A cancelled job's page that comes back unanswered is cancelled, not queued again") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 4);
+  const auto& p = job.pages;
+  apply(*f.store, {PageTransition::dispatched(p[0].page_id, 300),
+                   PageTransition::dispatched(p[1].page_id, 300),
+                   PageTransition::dispatched(p[2].page_id, 300)});
+  CHECK(f.store->cancel_job(job.job.id).value() == 1);
+  // A 429 and a failed attempt return their pages: to cancelled, since the job was.
+  CHECK(apply(*f.store, {PageTransition::requeued(p[0].page_id),
+                         PageTransition::attempt_failed(p[1].page_id, "timeout", f.wall.now)}) ==
+        std::vector<std::int64_t>{1, 1});
+  auto view = job_view(*f.store, job.job.id);
+  CHECK(view.pages.cancelled == 3);
+  CHECK(view.pages.queued == 0);
+  CHECK(view.pages.in_flight == 1);
+  CHECK(f.store->load_lanes()->empty());  // and a restart turns the last one to cancelled too
+  view = job_view(*f.store, job.job.id);
+  CHECK(view.pages.cancelled == 4);
+  CHECK(view.state == JobState::cancelled);
+  CHECK(view.finished_at == f.wall.now);
+  CHECK(f.store->cancel_job(987'654).status().code() == StatusCode::not_found);
+}
+
+TEST_CASE("A job cancelled before any dispatch is cancelled and finished at once") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 3);
+  f.wall.advance(7s);
+  CHECK(f.store->cancel_job(job.job.id).value() == 3);
+  const auto view = job_view(*f.store, job.job.id);
+  CHECK(view.state == JobState::cancelled);
+  CHECK(view.finished_at == f.wall.now);
+  CHECK_FALSE(view.started_at.has_value());
+}
+
+TEST_CASE("A job with a failed page and cancelled ones ends cancelled: the owner's choice wins") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 3);
+  apply(*f.store, {PageTransition::dispatched(job.pages[0].page_id, 300),
+                   PageTransition::failed(job.pages[0].page_id, "gave up")});
+  CHECK(f.store->cancel_job(job.job.id).value() == 2);
+  CHECK(job_view(*f.store, job.job.id).state == JobState::cancelled);
+}
+
+TEST_CASE("Each call of a page has its number: a late answer of an older call changes nothing") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 1);
+  const auto page = job.pages[0].page_id;
+  const auto first = apply(*f.store, {PageTransition::dispatched(page, 300)});
+  CHECK(first == std::vector<std::int64_t>{1});
+  const auto started = job_view(*f.store, job.job.id).started_at;
+  f.wall.advance(30s);
+  apply(*f.store, {PageTransition::attempt_failed(page, "timeout", f.wall.now, 1)});
+  CHECK(apply(*f.store, {PageTransition::dispatched(page, 300)}) == std::vector<std::int64_t>{2});
+  CHECK(job_view(*f.store, job.job.id).started_at == started);  // the first dispatch stays
+
+  // Call 1's answer arrives late: it is not call 2's.
+  CHECK(apply(*f.store, {PageTransition::completed(page, "late", Usage{7, 7}, 1)}) ==
+        std::vector<std::int64_t>{0});
+  CHECK(apply(*f.store, {PageTransition::completed(page, "current", Usage{100, 20}, 2)}) ==
+        std::vector<std::int64_t>{1});
+  CHECK(f.store->results(job.job.id)->front().output == "current");
+  // Spend: call 1 failed before usage (0), call 2 used 120.
+  CHECK(f.store->recent_spend(60s)->requests == 2);
+  CHECK(f.store->recent_spend(60s)->tokens == 120);
+}
+
+TEST_CASE(
+    "Spend: a second completion does not rewrite it, failures and 429s zero it but count the "
+    "call") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 3);
+  const auto& p = job.pages;
+  apply(*f.store,
+        {PageTransition::dispatched(p[0].page_id, 300),
+         PageTransition::completed(p[0].page_id, "one", Usage{50, 50}),
+         PageTransition::completed(p[0].page_id, "two", Usage{900, 900}),
+         PageTransition::dispatched(p[1].page_id, 300), PageTransition::requeued(p[1].page_id),
+         PageTransition::dispatched(p[2].page_id, 300),
+         PageTransition::failed(p[2].page_id, "gave up")});
+  const auto spend = f.store->recent_spend(60s).value();
+  CHECK(spend.requests == 3);
+  CHECK(spend.tokens == 100);
+}
+
+TEST_CASE("A page that is done cannot fail afterwards") {
+  Fixture f;
+  const auto job = enqueue(*f.store, f.alice, 1);
+  const auto page = job.pages[0].page_id;
+  apply(*f.store, {PageTransition::dispatched(page, 300),
+                   PageTransition::completed(page, "ok", Usage{1, 1})});
+  CHECK(apply(*f.store, {PageTransition::failed(page, "too late")}) ==
+        std::vector<std::int64_t>{0});
+  CHECK(job_view(*f.store, job.job.id).state == JobState::done);
+  CHECK(f.store->results(job.job.id)->front().state == PageState::done);
+}
+
+TEST_CASE("A list of jobs takes a limit of 1 to 1,000") {
+  Fixture f;
+  CHECK(f.store->jobs_of(f.alice, 0).status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->jobs_of(f.alice, 1'001).status().code() == StatusCode::invalid_argument);
+  CHECK(f.store->jobs_of(f.alice, std::numeric_limits<std::size_t>::max()).status().code() ==
+        StatusCode::invalid_argument);
+  CHECK(f.store->jobs_of(f.alice, 1'000).ok());
 }

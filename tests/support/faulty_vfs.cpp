@@ -7,6 +7,7 @@ namespace {
 
 struct Faults {
   bool disk_full = false;
+  int writes_left = -1;  // writes until the disk is full; -1: no such countdown
   bool sync_broken = false;
   int refused = 0;
 };
@@ -33,6 +34,8 @@ int faulty_read(sqlite3_file* f, void* buffer, int amount, sqlite3_int64 offset)
   return real_file(f)->pMethods->xRead(real_file(f), buffer, amount, offset);
 }
 int faulty_write(sqlite3_file* f, const void* buffer, int amount, sqlite3_int64 offset) {
+  if (faults.writes_left == 0) faults.disk_full = true;
+  if (faults.writes_left > 0) --faults.writes_left;
   if (faults.disk_full) {
     ++faults.refused;
     return SQLITE_FULL;
@@ -169,11 +172,15 @@ void FaultyVfs::install() {
 void FaultyVfs::fill_disk() {
   faults.disk_full = true;
 }
+void FaultyVfs::fill_disk_after(int writes) {
+  faults.writes_left = writes;
+}
 void FaultyVfs::break_sync() {
   faults.sync_broken = true;
 }
 void FaultyVfs::heal() {
   faults.disk_full = false;
+  faults.writes_left = -1;
   faults.sync_broken = false;
 }
 int FaultyVfs::refused() {

@@ -17,6 +17,9 @@ class FaultyVfs {
 
   // From now on every write fails with SQLITE_FULL, until heal().
   static void fill_disk();
+  // The next `writes` writes succeed, then every one fails with SQLITE_FULL until heal():
+  // a disk that fills up in the middle of a transaction.
+  static void fill_disk_after(int writes);
   // From now on every sync fails with SQLITE_IOERR_FSYNC, until heal().
   static void break_sync();
   // Clears every fault.

@@ -1,6 +1,8 @@
 #include "support/store.hpp"
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <system_error>
 
@@ -47,6 +49,34 @@ JobView job_view(Store& store, JobId job) {
   auto view = store.job(job);
   REQUIRE_MESSAGE(view.ok(), view.status().message());
   return std::move(view).value();
+}
+
+void check_jobs_whole(Store& store, UserId user, std::size_t count) {
+  const auto jobs = store.jobs_of(user, 100);
+  REQUIRE_MESSAGE(jobs.ok(), jobs.status().message());
+  CHECK(jobs->jobs.size() == count);
+  for (const auto& job : jobs->jobs) {
+    const auto results = store.results(job.id);
+    REQUIRE(results.ok());
+    CHECK(static_cast<std::int64_t>(results->size()) == job.pages.total);
+    CHECK(job.pages.queued == job.pages.total);
+  }
+}
+
+int in_crashing_child(const std::function<int()>& work) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 98;
+    try {
+      code = work();
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace fairlane::testing

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,5 +56,14 @@ std::vector<std::int64_t> apply(Store& store, std::vector<PageTransition> transi
 
 // Reads a job or fails the test.
 JobView job_view(Store& store, JobId job);
+
+// Checks that `user` has exactly `count` jobs, each with all its pages queued: a failed
+// upload must leave no trace.
+void check_jobs_whole(Store& store, UserId user, std::size_t count);
+
+// Runs `work` in a child process that then ends with _exit, as a crash would: no
+// destructor runs and no database is closed. Returns the child's exit status (work's
+// answer; 98 if it threw). No test assertions inside `work`: return a code instead.
+int in_crashing_child(const std::function<int()>& work);
 
 }  // namespace fairlane::testing
