@@ -1,0 +1,218 @@
+#include "fairlane/rate_limit_headers.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+namespace fairlane {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// A whole number made only of digits (no sign, no spaces inside).
+std::optional<std::int64_t> parse_count(std::string_view s) {
+  s = trim(s);
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || error != std::errc() || end != s.data() + s.size() || value < 0) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// A non-negative decimal such as "3" or "3.25".
+std::optional<double> parse_decimal(std::string_view s) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s.front()))) return std::nullopt;
+  double value = 0.0;
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (error != std::errc() || end != s.data() + s.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+Clock::duration until(WallTime then, WallTime now) {
+  return then > now ? std::chrono::duration_cast<Clock::duration>(then - now)
+                    : Clock::duration::zero();
+}
+
+// Two digits at `s[at]`, or -1.
+int two_digits(std::string_view s, std::size_t at) {
+  if (at + 2 > s.size() || !std::isdigit(static_cast<unsigned char>(s[at])) ||
+      !std::isdigit(static_cast<unsigned char>(s[at + 1]))) {
+    return -1;
+  }
+  return (s[at] - '0') * 10 + (s[at + 1] - '0');
+}
+
+}  // namespace
+
+std::optional<Clock::duration> parse_go_duration(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  if (text == "0") return Clock::duration::zero();
+  // Longer unit names first, so "ms" is not read as "m" followed by garbage.
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"ns", 1e-9},  {"us", 1e-6}, {"\xC2\xB5s", 1e-6}, {"ms", 1e-3},
+      {"h", 3600.0}, {"m", 60.0},  {"s", 1.0}};
+  double total_s = 0.0;
+  while (!text.empty()) {
+    std::size_t digits = 0;
+    while (digits < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+      ++digits;
+    }
+    const auto number = parse_decimal(text.substr(0, digits));
+    if (!number) return std::nullopt;
+    text.remove_prefix(digits);
+    bool matched = false;
+    for (const auto& [unit, scale] : kUnits) {
+      if (text.substr(0, unit.size()) == unit) {
+        total_s += *number * scale;
+        text.remove_prefix(unit.size());
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) return std::nullopt;
+  }
+  return seconds(total_s);
+}
+
+std::optional<WallTime> parse_rfc3339(std::string_view text) {
+  text = trim(text);
+  // YYYY-MM-DDTHH:MM:SS
+  if (text.size() < 20 || text[4] != '-' || text[7] != '-' ||
+      (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || text[13] != ':' ||
+      text[16] != ':') {
+    return std::nullopt;
+  }
+  const auto year = parse_count(text.substr(0, 4));
+  const int month = two_digits(text, 5);
+  const int day = two_digits(text, 8);
+  const int hour = two_digits(text, 11);
+  const int minute = two_digits(text, 14);
+  const int second = two_digits(text, 17);
+  if (!year || month < 1 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
+      second < 0 || second > 60) {
+    return std::nullopt;
+  }
+  const std::chrono::year_month_day date{std::chrono::year{static_cast<int>(*year)},
+                                         std::chrono::month{static_cast<unsigned>(month)},
+                                         std::chrono::day{static_cast<unsigned>(day)}};
+  if (!date.ok()) return std::nullopt;
+  std::size_t at = 19;
+  double fraction = 0.0;
+  if (at < text.size() && text[at] == '.') {
+    std::size_t end = at + 1;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    const auto digits = parse_decimal("0" + std::string(text.substr(at, end - at)));
+    if (!digits || end == at + 1) return std::nullopt;
+    fraction = *digits;
+    at = end;
+  }
+  std::chrono::minutes offset{0};
+  const std::string_view zone = text.substr(at);
+  if (zone == "Z" || zone == "z") {
+    // UTC
+  } else if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':') {
+    const int oh = two_digits(zone, 1);
+    const int om = two_digits(zone, 4);
+    if (oh < 0 || oh > 23 || om < 0 || om > 59) return std::nullopt;
+    offset = std::chrono::minutes((zone[0] == '+' ? 1 : -1) * (oh * 60 + om));
+  } else {
+    return std::nullopt;
+  }
+  const auto local = std::chrono::sys_days(date) + std::chrono::hours(hour) +
+                     std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
+  return std::chrono::time_point_cast<WallTime::duration>(local) +
+         std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(fraction));
+}
+
+std::optional<Clock::duration> parse_retry_after(std::string_view value, WallTime now) {
+  value = trim(value);
+  if (const auto whole = parse_count(value)) return std::chrono::seconds(*whole);
+  if (value.empty() || !std::isalpha(static_cast<unsigned char>(value.front())))
+    return std::nullopt;
+  // An HTTP-date in any of the three forms RFC 9110 allows; libcurl parses them.
+  const std::string date(value);
+  const time_t when = curl_getdate(date.c_str(), nullptr);
+  if (when == -1) return std::nullopt;
+  return until(std::chrono::system_clock::from_time_t(when), now);
+}
+
+std::optional<std::int64_t> RateLimitHeaders::tokens_remaining() const {
+  std::optional<std::int64_t> smallest;
+  for (const RateLimitBucket* bucket : {&tokens, &input_tokens, &output_tokens}) {
+    if (bucket->remaining && (!smallest || *bucket->remaining < *smallest)) {
+      smallest = bucket->remaining;
+    }
+  }
+  return smallest;
+}
+
+RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime now) {
+  RateLimitHeaders out;
+  std::optional<Clock::duration> retry_after_ms;
+  // Anthropic's headers: anthropic-ratelimit-<bucket>-<field>.
+  static constexpr std::pair<std::string_view, RateLimitBucket RateLimitHeaders::*> kAnthropic[] = {
+      {"requests", &RateLimitHeaders::requests},
+      {"tokens", &RateLimitHeaders::tokens},
+      {"input-tokens", &RateLimitHeaders::input_tokens},
+      {"output-tokens", &RateLimitHeaders::output_tokens}};
+  // OpenAI's headers: x-ratelimit-<field>-<bucket>.
+  static constexpr std::pair<std::string_view, RateLimitBucket RateLimitHeaders::*> kOpenAi[] = {
+      {"requests", &RateLimitHeaders::requests}, {"tokens", &RateLimitHeaders::tokens}};
+
+  for (const auto& [raw_name, value] : headers) {
+    std::string name(trim(raw_name));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name == "retry-after") {
+      out.retry_after = parse_retry_after(value, now);
+    } else if (name == "retry-after-ms") {
+      if (const auto ms = parse_decimal(trim(value))) retry_after_ms = seconds(*ms / 1000.0);
+    }
+    for (const auto& [bucket_name, member] : kAnthropic) {
+      const std::string prefix = "anthropic-ratelimit-" + std::string(bucket_name) + "-";
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string_view field = std::string_view(name).substr(prefix.size());
+      RateLimitBucket& bucket = out.*member;
+      if (field == "limit") bucket.limit = parse_count(value);
+      if (field == "remaining") bucket.remaining = parse_count(value);
+      if (field == "reset") {
+        if (const auto when = parse_rfc3339(value)) bucket.reset = until(*when, now);
+      }
+    }
+    for (const auto& [bucket_name, member] : kOpenAi) {
+      RateLimitBucket& bucket = out.*member;
+      const std::string suffix = "-" + std::string(bucket_name);
+      if (iequals(name, "x-ratelimit-limit" + suffix)) bucket.limit = parse_count(value);
+      if (iequals(name, "x-ratelimit-remaining" + suffix)) bucket.remaining = parse_count(value);
+      if (iequals(name, "x-ratelimit-reset" + suffix)) bucket.reset = parse_go_duration(value);
+    }
+  }
+  // retry-after-ms is the finer of the two when both came.
+  if (retry_after_ms) out.retry_after = retry_after_ms;
+  return out;
+}
+
+}  // namespace fairlane

@@ -1,0 +1,134 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include "fairlane/rate_limit_headers.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::HeaderList;
+using fairlane::parse_go_duration;
+using fairlane::parse_rate_limit_headers;
+using fairlane::parse_retry_after;
+using fairlane::parse_rfc3339;
+using fairlane::WallTime;
+
+namespace {
+
+// 2024-08-21T17:00:00Z
+const WallTime kNow = WallTime(std::chrono::seconds(1'724'259'600));
+
+std::int64_t ms(fairlane::Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+}  // namespace
+
+TEST_CASE("Go durations as OpenAI's reset headers write them") {
+  CHECK(ms(*parse_go_duration("1s")) == 1'000);
+  CHECK(ms(*parse_go_duration("6m0s")) == 360'000);
+  CHECK(ms(*parse_go_duration("120ms")) == 120);
+  CHECK(ms(*parse_go_duration("1h2m3.5s")) == 3'723'500);
+  CHECK(ms(*parse_go_duration("0.5s")) == 500);
+  CHECK(parse_go_duration("250us")->count() == 250'000);
+  CHECK(parse_go_duration("0")->count() == 0);
+  CHECK_FALSE(parse_go_duration(""));
+  CHECK_FALSE(parse_go_duration("6m0"));
+  CHECK_FALSE(parse_go_duration("-1s"));
+  CHECK_FALSE(parse_go_duration("1 s"));
+  CHECK_FALSE(parse_go_duration("1d"));
+  CHECK_FALSE(parse_go_duration("s"));
+}
+
+TEST_CASE("RFC 3339 times as Anthropic's reset headers write them") {
+  CHECK(*parse_rfc3339("2024-08-21T17:00:30Z") == kNow + 30s);
+  CHECK(*parse_rfc3339("2024-08-21T17:00:30.25Z") == kNow + 30250ms);
+  CHECK(*parse_rfc3339("2024-08-21T19:00:30+02:00") == kNow + 30s);
+  CHECK(*parse_rfc3339("2024-08-21T16:30:00-00:30") == kNow);
+  CHECK_FALSE(parse_rfc3339("2024-08-21 17:00"));
+  CHECK_FALSE(parse_rfc3339("2024-02-30T00:00:00Z"));
+  CHECK_FALSE(parse_rfc3339("2024-08-21T25:00:00Z"));
+  CHECK_FALSE(parse_rfc3339("2024-08-21T17:00:30"));
+  CHECK_FALSE(parse_rfc3339("yesterday"));
+}
+
+TEST_CASE("Retry-After as seconds or as an HTTP-date") {
+  CHECK(ms(*parse_retry_after("120", kNow)) == 120'000);
+  CHECK(ms(*parse_retry_after(" 0 ", kNow)) == 0);
+  CHECK(ms(*parse_retry_after("Wed, 21 Aug 2024 17:00:30 GMT", kNow)) == 30'000);
+  // The obsolete forms HTTP still allows.
+  CHECK(ms(*parse_retry_after("Wednesday, 21-Aug-24 17:00:45 GMT", kNow)) == 45'000);
+  CHECK(ms(*parse_retry_after("Wed Aug 21 17:01:00 2024", kNow)) == 60'000);
+  // A date already past means now.
+  CHECK(ms(*parse_retry_after("Wed, 21 Aug 2024 16:00:00 GMT", kNow)) == 0);
+  CHECK_FALSE(parse_retry_after("-5", kNow));
+  CHECK_FALSE(parse_retry_after("soon", kNow));
+  CHECK_FALSE(parse_retry_after("", kNow));
+}
+
+TEST_CASE("OpenAI's rate-limit headers, as its documentation shows them") {
+  const HeaderList headers{
+      {"x-ratelimit-limit-requests", "60"},     {"x-ratelimit-limit-tokens", "150000"},
+      {"x-ratelimit-remaining-requests", "59"}, {"x-ratelimit-remaining-tokens", "149984"},
+      {"x-ratelimit-reset-requests", "1s"},     {"x-ratelimit-reset-tokens", "6m0s"},
+      {"Content-Type", "application/json"}};
+  const auto parsed = parse_rate_limit_headers(headers, kNow);
+  CHECK(parsed.requests.limit == 60);
+  CHECK(parsed.requests.remaining == 59);
+  CHECK(ms(*parsed.requests.reset) == 1'000);
+  CHECK(parsed.tokens.limit == 150'000);
+  CHECK(parsed.tokens.remaining == 149'984);
+  CHECK(ms(*parsed.tokens.reset) == 360'000);
+  CHECK(parsed.tokens_remaining() == 149'984);
+  CHECK_FALSE(parsed.retry_after);
+}
+
+TEST_CASE("A 429's retry-after-ms is finer than its Retry-After, and names are case-insensitive") {
+  const HeaderList headers{
+      {"Retry-After", "2"}, {"Retry-After-Ms", "1234.5"}, {"X-RateLimit-Remaining-Tokens", "0"}};
+  const auto parsed = parse_rate_limit_headers(headers, kNow);
+  CHECK(parsed.retry_after->count() == 1'234'500'000);
+  CHECK(parsed.tokens.remaining == 0);
+}
+
+TEST_CASE("Anthropic's rate-limit headers, as its documentation shows them") {
+  const HeaderList headers{{"retry-after", "30"},
+                           {"anthropic-ratelimit-requests-limit", "50"},
+                           {"anthropic-ratelimit-requests-remaining", "0"},
+                           {"anthropic-ratelimit-requests-reset", "2024-08-21T17:00:30Z"},
+                           {"anthropic-ratelimit-tokens-limit", "48000"},
+                           {"anthropic-ratelimit-tokens-remaining", "47000"},
+                           {"anthropic-ratelimit-tokens-reset", "2024-08-21T17:00:01Z"},
+                           {"anthropic-ratelimit-input-tokens-limit", "40000"},
+                           {"anthropic-ratelimit-input-tokens-remaining", "39000"},
+                           {"anthropic-ratelimit-input-tokens-reset", "2024-08-21T17:00:01Z"},
+                           {"anthropic-ratelimit-output-tokens-limit", "8000"},
+                           {"anthropic-ratelimit-output-tokens-remaining", "7500"},
+                           {"anthropic-ratelimit-output-tokens-reset", "2024-08-21T17:00:02.5Z"}};
+  const auto parsed = parse_rate_limit_headers(headers, kNow);
+  CHECK(ms(*parsed.retry_after) == 30'000);
+  CHECK(parsed.requests.limit == 50);
+  CHECK(parsed.requests.remaining == 0);
+  CHECK(ms(*parsed.requests.reset) == 30'000);
+  CHECK(parsed.tokens.remaining == 47'000);
+  CHECK(parsed.input_tokens.limit == 40'000);
+  CHECK(parsed.input_tokens.remaining == 39'000);
+  CHECK(ms(*parsed.input_tokens.reset) == 1'000);
+  CHECK(parsed.output_tokens.remaining == 7'500);
+  CHECK(ms(*parsed.output_tokens.reset) == 2'500);
+  CHECK(parsed.tokens_remaining() == 7'500);
+}
+
+TEST_CASE("Values that do not parse are left out, not guessed") {
+  const HeaderList headers{{"x-ratelimit-remaining-tokens", "lots"},
+                           {"x-ratelimit-reset-tokens", "soon"},
+                           {"anthropic-ratelimit-requests-remaining", "-3"},
+                           {"anthropic-ratelimit-requests-reset", "tomorrow"},
+                           {"retry-after", "never"}};
+  const auto parsed = parse_rate_limit_headers(headers, kNow);
+  CHECK_FALSE(parsed.tokens.remaining);
+  CHECK_FALSE(parsed.tokens.reset);
+  CHECK_FALSE(parsed.requests.remaining);
+  CHECK_FALSE(parsed.requests.reset);
+  CHECK_FALSE(parsed.retry_after);
+  CHECK_FALSE(parsed.tokens_remaining());
+}
