@@ -68,7 +68,8 @@ class Door {
   [[nodiscard]] const DoorConfig& config() const { return config_; }
 
  private:
-  [[nodiscard]] DoorDecision decide(UserId user, std::int64_t pages, std::int64_t largest_page,
+  [[nodiscard]] DoorDecision decide(UserId user, std::int64_t pages, std::int64_t tokens_per_page,
+                                    std::int64_t largest_page,
                                     std::int64_t largest_page_number) const;
 
   const FairScheduler& scheduler_;

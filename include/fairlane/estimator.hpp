@@ -8,8 +8,10 @@
 //   eta_seconds = (pages_ahead_of_last + 1) / mu + avg_latency
 //
 // where j and k are the 1-based indices of the job's next and last page in its own lane u,
-// q_v a lane's length and w its weight. avg_tokens and avg_latency are EWMAs of settled
-// calls (configured values until the first). An unlimited limit (0) drops out of mu.
+// q_v a lane's length and w its weight. Pages of a job that cost s times the average
+// reservation count s times: deficit round robin shares tokens, so while u sends k such
+// pages, every other lane sends up to k * s of its own. avg_tokens and avg_latency are EWMAs of
+// settled calls (configured values until the first). An unlimited limit (0) drops out of mu.
 //
 // Given the Budget, the ETA also counts what the buckets hold now, which the formula
 // above (a steady state) does not: with n = pages_ahead_of_last + 1, the first B pages
@@ -79,16 +81,21 @@ class Estimator {
   // A queued job's position and ETA; std::nullopt when none of its pages is queued.
   [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job) const;
 
-  // What a new job of `pages` pages from `user` would get if it were enqueued now.
-  [[nodiscard]] JobEstimate estimate_new(UserId user, std::int64_t pages) const;
+  // What a new job of `pages` pages from `user`, of `tokens_per_page` each (0: the
+  // average), would get if it were enqueued now.
+  [[nodiscard]] JobEstimate estimate_new(UserId user, std::int64_t pages,
+                                         std::int64_t tokens_per_page = 0) const;
 
  private:
-  // Sum over lanes other than `user`'s of min(q_v, index * w_v / w_u).
-  [[nodiscard]] double others_ahead(UserId user, std::int64_t index) const;
+  // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
+  [[nodiscard]] double others_ahead(UserId user, double t) const;
   // Seconds until the n-th page from now is answered.
   [[nodiscard]] double seconds_for(double pages) const;
-  [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index,
-                                     std::int64_t last_index) const;
+  // `scale`: the job's page cost over the average reservation. Deficit round robin shares
+  // tokens, so while u sends k pages of scale s, another lane sends k * s of its own.
+  [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
+                                     double scale) const;
+  [[nodiscard]] double scale_for(double tokens_per_page) const;
 
   // Constant after construction.
   const FairScheduler& scheduler_;

@@ -7,12 +7,13 @@
 //
 // The scheduler never skips a page because the budget cannot take it now: the caller peeks
 // the next page, waits for the budget, and then takes that same page, so order is kept.
-// A page returned after a provider 429 goes back to the HEAD of its lane with its credit
-// refunded, so it keeps its place.
+// A page returned after a provider 429 goes back to the HEAD of its lane (among pages that
+// came back, in page order) with its credit refunded, so it keeps its place.
 //
-// Cost: next page O(1) amortised whatever the number of lanes (the quantum is at least the
-// largest page cost seen, so a visit to a backlogged lane always yields a page); a job's
-// place in its lane O(1); removing a cancelled job O(its lane).
+// Cost: next page O(1) whatever the number of lanes (the quantum is at least the largest
+// head-of-lane cost, so a visit to a backlogged lane always yields a page); a job's place
+// in its lane O(1); returning a page O(pages returned before it); removing a cancelled job
+// O(its lane). Lanes are kept in page-id order, so a job's pages stay together.
 //
 // Thread safety: none, by design; only the io_context thread touches it.
 #pragma once
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -39,8 +41,10 @@ struct QueuedPage {
 class FairScheduler {
  public:
   // `quantum`: credit per visit per unit of weight, in tokens. 0 (the default) means
-  // automatic: the largest page cost seen so far. A larger quantum lets a lane send
-  // several pages a visit; a smaller one is raised to the largest cost seen.
+  // automatic: the largest cost among the pages at the heads of the lanes, so equal costs
+  // are plain round robin. A larger quantum lets a lane send several pages a visit; a
+  // smaller one is raised to that largest head cost (while a big page waits at a head,
+  // lanes of small pages send several a visit: fair in tokens, coarser in turns).
   explicit FairScheduler(std::int64_t quantum = 0);
 
   FairScheduler(const FairScheduler&) = delete;
@@ -53,9 +57,9 @@ class FairScheduler {
   // Appends a page to the tail of its user's lane; the lane joins the round if it was empty.
   void add(const QueuedPage& page);
 
-  // Returns a page taken earlier to the HEAD of its user's lane and refunds its cost to the
-  // lane's credit: a retry keeps its place. If the lane had emptied meanwhile, it becomes
-  // the lane being visited and the page is the next one out.
+  // Returns a page taken earlier to the HEAD of its user's lane (after any returned page
+  // with a smaller id) and refunds its cost to the lane's credit: a retry keeps its place.
+  // If the lane had emptied meanwhile, it joins the round like a new lane.
   void put_back(const QueuedPage& page);
 
   // The next page in fair order, or nullptr when every lane is empty. Repeated calls return
@@ -73,10 +77,12 @@ class FairScheduler {
   [[nodiscard]] std::int64_t lane_length(UserId user) const;
 
   // Where a job's queued pages stand in its lane: the 1-based index of its next page and
-  // of its last. std::nullopt when none of its pages is queued.
+  // of its last, how many are queued and their tokens. std::nullopt when none is queued.
   struct JobPlace {
     std::int64_t next_index;
     std::int64_t last_index;
+    std::int64_t queued;
+    std::int64_t tokens;
   };
   [[nodiscard]] std::optional<JobPlace> job_place(UserId user, JobId job) const;
 
@@ -90,6 +96,7 @@ class FairScheduler {
     std::int64_t first = 0;
     std::int64_t last = 0;
     std::int64_t queued = 0;
+    std::int64_t tokens = 0;
   };
   struct Lane {
     std::deque<QueuedPage> pages;
@@ -105,7 +112,11 @@ class FairScheduler {
   Lane& lane_of(UserId user);
   void join_ring(UserId user, Lane& lane);
   void leave_ring_if_empty(Lane& lane);
-  void resize(Lane& lane, std::int64_t before);
+  // Records a change of `lane` in the length index and the head costs.
+  void changed(Lane& lane, std::int64_t length_before, std::optional<std::int64_t> head_before);
+  [[nodiscard]] static std::optional<std::int64_t> head_cost(const Lane& lane) {
+    return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
+  }
   [[nodiscard]] std::int64_t quantum() const;
 
   // Constant after construction.
@@ -115,7 +126,7 @@ class FairScheduler {
   std::unordered_map<UserId, Lane> lanes_;
   std::list<UserId> ring_;  // the non-empty lanes, in visiting order
   std::list<UserId>::iterator current_ = ring_.end();
-  std::int64_t largest_cost_ = 1;
+  std::map<std::int64_t, std::int64_t> head_costs_;  // cost -> lanes with such a head page
   std::int64_t size_ = 0;
   LaneLengths lengths_;
 };

@@ -13,17 +13,20 @@ Door::Door(const FairScheduler& scheduler, const Estimator& estimator, const Doo
 
 DoorDecision Door::admit(UserId user, std::span<const std::int64_t> page_tokens) const {
   const auto largest = std::max_element(page_tokens.begin(), page_tokens.end());
-  if (largest == page_tokens.end()) return decide(user, 0, 0, 0);
-  return decide(user, static_cast<std::int64_t>(page_tokens.size()), *largest,
+  if (largest == page_tokens.end()) return decide(user, 0, 0, 0, 0);
+  std::int64_t total = 0;
+  for (const std::int64_t tokens : page_tokens) total += tokens;
+  const auto pages = static_cast<std::int64_t>(page_tokens.size());
+  return decide(user, pages, total / pages, *largest,
                 static_cast<std::int64_t>(largest - page_tokens.begin()) + 1);
 }
 
 DoorDecision Door::estimate(UserId user, std::int64_t pages, std::int64_t tokens_per_page) const {
-  return decide(user, std::max<std::int64_t>(pages, 0), tokens_per_page, 1);
+  return decide(user, std::max<std::int64_t>(pages, 0), tokens_per_page, tokens_per_page, 1);
 }
 
-DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t largest_page,
-                          std::int64_t largest_page_number) const {
+DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t tokens_per_page,
+                          std::int64_t largest_page, std::int64_t largest_page_number) const {
   if (config_.tokens_per_minute > 0 && largest_page > config_.tokens_per_minute) {
     return DoorRequestTooLarge{largest_page_number, largest_page, config_.tokens_per_minute};
   }
@@ -31,7 +34,7 @@ DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t largest_
   if (queued + pages > config_.max_queued_pages_per_user) {
     return DoorUserQueueFull{queued, pages, config_.max_queued_pages_per_user};
   }
-  const JobEstimate estimate = estimator_.estimate_new(user, pages);
+  const JobEstimate estimate = estimator_.estimate_new(user, pages, tokens_per_page);
   if (estimate.eta_seconds > config_.max_wait_s) {
     const auto over = std::chrono::duration<double>(estimate.eta_seconds - config_.max_wait_s);
     return DoorBusy{estimate.position, estimate.eta_seconds, config_.max_wait_s,

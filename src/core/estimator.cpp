@@ -64,17 +64,21 @@ Limit Estimator::binding() const {
   return binding_of(rates(config_.limits, avg_tokens_, avg_latency_s_));
 }
 
-double Estimator::others_ahead(UserId user, std::int64_t index) const {
+double Estimator::others_ahead(UserId user, double t) const {
   const LaneLengths& lengths = scheduler_.lengths();
   const auto own_weight = static_cast<double>(scheduler_.weight(user));
   double total = 0.0;
   for (const std::int64_t weight : lengths.weights()) {
-    total += lengths.sum_min(weight,
-                             static_cast<double>(index) * static_cast<double>(weight) / own_weight);
+    total += lengths.sum_min(weight, t * static_cast<double>(weight) / own_weight);
   }
   // The sums include the user's own lane (at ratio 1): take it out.
-  total -= static_cast<double>(std::min(scheduler_.lane_length(user), index));
+  total -= std::min(static_cast<double>(scheduler_.lane_length(user)), t);
   return std::max(total, 0.0);
+}
+
+double Estimator::scale_for(double tokens_per_page) const {
+  if (tokens_per_page <= 0 || avg_reserved_ <= 0) return 1.0;
+  return tokens_per_page / avg_reserved_;
 }
 
 double Estimator::seconds_for(double pages) const {
@@ -102,23 +106,31 @@ double Estimator::seconds_for(double pages) const {
   return seconds;
 }
 
-JobEstimate Estimator::estimate(UserId user, std::int64_t next_index,
-                                std::int64_t last_index) const {
-  const double position = others_ahead(user, next_index) + static_cast<double>(next_index - 1);
-  const double ahead_of_last = others_ahead(user, last_index) + static_cast<double>(last_index - 1);
+JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
+                                double scale) const {
+  const auto j = static_cast<double>(next_index);
+  const auto k = static_cast<double>(last_index);
+  const double position = others_ahead(user, j * scale) + (j - 1.0);
+  // In pages of the average size: the others', then the user's own (k of them).
+  const double ahead_with_last = others_ahead(user, k * scale) + k * scale;
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
-                     seconds_for(ahead_of_last + 1.0) + avg_latency_s_};
+                     seconds_for(ahead_with_last) + avg_latency_s_};
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
   const auto place = scheduler_.job_place(user, job);
   if (!place) return std::nullopt;
-  return estimate(user, place->next_index, place->last_index);
+  const double tokens_per_page =
+      place->queued > 0 ? static_cast<double>(place->tokens) / static_cast<double>(place->queued)
+                        : 0.0;
+  return estimate(user, place->next_index, place->last_index, scale_for(tokens_per_page));
 }
 
-JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages) const {
+JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
+                                    std::int64_t tokens_per_page) const {
   const std::int64_t queued = scheduler_.lane_length(user);
-  return estimate(user, queued + 1, queued + std::max<std::int64_t>(pages, 1));
+  return estimate(user, queued + 1, queued + std::max<std::int64_t>(pages, 1),
+                  scale_for(static_cast<double>(tokens_per_page)));
 }
 
 }  // namespace fairlane

@@ -8,7 +8,8 @@ FairScheduler::FairScheduler(std::int64_t quantum)
     : configured_quantum_(std::max<std::int64_t>(quantum, 0)) {}
 
 std::int64_t FairScheduler::quantum() const {
-  return std::max(configured_quantum_, largest_cost_);
+  const std::int64_t largest_head = head_costs_.empty() ? 1 : head_costs_.rbegin()->first;
+  return std::max(configured_quantum_, largest_head);
 }
 
 FairScheduler::Lane& FairScheduler::lane_of(UserId user) {
@@ -59,55 +60,77 @@ void FairScheduler::leave_ring_if_empty(Lane& lane) {
   lane.credited = false;
 }
 
-void FairScheduler::resize(Lane& lane, std::int64_t before) {
-  lengths_.update(lane.weight, before, static_cast<std::int64_t>(lane.pages.size()));
+void FairScheduler::changed(Lane& lane, std::int64_t length_before,
+                            std::optional<std::int64_t> head_before) {
+  lengths_.update(lane.weight, length_before, static_cast<std::int64_t>(lane.pages.size()));
+  const std::optional<std::int64_t> head_after =
+      lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
+  if (head_before == head_after) return;
+  if (head_before) {
+    const auto it = head_costs_.find(*head_before);
+    if (--it->second == 0) head_costs_.erase(it);
+  }
+  if (head_after) ++head_costs_[*head_after];
 }
 
 void FairScheduler::add(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
-  const auto before = static_cast<std::int64_t>(lane.pages.size());
+  const auto length_before = static_cast<std::int64_t>(lane.pages.size());
+  const auto head_before = head_cost(lane);
   lane.pages.push_back(page);
   ++lane.enqueued;
   JobMarks& marks = lane.jobs[page.job_id];
   if (marks.queued == 0) marks.first = lane.enqueued;
   marks.last = lane.enqueued;
   ++marks.queued;
+  marks.tokens += page.cost;
   ++size_;
-  largest_cost_ = std::max(largest_cost_, page.cost);
-  resize(lane, before);
+  changed(lane, length_before, head_before);
   join_ring(page.user_id, lane);
 }
 
 void FairScheduler::put_back(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
-  const auto before = static_cast<std::int64_t>(lane.pages.size());
-  lane.pages.push_front(page);
-  const std::int64_t position = lane.consumed;  // the slot just before the head
+  const auto length_before = static_cast<std::int64_t>(lane.pages.size());
+  const auto head_before = head_cost(lane);
+  // Pages that came back sit at the head in page order, as if they had never left: the
+  // page goes after those with smaller ids. The head moves back one slot, and the pages
+  // before the insertion point move with it.
+  std::size_t index = 0;
+  while (index < lane.pages.size() && lane.pages[index].page_id < page.page_id) ++index;
+  const std::int64_t moved_from = lane.consumed + 1;
+  const auto moved_to = moved_from + static_cast<std::int64_t>(index) - 1;
+  for (std::size_t i = 0; i < index; ++i) {
+    JobMarks& moved = lane.jobs[lane.pages[i].job_id];
+    if (moved.first >= moved_from && moved.first <= moved_to) --moved.first;
+    if (moved.last >= moved_from && moved.last <= moved_to) --moved.last;
+  }
   --lane.consumed;
+  const std::int64_t position = lane.consumed + static_cast<std::int64_t>(index) + 1;
+  lane.pages.insert(lane.pages.begin() + static_cast<std::ptrdiff_t>(index), page);
   JobMarks& marks = lane.jobs[page.job_id];
-  if (marks.queued == 0) marks.last = position;
-  marks.first = position;
+  if (marks.queued == 0) {
+    marks.first = marks.last = position;
+  } else {
+    marks.first = std::min(marks.first, position);
+    marks.last = std::max(marks.last, position);
+  }
   ++marks.queued;
+  marks.tokens += page.cost;
   ++size_;
-  largest_cost_ = std::max(largest_cost_, page.cost);
-  resize(lane, before);
+  changed(lane, length_before, head_before);
   if (lane.in_ring) {
     // Its cost was charged when it was taken; the call never happened, so refund it.
     lane.credit += page.cost;
-    return;
+  } else {
+    join_ring(page.user_id, lane);
   }
-  // The lane had emptied: it comes back as the lane being visited, with the page's credit,
-  // so the page is the next one out, as if it had never left.
-  lane.in_ring = ring_.insert(current_, page.user_id);
-  current_ = *lane.in_ring;
-  lane.credit = page.cost;
-  lane.credited = true;
 }
 
 const QueuedPage* FairScheduler::peek() {
   if (ring_.empty()) return nullptr;
-  // Every lane in the ring is non-empty and the quantum covers any single page, so a full
-  // turn of the ring always finds a page: this loop ends within two visits of each lane.
+  // Every lane in the ring is non-empty and the quantum covers every head page, so each
+  // visit finds a page: the loop ends at the latest on the first fresh visit.
   while (true) {
     Lane& lane = lanes_.at(*current_);
     if (!lane.credited) {
@@ -124,7 +147,8 @@ const QueuedPage* FairScheduler::peek() {
 std::optional<QueuedPage> FairScheduler::take() {
   if (peek() == nullptr) return std::nullopt;
   Lane& lane = lanes_.at(*current_);
-  const auto before = static_cast<std::int64_t>(lane.pages.size());
+  const auto length_before = static_cast<std::int64_t>(lane.pages.size());
+  const auto head_before = head_cost(lane);
   QueuedPage page = lane.pages.front();
   lane.pages.pop_front();
   lane.credit -= page.cost;
@@ -132,13 +156,14 @@ std::optional<QueuedPage> FairScheduler::take() {
   --size_;
   auto marks = lane.jobs.find(page.job_id);
   if (marks != lane.jobs.end()) {
+    marks->second.tokens -= page.cost;
     if (--marks->second.queued == 0) {
       lane.jobs.erase(marks);
     } else {
       marks->second.first = lane.consumed + 1;
     }
   }
-  resize(lane, before);
+  changed(lane, length_before, head_before);
   leave_ring_if_empty(lane);
   return page;
 }
@@ -153,7 +178,8 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
   const JobMarks gone = marks->second;
   lane.jobs.erase(marks);
 
-  const auto before = static_cast<std::int64_t>(lane.pages.size());
+  const auto length_before = static_cast<std::int64_t>(lane.pages.size());
+  const auto head_before = head_cost(lane);
   std::deque<QueuedPage> kept;
   for (QueuedPage& page : lane.pages) {
     if (page.job_id == job) {
@@ -173,7 +199,7 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
   }
   lane.enqueued -= count;
   size_ -= count;
-  resize(lane, before);
+  changed(lane, length_before, head_before);
   leave_ring_if_empty(lane);
   return removed;
 }
@@ -184,7 +210,8 @@ std::optional<FairScheduler::JobPlace> FairScheduler::job_place(UserId user, Job
   const auto marks = lane->second.jobs.find(job);
   if (marks == lane->second.jobs.end()) return std::nullopt;
   const std::int64_t head = lane->second.consumed;
-  return JobPlace{marks->second.first - head, marks->second.last - head};
+  return JobPlace{marks->second.first - head, marks->second.last - head, marks->second.queued,
+                  marks->second.tokens};
 }
 
 }  // namespace fairlane

@@ -154,3 +154,29 @@ TEST_CASE("With the budget, what the buckets hold now goes first at the in-fligh
   std::get<fairlane::Lease>(budget.admit(300'000)).settle(300'000);
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(82.0));
 }
+
+TEST_CASE("The asking user's own weight scales what the others send ahead") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);  // A, weight 2
+  add_pages(scheduler, 2, 20, 10);  // B, weight 1
+  scheduler.set_weight(1, 2);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  // A's last page k = 10: B sends min(10, 10 x 1 / 2) = 5 meanwhile.
+  //   ahead = 5 + 9 = 14; eta = 15 / 6.25 + 2 = 4.4 s
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(4.4));
+  // B's last page k = 10: A sends min(10, 10 x 2 / 1) = 10: 20 / 6.25 + 2 = 5.2 s
+  CHECK(estimator.job(2, 20)->eta_seconds == doctest::Approx(5.2));
+}
+
+TEST_CASE("Pages that cost more count for more: DRR shares tokens") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 40);  // A: 40 pages of 800
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  // B asks for 10 pages of 1,600 tokens, twice the average reservation (800): while B
+  // sends 10, A sends 20, and B's 10 count as 20 of the average.
+  //   ahead = min(40, 20) + 20 = 40 average pages; eta = 40 / 6.25 + 2 = 8.4 s
+  CHECK(estimator.estimate_new(2, 10, 1'600).eta_seconds == doctest::Approx(8.4));
+  // At the average size: min(40, 10) + 10 = 20: 20 / 6.25 + 2 = 5.2 s
+  CHECK(estimator.estimate_new(2, 10, 800).eta_seconds == doctest::Approx(5.2));
+  CHECK(estimator.estimate_new(2, 10).eta_seconds == doctest::Approx(5.2));
+}

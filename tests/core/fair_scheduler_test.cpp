@@ -91,7 +91,7 @@ TEST_CASE("A page put back after a 429 is the next one out, as if it had never l
   CHECK(scheduler.peek()->page_id == 101);
   CHECK(take_users(scheduler, 6) == "ABABAB");
 
-  SUBCASE("even when its lane had emptied meanwhile") {
+  SUBCASE("and when its lane had emptied meanwhile, the lane joins the round like a new one") {
     FairScheduler other;
     add_pages(other, kA, 1, 1);
     add_pages(other, kB, 2, 3);
@@ -100,8 +100,8 @@ TEST_CASE("A page put back after a 429 is the next one out, as if it had never l
     CHECK(only->user_id == kA);
     CHECK(other.lane_count() == 1);
     other.put_back(*only);
-    CHECK(other.peek()->page_id == 101);
-    CHECK(take_users(other, 4) == "ABBB");
+    CHECK(other.lane_count() == 2);
+    CHECK(take_users(other, 4) == "BABB");
   }
 }
 
@@ -171,4 +171,95 @@ TEST_CASE("A lane that joins waits for the lanes already in the round") {
   CHECK(take_users(scheduler, 3) == "ABA");
   add_pages(scheduler, kC, 3, 4);
   CHECK(take_users(scheduler, 6) == "BCABCA");
+}
+
+TEST_CASE("Pages returned out of order sit at the head in page order, and jobs keep their places") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 2);  // 101, 102
+  add_pages(scheduler, kA, 2, 1);  // 201
+  std::vector<QueuedPage> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(*scheduler.take());
+  // The three 429s come back in the order 102, 201, 101.
+  scheduler.put_back(taken[1]);
+  scheduler.put_back(taken[2]);
+  scheduler.put_back(taken[0]);
+  CHECK(scheduler.job_place(kA, 1)->next_index == 1);
+  CHECK(scheduler.job_place(kA, 1)->last_index == 2);
+  CHECK(scheduler.job_place(kA, 2)->next_index == 3);
+  CHECK(scheduler.job_place(kA, 2)->last_index == 3);
+
+  scheduler.remove_job(kA, 1);
+  CHECK(scheduler.job_place(kA, 2)->next_index == 1);
+  CHECK(scheduler.job_place(kA, 2)->last_index == 1);
+  add_pages(scheduler, kA, 3, 1);
+  CHECK(scheduler.job_place(kA, 3)->next_index == 2);
+  std::vector<fairlane::PageId> order;
+  while (auto page = scheduler.take()) order.push_back(page->page_id);
+  CHECK(order == std::vector<fairlane::PageId>{201, 301});
+}
+
+TEST_CASE("A job whose only page comes back has that one place") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 1);
+  const auto page = scheduler.take();
+  CHECK_FALSE(scheduler.job_place(kA, 1).has_value());
+  add_pages(scheduler, kA, 2, 2);
+  scheduler.put_back(*page);
+  CHECK(scheduler.job_place(kA, 1)->next_index == 1);
+  CHECK(scheduler.job_place(kA, 1)->last_index == 1);
+  CHECK(scheduler.job_place(kA, 2)->next_index == 2);
+  CHECK(scheduler.job_place(kA, 2)->last_index == 3);
+}
+
+TEST_CASE("Credit a visit does not use carries to the next: costs 300 and 500 get equal tokens") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 20, 300);
+  add_pages(scheduler, kB, 2, 20, 500);
+  // The quantum is the larger head cost, 500. A: 500 -> one page, 200 left; then 700 ->
+  // two pages, 100 left; then 600 -> two pages. B sends one page a visit.
+  std::map<fairlane::UserId, std::int64_t> tokens;
+  std::string order;
+  for (int i = 0; i < 8; ++i) {
+    const auto page = scheduler.take();
+    order.push_back(page->user_id == kA ? 'A' : 'B');
+    tokens[page->user_id] += page->cost;
+  }
+  CHECK(order == "ABAABAAB");
+  CHECK(tokens[kA] == 1'500);
+  CHECK(tokens[kB] == 1'500);
+}
+
+TEST_CASE("A lane that empties forgets its credit") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 1, 300);
+  add_pages(scheduler, kB, 2, 10, 500);
+  CHECK(take_users(scheduler, 2) == "AB");  // A sent 300 of its 500 and left the round
+  add_pages(scheduler, kA, 3, 5, 300);
+  // B's visit is over, so A is next, with fresh credit: 500 buys one 300-token page, not
+  // two (which the 200 it had left would have bought).
+  CHECK(take_users(scheduler, 4) == "ABAA");
+}
+
+TEST_CASE("A lane that joins mid-round is visited after the lanes already waiting") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 4);
+  add_pages(scheduler, kB, 2, 4);
+  add_pages(scheduler, kC, 3, 4);
+  CHECK(take_users(scheduler, 4) == "ABCA");
+  scheduler.add(QueuedPage{901, 9, 4, 100});  // user 4, while A is being visited
+  std::string order;
+  for (int i = 0; i < 4; ++i) order.push_back("?ABCD"[scheduler.take()->user_id]);
+  CHECK(order == "BCDA");
+}
+
+TEST_CASE("A big page at one head makes turns coarser only while it waits there") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 30);
+  add_pages(scheduler, kB, 2, 30);
+  scheduler.add(QueuedPage{901, 9, kC, 2'000});
+  // With a 2,000-token head waiting, a visit is worth 2,000 tokens: 20 pages of 100.
+  const std::string first = take_users(scheduler, 41);
+  CHECK(first == std::string(20, 'A') + std::string(20, 'B') + "C");
+  // Once it has gone, turns are one page again.
+  CHECK(take_users(scheduler, 6) == "ABABAB");
 }

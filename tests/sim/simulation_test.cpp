@@ -87,6 +87,9 @@ TEST_CASE("A provider stricter than fairlane's settings shows as violations, and
   CHECK_FALSE(invariants_hold(m));
   CHECK(m.pages_done == 280);
   CHECK(m.pages_lost == 0);
+  // Every refused call was made again: calls = pages + refusals.
+  CHECK(m.provider_calls == 280 + m.provider_refused_concurrency + m.provider_refused_requests +
+                                m.provider_refused_tokens);
 }
 
 TEST_CASE("A scenario with a mistake is refused, naming the field") {
@@ -133,4 +136,23 @@ TEST_CASE(
   int below = 0;
   for (int i = 0; i < 10'000; ++i) below += fairlane::sim::sample(lognormal, rng) < 2.0 ? 1 : 0;
   CHECK(below == doctest::Approx(5'000).epsilon(0.05));
+}
+
+TEST_CASE("Jain's index counts a user only in windows they were backlogged through") {
+  // A from 0 s; B joins at 30 s, half way through the first 60 s window, which therefore
+  // has one user backlogged throughout and does not count.
+  const auto scenario = scenario_from(R"({
+    "seed": 3,
+    "provider": {"rpm": 600, "tpm": 48000, "max_in_flight": 20,
+                 "latency_s": {"kind": "fixed", "value": 2.0},
+                 "output_tokens": {"kind": "fixed", "value": 240}},
+    "fairlane": {"rpm": 600, "tpm": 48000, "max_in_flight": 20, "max_tokens": 240},
+    "users": [{"name": "a"}, {"name": "b"}],
+    "arrivals": [{"at_s": 0, "user": "a", "pages": 1000, "input_tokens": 560},
+                 {"at_s": 30, "user": "b", "pages": 200, "input_tokens": 560}]
+  })");
+  const auto m = simulate(scenario, SchedulerKind::fair);
+  // B's 200 pages at half of 1 page/s end near 430 s: windows 60-120 ... 360-420 count.
+  CHECK(m.fairness_windows == 6);
+  CHECK(m.min_jain > 0.99);
 }

@@ -122,6 +122,11 @@ std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>
           percent(quantile(m.eta_errors, 0.5)), percent(quantile(m.eta_errors, 0.9)),
           percent(quantile(m.eta_errors, 1.0)));
     }
+    if (scenario.fairlane.max_wait_s < 1e17 && !m.books.empty()) {
+      out +=
+          fmt::format("| accepted books that took longer than max_wait ({:.0f} s) | {} of {} |\n",
+                      scenario.fairlane.max_wait_s, m.books_over_max_wait, m.books.size());
+    }
     if (!m.snapshot_eta_errors.empty()) {
       out += fmt::format(
           "| ETA error of queued jobs at {:.0f} s, abs(actual - predicted) / actual remaining: "

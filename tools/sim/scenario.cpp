@@ -12,6 +12,10 @@ namespace {
 
 namespace json = boost::json;
 
+// The latest time a scenario may name: about three years, far inside what virtual time in
+// nanoseconds can hold.
+constexpr double kMaxTime_s = 1e8;
+
 // Reads fields of one JSON object, remembering which it read so that any other key (a
 // typo) is reported instead of silently ignored. The first problem wins.
 class Fields {
@@ -155,7 +159,7 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
   top.number("window_s", s.window_s, 1.0, 1e9);
   if (top.child("eta_snapshot_s") != nullptr) {
     double at = 0.0;
-    top.number("eta_snapshot_s", at, 0.0, 1e12);
+    top.number("eta_snapshot_s", at, 0.0, kMaxTime_s);
     s.eta_snapshot_s = at;
   }
 
@@ -202,7 +206,7 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
     for (std::size_t i = 0; array != nullptr && i < array->size(); ++i) {
       Fields f((*array)[i], fmt::format("arrivals[{}]", i), status);
       Arrival a;
-      f.number("at_s", a.at_s, 0.0, 1e12);
+      f.number("at_s", a.at_s, 0.0, kMaxTime_s);
       f.string("user", a.user);
       f.number("users", a.users, 0.0, 1e9);
       f.string("user_prefix", a.user_prefix);
@@ -228,8 +232,8 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
       f.number("users", p.users, 1.0, 1e9);
       f.string("user_prefix", p.user_prefix);
       f.number("rate_per_s", p.rate_per_s, 1e-12, 1e9);
-      f.number("from_s", p.from_s, 0.0, 1e12);
-      f.number("until_s", p.until_s, 0.0, 1e12);
+      f.number("from_s", p.from_s, 0.0, kMaxTime_s);
+      f.number("until_s", p.until_s, 0.0, kMaxTime_s);
       f.number("pages", p.pages, 1.0, 1e9);
       f.number("input_tokens", p.input_tokens, 0.0, 1e10);
       f.finish();

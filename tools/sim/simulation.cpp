@@ -434,6 +434,9 @@ class Run {
     metrics_.simulated_s = to_s(now());
     metrics_.pages_lost = metrics_.pages_accepted - metrics_.pages_done - metrics_.pages_failed;
     for (const BookResult& book : metrics_.books) {
+      if (book.completion_s() > scenario_.fairlane.max_wait_s) ++metrics_.books_over_max_wait;
+    }
+    for (const BookResult& book : metrics_.books) {
       if (book.predicted_eta_s && book.completion_s() > 0) {
         metrics_.eta_errors.push_back(std::abs(book.completion_s() - *book.predicted_eta_s) /
                                       book.completion_s());
@@ -542,9 +545,15 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
   constexpr double kInstant = 1e12;  // pages/s standing in for "at once"
   const double c =
       f.max_in_flight > 0 ? std::max(as_double(f.max_in_flight) / latency, mu) : kInstant;
-  const double capacity =
-      std::min(f.requests_per_minute > 0 ? as_double(f.requests_per_minute) : infinity,
-               f.tokens_per_minute > 0 ? as_double(f.tokens_per_minute) / page_tokens : infinity);
+  // The buckets start full, and a page holds its whole reservation (input + max_tokens)
+  // until it is answered: that is what the burst is made of.
+  double reserved = 0.0;
+  for (const BookResult& b : books)
+    reserved += as_double(b.pages * (b.input_tokens + f.max_tokens));
+  const double page_reservation = reserved / std::max(pages, 1.0);
+  const double capacity = std::min(
+      f.requests_per_minute > 0 ? as_double(f.requests_per_minute) : infinity,
+      f.tokens_per_minute > 0 ? as_double(f.tokens_per_minute) / page_reservation : infinity);
   double level = std::isfinite(capacity) ? capacity : 0.0;
 
   std::unordered_map<std::string, std::int64_t> weights;

@@ -66,6 +66,8 @@ struct Metrics {
   // times promised at the door, and (with an ETA snapshot) remaining times at the snapshot.
   std::vector<double> eta_errors;
   std::vector<double> snapshot_eta_errors;
+  // Accepted books that took longer than the door's max_wait (when one is set).
+  std::int64_t books_over_max_wait = 0;
 
   double simulated_s = 0.0;
   double wall_s = 0.0;
