@@ -1,0 +1,150 @@
+#include "provider/dialect.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+namespace fairlane {
+
+std::string_view to_string(Dialect dialect) {
+  return dialect == Dialect::openai ? "openai" : "anthropic";
+}
+
+std::optional<Dialect> dialect_from(std::string_view name) {
+  if (name == "openai") return Dialect::openai;
+  if (name == "anthropic") return Dialect::anthropic;
+  return std::nullopt;
+}
+
+std::string_view outcome_name(const OutcomeKind& kind) {
+  static constexpr std::string_view kNames[] = {
+      "ok",           "rate_limited", "overloaded",       "server_error",
+      "client_error", "timeout",      "connection_error", "bad_response"};
+  return kNames[kind.index()];
+}
+
+namespace provider {
+namespace {
+
+namespace json = boost::json;
+
+Status bad(std::string why) {
+  return {StatusCode::invalid_argument, std::move(why)};
+}
+
+// The integer at `key` of `object`, or an error naming `where`.
+Result<std::int64_t> count_at(const json::object& object, std::string_view key,
+                              std::string_view where) {
+  const json::value* v = object.if_contains(key);
+  if (v == nullptr) return bad(fmt::format("{}.{} is missing", where, key));
+  if (v->is_int64() && v->as_int64() >= 0) return v->as_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
+  return bad(fmt::format("{}.{} is not a whole number of tokens", where, key));
+}
+
+}  // namespace
+
+std::string_view path_of(Dialect dialect) {
+  return dialect == Dialect::openai ? "/v1/chat/completions" : "/v1/messages";
+}
+
+std::string request_body(Dialect dialect, const ProviderRequest& request) {
+  json::object body;
+  body["model"] = request.model;
+  body["max_tokens"] = request.max_tokens;
+  if (dialect == Dialect::openai) {
+    body["messages"] = json::array{json::object{{"role", "system"}, {"content", request.prompt}},
+                                   json::object{{"role", "user"}, {"content", request.page_text}}};
+  } else {
+    body["system"] = request.prompt;
+    body["messages"] = json::array{json::object{{"role", "user"}, {"content", request.page_text}}};
+  }
+  return json::serialize(body);
+}
+
+Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
+  boost::system::error_code error;
+  const json::value root = json::parse(text, error);
+  if (error) return bad(fmt::format("the body is not JSON ({})", error.message()));
+  const json::object* body = root.if_object();
+  if (body == nullptr) return bad("the body is not a JSON object");
+  const json::value* usage_value = body->if_contains("usage");
+  const json::object* usage = usage_value != nullptr ? usage_value->if_object() : nullptr;
+  if (usage == nullptr) return bad("usage is missing");
+
+  outcome::Ok ok;
+  if (dialect == Dialect::openai) {
+    const json::value* choices = body->if_contains("choices");
+    const json::array* list = choices != nullptr ? choices->if_array() : nullptr;
+    if (list == nullptr || list->empty() || !list->front().is_object()) {
+      return bad("choices[0] is missing");
+    }
+    const json::value* message = list->front().as_object().if_contains("message");
+    const json::value* content = message != nullptr && message->is_object()
+                                     ? message->as_object().if_contains("content")
+                                     : nullptr;
+    if (content == nullptr || !content->is_string()) {
+      return bad("choices[0].message.content is missing or not text");
+    }
+    ok.output = std::string(content->as_string());
+    auto input = count_at(*usage, "prompt_tokens", "usage");
+    auto output = count_at(*usage, "completion_tokens", "usage");
+    if (!input.ok()) return input.status();
+    if (!output.ok()) return output.status();
+    ok.input_tokens = input.value();
+    ok.output_tokens = output.value();
+  } else {
+    const json::value* content = body->if_contains("content");
+    const json::array* blocks = content != nullptr ? content->if_array() : nullptr;
+    if (blocks == nullptr) return bad("content is missing or not a list");
+    for (const json::value& block : *blocks) {
+      const json::object* b = block.if_object();
+      if (b == nullptr) return bad("content holds something that is not a block");
+      const json::value* type = b->if_contains("type");
+      if (type != nullptr && type->is_string() && type->as_string() == "text") {
+        const json::value* part = b->if_contains("text");
+        if (part == nullptr || !part->is_string()) return bad("a text block has no text");
+        ok.output += std::string(part->as_string());
+      }
+    }
+    auto input = count_at(*usage, "input_tokens", "usage");
+    auto output = count_at(*usage, "output_tokens", "usage");
+    if (!input.ok()) return input.status();
+    if (!output.ok()) return output.status();
+    ok.input_tokens = input.value();
+    ok.output_tokens = output.value();
+  }
+  return ok;
+}
+
+std::string error_detail(std::string_view body) {
+  constexpr std::size_t kMax = 300;
+  boost::system::error_code error;
+  const json::value root = json::parse(body, error);
+  if (!error && root.is_object()) {
+    const json::value* e = root.as_object().if_contains("error");
+    if (e != nullptr && e->is_object()) {
+      const json::value* message = e->as_object().if_contains("message");
+      if (message != nullptr && message->is_string()) {
+        return std::string(message->as_string()).substr(0, kMax);
+      }
+    }
+  }
+  return std::string(body.substr(0, kMax));
+}
+
+OutcomeKind classify(Dialect dialect, int status, std::string_view body,
+                     const RateLimitHeaders& limits) {
+  if (status >= 200 && status < 300) {
+    auto answer = parse_answer(dialect, body);
+    if (!answer.ok()) return outcome::BadResponse{answer.status().message()};
+    return std::move(answer).value();
+  }
+  if (status == 429) return outcome::RateLimited{limits.retry_after};
+  if (status == 503 || status == 529) return outcome::Overloaded{limits.retry_after};
+  if (status >= 500 || status == 408) return outcome::ServerError{status, error_detail(body)};
+  return outcome::ClientError{status, error_detail(body)};
+}
+
+}  // namespace provider
+}  // namespace fairlane

@@ -1,0 +1,31 @@
+// The two wire formats, as pure functions: the request body and path of a call, and the
+// reading of an answer or an error body. Tested without sockets.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "fairlane/provider.hpp"
+#include "fairlane/result.hpp"
+
+namespace fairlane::provider {
+
+// "/v1/chat/completions" or "/v1/messages".
+[[nodiscard]] std::string_view path_of(Dialect dialect);
+
+// The JSON body of a call.
+[[nodiscard]] std::string request_body(Dialect dialect, const ProviderRequest& request);
+
+// The answer in a 2xx body: the output and the usage. invalid_argument, naming what is
+// wrong, when the body is not JSON or a field is missing or of the wrong type.
+[[nodiscard]] Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view body);
+
+// The provider's own sentence from an error body ({"error": {"message": ...}}), or the
+// start of the body when it has none. At most 300 bytes.
+[[nodiscard]] std::string error_detail(std::string_view body);
+
+// The outcome for a response of `status` with `body`.
+[[nodiscard]] OutcomeKind classify(Dialect dialect, int status, std::string_view body,
+                                   const RateLimitHeaders& limits);
+
+}  // namespace fairlane::provider

@@ -1,0 +1,115 @@
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <variant>
+
+#include "provider/dialect.hpp"
+
+using fairlane::Dialect;
+using fairlane::OutcomeKind;
+using fairlane::ProviderRequest;
+using fairlane::RateLimitHeaders;
+namespace outcome = fairlane::outcome;
+namespace provider = fairlane::provider;
+namespace json = boost::json;
+
+namespace {
+
+const ProviderRequest kRequest{"Extract the text.", "Page \"one\"\nline two", "model-x", 240};
+
+}  // namespace
+
+TEST_CASE("An OpenAI call: chat completions with the prompt as system message") {
+  CHECK(provider::path_of(Dialect::openai) == "/v1/chat/completions");
+  const json::value body = json::parse(provider::request_body(Dialect::openai, kRequest));
+  CHECK(body.at("model") == "model-x");
+  CHECK(body.at("max_tokens") == 240);
+  const auto& messages = body.at("messages").as_array();
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0].at("role") == "system");
+  CHECK(messages[0].at("content") == "Extract the text.");
+  CHECK(messages[1].at("role") == "user");
+  CHECK(messages[1].at("content") == "Page \"one\"\nline two");
+}
+
+TEST_CASE("An Anthropic call: messages with the prompt as system") {
+  CHECK(provider::path_of(Dialect::anthropic) == "/v1/messages");
+  const json::value body = json::parse(provider::request_body(Dialect::anthropic, kRequest));
+  CHECK(body.at("system") == "Extract the text.");
+  const auto& messages = body.at("messages").as_array();
+  REQUIRE(messages.size() == 1);
+  CHECK(messages[0].at("role") == "user");
+  CHECK(messages[0].at("content") == "Page \"one\"\nline two");
+}
+
+TEST_CASE("Answers in both dialects give the output and the usage") {
+  const auto openai = provider::parse_answer(
+      Dialect::openai,
+      R"({"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":)"
+      R"({"role":"assistant","content":"# Page one"},"finish_reason":"stop"}],)"
+      R"("usage":{"prompt_tokens":57,"completion_tokens":12,"total_tokens":69}})");
+  REQUIRE(openai.ok());
+  CHECK(openai->output == "# Page one");
+  CHECK(openai->input_tokens == 57);
+  CHECK(openai->output_tokens == 12);
+
+  const auto anthropic = provider::parse_answer(
+      Dialect::anthropic,
+      R"({"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"# Page"},)"
+      R"({"type":"text","text":" one"}],"stop_reason":"end_turn","usage":{"input_tokens":57,"output_tokens":12}})");
+  REQUIRE(anthropic.ok());
+  CHECK(anthropic->output == "# Page one");
+  CHECK(anthropic->input_tokens == 57);
+  CHECK(anthropic->output_tokens == 12);
+}
+
+TEST_CASE("A malformed answer is a bad response naming what is wrong") {
+  CHECK(provider::parse_answer(Dialect::openai, "{\"choices\": [")
+            .status()
+            .message()
+            .find("not JSON") != std::string::npos);
+  CHECK(provider::parse_answer(Dialect::openai, "[1,2]").status().message().find("object") !=
+        std::string::npos);
+  CHECK(provider::parse_answer(Dialect::openai, R"({"choices":[],"usage":{}})")
+            .status()
+            .message()
+            .find("choices[0]") != std::string::npos);
+  CHECK(
+      provider::parse_answer(
+          Dialect::openai,
+          R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":"many","completion_tokens":1}})")
+          .status()
+          .message()
+          .find("usage.prompt_tokens") != std::string::npos);
+  CHECK(provider::parse_answer(Dialect::anthropic, R"({"content":[{"type":"text","text":"x"}]})")
+            .status()
+            .message()
+            .find("usage") != std::string::npos);
+  CHECK(provider::parse_answer(Dialect::anthropic, R"({"content":"x","usage":{}})")
+            .status()
+            .message()
+            .find("content") != std::string::npos);
+}
+
+TEST_CASE("Statuses map to outcomes") {
+  RateLimitHeaders limits;
+  limits.retry_after = std::chrono::seconds(7);
+  const auto is = [&](int status, std::string_view body) {
+    return provider::classify(Dialect::openai, status, body, limits);
+  };
+  const OutcomeKind limited = is(429, R"({"error":{"message":"slow down"}})");
+  REQUIRE(std::holds_alternative<outcome::RateLimited>(limited));
+  CHECK(std::get<outcome::RateLimited>(limited).retry_after == std::chrono::seconds(7));
+  CHECK(std::holds_alternative<outcome::Overloaded>(is(503, "")));
+  CHECK(std::holds_alternative<outcome::Overloaded>(is(529, "")));
+  const OutcomeKind server = is(500, R"({"error":{"message":"boom"}})");
+  REQUIRE(std::holds_alternative<outcome::ServerError>(server));
+  CHECK(std::get<outcome::ServerError>(server).detail == "boom");
+  const OutcomeKind client = is(401, "invalid key");
+  REQUIRE(std::holds_alternative<outcome::ClientError>(client));
+  CHECK(std::get<outcome::ClientError>(client).status == 401);
+  CHECK(std::get<outcome::ClientError>(client).detail == "invalid key");
+  CHECK(std::holds_alternative<outcome::BadResponse>(is(200, "not json")));
+  CHECK(fairlane::outcome_name(is(200, "not json")) == "bad_response");
+  CHECK(fairlane::outcome_name(limited) == "rate_limited");
+}
