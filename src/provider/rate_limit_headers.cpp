@@ -1,6 +1,7 @@
 #include "fairlane/rate_limit_headers.hpp"
 
 #include <curl/curl.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -145,6 +146,26 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
                      std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
   return std::chrono::time_point_cast<WallTime::duration>(local) +
          std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(fraction));
+}
+
+std::string format_go_duration(Clock::duration d) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  if (ms <= 0) return "0s";
+  if (ms < 1'000) return fmt::format("{}ms", ms);
+  const auto minutes = ms / 60'000;
+  const double secs = static_cast<double>(ms % 60'000) / 1'000.0;
+  if (minutes == 0) return fmt::format("{}s", secs);
+  return fmt::format("{}m{}s", minutes, secs);
+}
+
+std::string format_rfc3339(WallTime t) {
+  const auto whole = std::chrono::ceil<std::chrono::seconds>(t);
+  const auto days = std::chrono::floor<std::chrono::days>(whole);
+  const std::chrono::year_month_day date{days};
+  const std::chrono::hh_mm_ss time{whole - days};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                     time.hours().count(), time.minutes().count(), time.seconds().count());
 }
 
 std::optional<Clock::duration> parse_retry_after(std::string_view value, WallTime now) {

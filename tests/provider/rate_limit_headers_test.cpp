@@ -132,3 +132,14 @@ TEST_CASE("Values that do not parse are left out, not guessed") {
   CHECK_FALSE(parsed.retry_after);
   CHECK_FALSE(parsed.tokens_remaining());
 }
+
+TEST_CASE("Durations and times are written the way providers write them, and read back") {
+  CHECK(fairlane::format_go_duration(std::chrono::minutes(6)) == "6m0s");
+  CHECK(fairlane::format_go_duration(1500ms) == "1.5s");
+  CHECK(fairlane::format_go_duration(120ms) == "120ms");
+  CHECK(fairlane::format_go_duration(0ms) == "0s");
+  CHECK(ms(*parse_go_duration(fairlane::format_go_duration(83'250ms))) == 83'250);
+  CHECK(fairlane::format_rfc3339(kNow + 30s) == "2024-08-21T17:00:30Z");
+  CHECK(fairlane::format_rfc3339(kNow + 100ms) == "2024-08-21T17:00:01Z");  // rounded up
+  CHECK(*parse_rfc3339(fairlane::format_rfc3339(kNow + 90s)) == kNow + 90s);
+}

@@ -1,0 +1,42 @@
+// CurlProvider: the Provider that calls a real (or stand-in) provider over HTTP, with
+// libcurl's multi interface driven by an Asio io_context: curl's sockets are Asio sockets
+// waited on with async_wait, its timeouts one steady_timer. No thread per call and no
+// polling loop; connections are reused, at most max_connections at once.
+//
+// The API key is read from the environment variable the configuration names, sent in the
+// dialect's header, and never logged or put in an outcome.
+//
+// Thread safety: all of it runs on the io_context's thread; create, call and destroy it
+// there.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "fairlane/provider.hpp"
+#include "fairlane/result.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace fairlane {
+
+struct CurlProviderConfig {
+  std::string base_url;  // e.g. "http://127.0.0.1:9000"; the dialect adds the path
+  Dialect dialect = Dialect::openai;
+  std::string api_key_env;            // the variable holding the key; empty: send no key
+  std::size_t max_connections = 200;  // connections open at once (and kept for reuse)
+  Clock::duration call_timeout = std::chrono::seconds(120);
+  Clock::duration connect_timeout = std::chrono::seconds(10);
+  std::string anthropic_version = "2023-06-01";
+};
+
+// A provider over `io`. invalid_argument when the configuration cannot work (no URL, or
+// a key variable named but not set: the message names the variable, never a value).
+Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io,
+                                                     const CurlProviderConfig& config);
+
+}  // namespace fairlane

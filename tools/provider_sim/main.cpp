@@ -1,0 +1,128 @@
+// fairlane-provider-sim: a stand-in AI provider that enforces real limits, for running and
+// testing fairlane on loopback. Prints "listening on http://ADDRESS:PORT" once ready.
+#include <sys/resource.h>
+#include <CLI/CLI.hpp>
+
+#include <boost/asio.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "fairlane/version.hpp"
+#include "provider_sim.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "fairlane-provider-sim: a stand-in AI provider (OpenAI and Anthropic dialects) that\n"
+      "enforces its limits like a real one: 429 with retry-after past its RPM or TPM, 503 past\n"
+      "its in-flight cap. GET /stats reports what it served and billed.",
+      "fairlane-provider-sim"};
+  app.set_version_flag("--version", std::string("fairlane-provider-sim ") + fairlane::kVersion);
+  fairlane::provider_sim::Config config;
+  std::string listen = "127.0.0.1:9000";
+  std::string distribution;
+  std::string api_key_env;
+  app.add_option("--listen", listen, "ADDRESS:PORT to listen on (port 0: any free one)")
+      ->capture_default_str();
+  app.add_option("--rpm", config.requests_per_minute, "Requests per minute (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--tpm", config.tokens_per_minute, "Tokens per minute (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-in-flight", config.max_in_flight, "Calls in flight at once (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--latency-ms", config.latency_ms, "Time to answer a call")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--latency-jitter", config.latency_jitter,
+                 "Lognormal sigma around --latency-ms (0: fixed)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--output-tokens", config.output_tokens, "Output tokens of an answer")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option(
+      "--output-tokens-dist", distribution,
+      "Output tokens from a quantile table, e.g. 0:40,0.5:240,0.9:1100,0.99:3800,1:4000");
+  app.add_option("--price-per-mtok", config.price_per_mtok, "Dollars per million tokens")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fail-rate", config.fail_rate, "Share of calls answered 500")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--timeout-rate", config.timeout_rate, "Share of calls never answered")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--reset-rate", config.reset_rate, "Share of calls whose connection is reset")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--malformed-rate", config.malformed_rate,
+                 "Share of calls answered with broken JSON")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", config.seed, "Random seed")->capture_default_str();
+  app.add_option("--api-key-env", api_key_env,
+                 "Require the key in this environment variable (401 otherwise)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (config.fail_rate + config.timeout_rate + config.reset_rate + config.malformed_rate > 1.0) {
+    std::cerr << "fairlane-provider-sim: the fault rates add up to more than 1\n";
+    return 2;
+  }
+  if (!distribution.empty()) {
+    auto points = fairlane::provider_sim::parse_quantiles(distribution);
+    if (!points.ok()) {
+      std::cerr << "fairlane-provider-sim: " << points.status().message() << '\n';
+      return 2;
+    }
+    config.output_tokens_quantiles = std::move(points).value();
+  }
+  if (!api_key_env.empty()) {
+    const char* key = std::getenv(api_key_env.c_str());
+    if (key == nullptr || *key == '\0') {
+      std::cerr << "fairlane-provider-sim: the environment variable " << api_key_env
+                << " is not set\n";
+      return 2;
+    }
+    config.api_key = key;
+  }
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    std::cerr << "fairlane-provider-sim: --listen takes ADDRESS:PORT, not '" << listen << "'\n";
+    return 2;
+  }
+  int port = 0;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    std::cerr << "fairlane-provider-sim: '" << listen.substr(colon + 1) << "' is not a port\n";
+    return 2;
+  }
+
+  // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  boost::asio::io_context io;
+  fairlane::provider_sim::Server server(io, config);
+  auto bound = server.listen(listen.substr(0, colon), static_cast<std::uint16_t>(port));
+  if (!bound.ok()) {
+    std::cerr << "fairlane-provider-sim: " << bound.status().message() << '\n';
+    return 1;
+  }
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) {
+    server.stop();
+    io.stop();
+  });
+  std::cout << "listening on http://" << listen.substr(0, colon) << ':' << bound.value()
+            << std::endl;
+  io.run();
+  return 0;
+}

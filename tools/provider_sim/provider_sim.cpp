@@ -1,0 +1,505 @@
+// The provider stand-in's server: Beast over Asio coroutines, one io_context thread. Its
+// limits are enforced with fairlane's own Budget on the steady clock (token buckets, as
+// both providers document theirs); see provider_sim.hpp.
+#include "provider_sim.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <boost/json.hpp>
+#include <cmath>
+#include <list>
+#include <random>
+#include <sstream>
+#include <variant>
+
+#include "fairlane/budget.hpp"
+#include "fairlane/clock.hpp"
+#include "fairlane/rate_limit_headers.hpp"
+
+namespace fairlane::provider_sim {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+using asio::use_awaitable;
+
+enum class Dialect { openai, anthropic };
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+// What a connection does after a call.
+enum class Action { answer, hang, reset };
+
+struct Reply {
+  Response response;
+  Action action = Action::answer;
+  std::optional<Lease> held;  // a call that hangs keeps its place until the client leaves
+};
+
+struct Minute {
+  std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0;
+  std::int64_t input_tokens = 0, output_tokens = 0;
+};
+
+std::string error_body(Dialect dialect, std::string_view type, std::string_view message) {
+  if (dialect == Dialect::anthropic) {
+    return json::serialize(json::object{
+        {"type", "error"}, {"error", json::object{{"type", type}, {"message", message}}}});
+  }
+  return json::serialize(
+      json::object{{"error", json::object{{"message", message}, {"type", type}, {"code", type}}}});
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(asio::io_context& context, Config c)
+      : io(context),
+        config(std::move(c)),
+        budget(clock, BudgetLimits{config.requests_per_minute, config.tokens_per_minute,
+                                   config.max_in_flight}),
+        rng(config.seed),
+        started(clock.now()) {}
+
+  asio::io_context& io;
+  Config config;
+  SteadyClock clock;
+  Budget budget;
+  std::mt19937_64 rng;
+  Clock::time_point started;
+  std::optional<tcp::acceptor> acceptor;
+  std::list<std::weak_ptr<beast::tcp_stream>> connections;
+
+  // Counters (GET /stats).
+  std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
+  std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
+  std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
+  double cost_usd = 0.0;
+  std::vector<Minute> minutes;
+
+  Minute& this_minute() {
+    const auto index = static_cast<std::size_t>(
+        std::chrono::duration_cast<std::chrono::minutes>(clock.now() - started).count());
+    if (minutes.size() <= index) minutes.resize(index + 1);
+    return minutes[index];
+  }
+
+  awaitable<void> accept_loop();
+  awaitable<void> session(tcp::socket socket);
+  awaitable<Reply> handle(const Request& request);
+  awaitable<Reply> call(Dialect dialect, const Request& request);
+  Response respond(const Request& request, http::status status, std::string body) const;
+  void add_limit_headers(Dialect dialect, Response& response) const;
+  double draw_latency_ms();
+  std::int64_t draw_output_tokens(std::int64_t max_tokens);
+  std::string stats() const;
+};
+
+Server::Server(asio::io_context& io, Config config)
+    : impl_(std::make_unique<Impl>(io, std::move(config))) {}
+
+Server::~Server() {
+  stop();
+}
+
+Result<std::uint16_t> Server::listen(const std::string& address, std::uint16_t port) {
+  boost::system::error_code error;
+  const auto ip = asio::ip::make_address(address, error);
+  if (error) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("'{}' is not an IP address to listen on", address));
+  }
+  tcp::acceptor acceptor(impl_->io);
+  const tcp::endpoint endpoint(ip, port);
+  acceptor.open(endpoint.protocol(), error);
+  if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
+  if (!error) acceptor.bind(endpoint, error);
+  if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) {
+    return Status(StatusCode::io_error,
+                  fmt::format("cannot listen on {}:{}: {}", address, port, error.message()));
+  }
+  const std::uint16_t bound = acceptor.local_endpoint().port();
+  impl_->acceptor.emplace(std::move(acceptor));
+  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  return bound;
+}
+
+void Server::stop() {
+  if (!impl_) return;
+  boost::system::error_code ignored;
+  if (impl_->acceptor) impl_->acceptor->close(ignored);
+  for (auto& weak : impl_->connections) {
+    if (auto stream = weak.lock()) stream->socket().close(ignored);
+  }
+  impl_->connections.clear();
+}
+
+std::string Server::stats_json() const {
+  return impl_->stats();
+}
+
+awaitable<void> Server::Impl::accept_loop() {
+  while (acceptor && acceptor->is_open()) {
+    boost::system::error_code error;
+    tcp::socket socket =
+        co_await acceptor->async_accept(asio::redirect_error(use_awaitable, error));
+    if (error) {
+      if (error == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+      continue;  // a failed accept (out of descriptors, say) is not the end of the server
+    }
+    asio::co_spawn(io, session(std::move(socket)), asio::detached);
+  }
+}
+
+awaitable<void> Server::Impl::session(tcp::socket socket) {
+  auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+  connections.remove_if([](const auto& weak) { return weak.expired(); });
+  connections.push_back(stream);
+  beast::flat_buffer buffer;
+  boost::system::error_code error;
+  while (true) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(16 * 1024 * 1024);
+    stream->expires_after(std::chrono::seconds(120));  // an idle connection is closed
+    co_await http::async_read(*stream, buffer, parser, asio::redirect_error(use_awaitable, error));
+    if (error) break;
+    stream->expires_never();
+    Reply reply = co_await handle(parser.get());
+    if (reply.action == Action::reset) {
+      stream->socket().set_option(asio::socket_base::linger(true, 0), error);
+      stream->socket().close(error);
+      co_return;
+    }
+    if (reply.action == Action::hang) {
+      // Never answer; keep the call's place until the client gives up and closes.
+      http::request_parser<http::string_body> ignored;
+      co_await http::async_read(*stream, buffer, ignored,
+                                asio::redirect_error(use_awaitable, error));
+      if (reply.held) reply.held->cancel();
+      break;
+    }
+    const bool keep_alive = reply.response.keep_alive();
+    co_await http::async_write(*stream, reply.response, asio::redirect_error(use_awaitable, error));
+    if (error || !keep_alive) break;
+  }
+  stream->socket().shutdown(tcp::socket::shutdown_send, error);
+}
+
+Response Server::Impl::respond(const Request& request, http::status status,
+                               std::string body) const {
+  Response response{status, request.version()};
+  response.set(http::field::server, "fairlane-provider-sim");
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(request.keep_alive());
+  response.body() = std::move(body);
+  response.prepare_payload();
+  return response;
+}
+
+void Server::Impl::add_limit_headers(Dialect dialect, Response& response) const {
+  const auto add = [&](std::string_view name, const std::string& value) {
+    response.set(name, value);
+  };
+  const TokenBucket& requests_bucket = budget.requests();
+  const TokenBucket& tokens_bucket = budget.tokens();
+  if (dialect == Dialect::openai) {
+    if (!requests_bucket.unlimited()) {
+      add("x-ratelimit-limit-requests", std::to_string(requests_bucket.capacity()));
+      add("x-ratelimit-remaining-requests", std::to_string(requests_bucket.remaining()));
+      add("x-ratelimit-reset-requests", format_go_duration(requests_bucket.time_until_full()));
+    }
+    if (!tokens_bucket.unlimited()) {
+      add("x-ratelimit-limit-tokens", std::to_string(tokens_bucket.capacity()));
+      add("x-ratelimit-remaining-tokens", std::to_string(tokens_bucket.remaining()));
+      add("x-ratelimit-reset-tokens", format_go_duration(tokens_bucket.time_until_full()));
+    }
+    return;
+  }
+  const WallTime now = std::chrono::system_clock::now();
+  const auto reset_at = [&](const TokenBucket& bucket) {
+    return format_rfc3339(now +
+                          std::chrono::duration_cast<WallTime::duration>(bucket.time_until_full()));
+  };
+  if (!requests_bucket.unlimited()) {
+    add("anthropic-ratelimit-requests-limit", std::to_string(requests_bucket.capacity()));
+    add("anthropic-ratelimit-requests-remaining", std::to_string(requests_bucket.remaining()));
+    add("anthropic-ratelimit-requests-reset", reset_at(requests_bucket));
+  }
+  if (!tokens_bucket.unlimited()) {
+    for (const std::string_view kind : {"tokens", "input-tokens", "output-tokens"}) {
+      const std::string prefix = fmt::format("anthropic-ratelimit-{}-", kind);
+      add(prefix + "limit", std::to_string(tokens_bucket.capacity()));
+      add(prefix + "remaining", std::to_string(tokens_bucket.remaining()));
+      add(prefix + "reset", reset_at(tokens_bucket));
+    }
+  }
+}
+
+double Server::Impl::draw_latency_ms() {
+  if (config.latency_jitter <= 0.0) return config.latency_ms;
+  std::normal_distribution<double> z(0.0, 1.0);
+  return config.latency_ms * std::exp(config.latency_jitter * z(rng));
+}
+
+std::int64_t Server::Impl::draw_output_tokens(std::int64_t max_tokens) {
+  double tokens = static_cast<double>(config.output_tokens);
+  const auto& q = config.output_tokens_quantiles;
+  if (q.size() >= 2) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    const auto upper = std::upper_bound(
+        q.begin(), q.end(), u, [](double p, const auto& point) { return p < point.first; });
+    if (upper == q.begin()) {
+      tokens = q.front().second;
+    } else if (upper == q.end()) {
+      tokens = q.back().second;
+    } else {
+      const auto lower = std::prev(upper);
+      const double f = (u - lower->first) / (upper->first - lower->first);
+      tokens = lower->second + f * (upper->second - lower->second);
+    }
+  }
+  return std::clamp<std::int64_t>(std::llround(tokens), 0, max_tokens);
+}
+
+awaitable<Reply> Server::Impl::handle(const Request& request) {
+  const std::string_view target = request.target();
+  if (request.method() == http::verb::get && target == "/stats") {
+    co_return Reply{respond(request, http::status::ok, stats()), Action::answer, {}};
+  }
+  if (request.method() == http::verb::post && target == "/stats/reset") {
+    requests = ok = rejected_429 = rejected_503 = failed_500 = timeouts = resets = malformed = 0;
+    unauthorized = bad_requests = input_tokens = output_tokens = max_in_flight_seen = 0;
+    cost_usd = 0.0;
+    minutes.clear();
+    started = clock.now();
+    co_return Reply{respond(request, http::status::ok, stats()), Action::answer, {}};
+  }
+  if (request.method() == http::verb::post && target == "/v1/chat/completions") {
+    co_return co_await call(Dialect::openai, request);
+  }
+  if (request.method() == http::verb::post && target == "/v1/messages") {
+    co_return co_await call(Dialect::anthropic, request);
+  }
+  co_return Reply{
+      respond(request, http::status::not_found,
+              error_body(Dialect::openai, "not_found",
+                         "use POST /v1/chat/completions, POST /v1/messages or GET /stats")),
+      Action::answer,
+      {}};
+}
+
+awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
+  const auto refuse = [&](http::status status, std::string_view type, std::string_view message) {
+    Reply reply{respond(request, status, error_body(dialect, type, message)), Action::answer, {}};
+    add_limit_headers(dialect, reply.response);
+    return reply;
+  };
+  if (!config.api_key.empty()) {
+    const std::string_view given =
+        dialect == Dialect::openai ? request[http::field::authorization] : request["x-api-key"];
+    const std::string expected =
+        dialect == Dialect::openai ? "Bearer " + config.api_key : config.api_key;
+    if (given != expected) {
+      ++unauthorized;
+      co_return refuse(http::status::unauthorized, "authentication_error", "invalid API key");
+    }
+  }
+
+  // The request: model, max_tokens, and the text of every message (and the system prompt).
+  boost::system::error_code error;
+  const json::value body = json::parse(request.body(), error);
+  const json::object* object = error ? nullptr : body.if_object();
+  const json::value* max_tokens_value = object ? object->if_contains("max_tokens") : nullptr;
+  const json::value* messages_value = object ? object->if_contains("messages") : nullptr;
+  if (object == nullptr || max_tokens_value == nullptr || !max_tokens_value->is_int64() ||
+      max_tokens_value->as_int64() < 1 || messages_value == nullptr ||
+      !messages_value->is_array()) {
+    ++bad_requests;
+    co_return refuse(http::status::bad_request, "invalid_request_error",
+                     "the body needs max_tokens (at least 1) and a list of messages");
+  }
+  const std::int64_t max_tokens = max_tokens_value->as_int64();
+  std::size_t text_bytes = 0;
+  std::string user_text;
+  for (const json::value& message : messages_value->as_array()) {
+    const json::value* content =
+        message.is_object() ? message.as_object().if_contains("content") : nullptr;
+    if (content != nullptr && content->is_string()) {
+      text_bytes += content->as_string().size();
+      if (message.as_object().if_contains("role") != nullptr &&
+          message.as_object().at("role") == "user") {
+        user_text += std::string(content->as_string());
+      }
+    }
+  }
+  if (const json::value* system = object->if_contains("system"); system && system->is_string()) {
+    text_bytes += system->as_string().size();
+  }
+  const auto input = static_cast<std::int64_t>((text_bytes + 3) / 4);
+
+  ++requests;
+  Minute& minute = this_minute();
+  ++minute.requests;
+  Admission admission = budget.admit(input + max_tokens);
+  if (const auto* wait = std::get_if<Wait>(&admission); wait && wait->limit == Limit::concurrency) {
+    ++rejected_503;
+    ++minute.rejected_503;
+    Reply reply = refuse(http::status::service_unavailable, "overloaded_error",
+                         "too many calls in flight: retry shortly");
+    reply.response.set(http::field::retry_after, "1");
+    co_return reply;
+  }
+  if (!std::holds_alternative<Lease>(admission)) {
+    ++rejected_429;
+    ++minute.rejected_429;
+    const auto* wait = std::get_if<Wait>(&admission);
+    const Clock::duration wait_for = wait ? wait->wait : std::chrono::seconds(60);
+    const std::string which = wait ? std::string(to_string(wait->limit)) : "tokens";
+    Reply reply = refuse(http::status::too_many_requests, "rate_limit_error",
+                         wait ? fmt::format("rate limit reached for {} per minute", which)
+                              : "the request is larger than a minute's token limit");
+    reply.response.set(http::field::retry_after, std::to_string(retry_after_seconds(wait_for)));
+    reply.response.set(
+        "retry-after-ms",
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait_for).count()));
+    co_return reply;
+  }
+  Lease lease = std::move(std::get<Lease>(admission));
+  max_in_flight_seen = std::max(max_in_flight_seen, budget.in_flight().in_use());
+
+  // Faults on demand, one draw per call.
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  const double fail = config.fail_rate;
+  const double hang = fail + config.timeout_rate;
+  const double reset = hang + config.reset_rate;
+  const double broken = reset + config.malformed_rate;
+  if (u >= fail && u < hang) {
+    ++timeouts;
+    co_return Reply{Response{}, Action::hang, std::move(lease)};
+  }
+
+  asio::steady_timer latency(io, std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double, std::milli>(draw_latency_ms())));
+  co_await latency.async_wait(asio::redirect_error(use_awaitable, error));
+
+  if (u < fail) {
+    ++failed_500;
+    lease.cancel();
+    co_return refuse(http::status::internal_server_error, "api_error", "internal error, try again");
+  }
+  if (u >= hang && u < reset) {
+    ++resets;
+    lease.cancel();
+    co_return Reply{Response{}, Action::reset, {}};
+  }
+  const std::int64_t output = draw_output_tokens(max_tokens);
+  lease.settle(input + output);
+  input_tokens += input;
+  output_tokens += output;
+  minute.input_tokens += input;
+  minute.output_tokens += output;
+  cost_usd += static_cast<double>(input + output) * config.price_per_mtok / 1e6;
+  const std::string model = object->if_contains("model") && object->at("model").is_string()
+                                ? std::string(object->at("model").as_string())
+                                : "stand-in";
+  std::string answer;
+  if (u >= reset && u < broken) {
+    ++malformed;
+    answer = R"({"id": "broken", "choices": [{"message": {"content": "half an ans)";
+  } else if (dialect == Dialect::openai) {
+    ++ok;
+    ++minute.ok;
+    answer = json::serialize(json::object{
+        {"id", fmt::format("chatcmpl-{}", requests)},
+        {"object", "chat.completion"},
+        {"model", model},
+        {"choices", json::array{json::object{
+                        {"index", 0},
+                        {"message", json::object{{"role", "assistant"}, {"content", user_text}}},
+                        {"finish_reason", "stop"}}}},
+        {"usage", json::object{{"prompt_tokens", input},
+                               {"completion_tokens", output},
+                               {"total_tokens", input + output}}}});
+  } else {
+    ++ok;
+    ++minute.ok;
+    answer = json::serialize(
+        json::object{{"id", fmt::format("msg_{}", requests)},
+                     {"type", "message"},
+                     {"role", "assistant"},
+                     {"model", model},
+                     {"content", json::array{json::object{{"type", "text"}, {"text", user_text}}}},
+                     {"stop_reason", "end_turn"},
+                     {"usage", json::object{{"input_tokens", input}, {"output_tokens", output}}}});
+  }
+  Reply reply{respond(request, http::status::ok, std::move(answer)), Action::answer, {}};
+  add_limit_headers(dialect, reply.response);
+  co_return reply;
+}
+
+std::string Server::Impl::stats() const {
+  json::array series;
+  for (std::size_t i = 0; i < minutes.size(); ++i) {
+    const Minute& m = minutes[i];
+    series.push_back(json::object{{"minute", i},
+                                  {"requests", m.requests},
+                                  {"ok", m.ok},
+                                  {"rejected_429", m.rejected_429},
+                                  {"rejected_503", m.rejected_503},
+                                  {"input_tokens", m.input_tokens},
+                                  {"output_tokens", m.output_tokens}});
+  }
+  return json::serialize(json::object{{"requests", requests},
+                                      {"ok", ok},
+                                      {"rejected_429", rejected_429},
+                                      {"rejected_503", rejected_503},
+                                      {"failed_500", failed_500},
+                                      {"timeouts", timeouts},
+                                      {"resets", resets},
+                                      {"malformed", malformed},
+                                      {"unauthorized", unauthorized},
+                                      {"bad_requests", bad_requests},
+                                      {"in_flight", budget.in_flight().in_use()},
+                                      {"max_in_flight_seen", max_in_flight_seen},
+                                      {"input_tokens", input_tokens},
+                                      {"output_tokens", output_tokens},
+                                      {"cost_usd", cost_usd},
+                                      {"per_minute", std::move(series)}});
+}
+
+Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string& text) {
+  std::vector<std::pair<double, double>> points;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto colon = item.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(item);
+      points.emplace_back(std::stod(item.substr(0, colon)), std::stod(item.substr(colon + 1)));
+    } catch (const std::exception&) {
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("'{}' is not a probability:tokens pair (write 0.5:240)", item));
+    }
+  }
+  bool ordered = points.size() >= 2 && points.front().first == 0.0 && points.back().first == 1.0;
+  for (std::size_t i = 1; ordered && i < points.size(); ++i) {
+    ordered = points[i].first > points[i - 1].first && points[i].second >= points[i - 1].second;
+  }
+  if (!ordered) {
+    return Status(StatusCode::invalid_argument,
+                  "--output-tokens-dist needs points from 0 to 1 with both numbers rising, "
+                  "e.g. 0:40,0.5:240,0.9:1100,0.99:3800,1:4000");
+  }
+  return points;
+}
+
+}  // namespace fairlane::provider_sim

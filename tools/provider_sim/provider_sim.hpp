@@ -1,0 +1,71 @@
+// ProviderSim: a stand-in for an AI provider that behaves like a real one, so fairlane can be
+// run and tested on loopback with nothing leaving the machine and nothing costing money.
+// It speaks both dialects (POST /v1/chat/completions, POST /v1/messages) and ENFORCES its
+// limits the way providers do: 503 overloaded when a call arrives with the in-flight cap
+// full; 429 with retry-after and the dialect's rate-limit headers when the minute's
+// requests or tokens are spent (input + output tokens, counted on arrival with max_tokens as
+// the output estimate, corrected when the call ends). It bills what it serves, fails on
+// demand, and reports GET /stats.
+//
+// Thread safety: one io_context thread runs it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fairlane/result.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace fairlane::provider_sim {
+
+struct Config {
+  std::int64_t requests_per_minute = 1'500;
+  std::int64_t tokens_per_minute = 300'000;
+  std::int64_t max_in_flight = 200;
+  double latency_ms = 2'000.0;
+  double latency_jitter = 0.0;  // lognormal sigma around latency_ms (0: fixed)
+  std::int64_t output_tokens = 240;
+  // Output tokens drawn from a quantile table instead: (probability, tokens), 0 to 1.
+  std::vector<std::pair<double, double>> output_tokens_quantiles;
+  double price_per_mtok = 3.0;  // dollars per million tokens, input and output alike
+  double fail_rate = 0.0;       // answer 500
+  double timeout_rate = 0.0;    // never answer (until the client goes away)
+  double reset_rate = 0.0;      // close the connection abruptly
+  double malformed_rate = 0.0;  // answer 200 with broken JSON
+  std::uint64_t seed = 1;
+  std::string api_key;  // when set, calls without it get 401
+};
+
+// Parses "0:40,0.5:240,0.9:1100,0.99:3800,1:4000" into a quantile table.
+Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string& text);
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, Config config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Starts listening; port 0 picks a free one. Returns the port.
+  Result<std::uint16_t> listen(const std::string& address, std::uint16_t port);
+
+  // Stops accepting and closes every connection.
+  void stop();
+
+  // GET /stats as JSON.
+  [[nodiscard]] std::string stats_json() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fairlane::provider_sim
