@@ -1,0 +1,251 @@
+// The client against the stand-in, on loopback, one io_context for both: every outcome
+// in both dialects, and the stand-in's limits seen from outside.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "fairlane/curl_provider.hpp"
+#include "provider_sim.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::CurlProviderConfig;
+using fairlane::Dialect;
+using fairlane::ProviderOutcome;
+using fairlane::ProviderRequest;
+namespace outcome = fairlane::outcome;
+namespace sim = fairlane::provider_sim;
+
+namespace {
+
+// A stand-in and a client on one io_context.
+struct Rig {
+  explicit Rig(sim::Config config, Dialect dialect = Dialect::openai,
+               CurlProviderConfig client = {})
+      : server(io, std::move(config)) {
+    auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    client.base_url = "http://127.0.0.1:" + std::to_string(port.value());
+    client.dialect = dialect;
+    auto made = fairlane::make_curl_provider(io, client);
+    REQUIRE_MESSAGE(made.ok(), made.status().message());
+    provider = std::move(made).value();
+  }
+
+  // Starts `count` calls at once and runs until all are done (10 s at most).
+  std::vector<ProviderOutcome> calls(int count, const ProviderRequest& request = kPage) {
+    std::vector<ProviderOutcome> done;
+    for (int i = 0; i < count; ++i) {
+      provider->call(request, [&done](ProviderOutcome o) { done.push_back(std::move(o)); });
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (static_cast<int>(done.size()) < count && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(20ms);
+    }
+    REQUIRE(static_cast<int>(done.size()) == count);
+    return done;
+  }
+
+  boost::json::object stats() const { return boost::json::parse(server.stats_json()).as_object(); }
+
+  static inline const ProviderRequest kPage{
+      "Extract the text.", "It was a bright cold day in April.", "stand-in-model", 240};
+  boost::asio::io_context io;
+  sim::Server server;
+  std::unique_ptr<fairlane::Provider> provider;
+};
+
+sim::Config quick() {
+  sim::Config config;
+  config.latency_ms = 5;
+  return config;
+}
+
+template <typename Kind>
+const Kind& expect(const ProviderOutcome& o) {
+  REQUIRE_MESSAGE(std::holds_alternative<Kind>(o.kind), "got " << fairlane::outcome_name(o.kind));
+  return std::get<Kind>(o.kind);
+}
+
+}  // namespace
+
+TEST_CASE("An answer in each dialect: the page's text, the usage, the rate-limit headers") {
+  for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    Rig rig(quick(), dialect);
+    const auto done = rig.calls(1);
+    const auto& ok = expect<outcome::Ok>(done[0]);
+    CHECK(done[0].http_status == 200);
+    CHECK(ok.output == Rig::kPage.page_text);
+    // ceil((17 + 34 bytes) / 4) = 13 input tokens; 240 output tokens.
+    CHECK(ok.input_tokens == 13);
+    CHECK(ok.output_tokens == 240);
+    CHECK(done[0].limits.requests.limit == 1'500);
+    CHECK(done[0].limits.requests.remaining == 1'499);
+    CHECK(done[0].limits.tokens.limit == 300'000);
+    CHECK(done[0].latency >= 5ms);
+    CHECK(rig.stats().at("ok") == 1);
+  }
+}
+
+TEST_CASE("Calls past the stand-in's RPM get 429 with a retry-after that fits its bucket") {
+  for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    sim::Config config = quick();
+    config.requests_per_minute = 6;  // one request every 10 s
+    Rig rig(config, dialect);
+    const auto done = rig.calls(8);
+    int ok = 0;
+    int limited = 0;
+    for (const auto& o : done) {
+      if (std::holds_alternative<outcome::Ok>(o.kind)) ++ok;
+      if (const auto* r = std::get_if<outcome::RateLimited>(&o.kind)) {
+        ++limited;
+        CHECK(o.http_status == 429);
+        REQUIRE(r->retry_after.has_value());
+        // The bucket is empty: the next request fits in (just under) 10 s.
+        CHECK(*r->retry_after > 9s);
+        CHECK(*r->retry_after <= 10s);
+        CHECK(o.limits.requests.remaining == 0);
+      }
+    }
+    CHECK(ok == 6);
+    CHECK(limited == 2);
+    CHECK(rig.stats().at("rejected_429") == 2);
+  }
+}
+
+TEST_CASE("Calls past the stand-in's TPM get 429 too") {
+  sim::Config config = quick();
+  config.tokens_per_minute = 1'000;  // each call reserves 13 + 240 = 253: three fit
+  Rig rig(config);
+  const auto done = rig.calls(4);
+  int limited = 0;
+  for (const auto& o : done)
+    limited += std::holds_alternative<outcome::RateLimited>(o.kind) ? 1 : 0;
+  CHECK(limited == 1);
+}
+
+TEST_CASE("Calls past the stand-in's in-flight cap get 503 overloaded") {
+  sim::Config config = quick();
+  config.max_in_flight = 2;
+  config.latency_ms = 300;
+  Rig rig(config, Dialect::anthropic);
+  const auto done = rig.calls(5);
+  int overloaded = 0;
+  for (const auto& o : done) {
+    if (std::holds_alternative<outcome::Overloaded>(o.kind)) {
+      ++overloaded;
+      CHECK(o.http_status == 503);
+    }
+  }
+  CHECK(overloaded == 3);
+  CHECK(rig.stats().at("max_in_flight_seen") == 2);
+}
+
+TEST_CASE("Faults on demand: 500, never answering, a reset, broken JSON") {
+  SUBCASE("500 is a server error") {
+    sim::Config config = quick();
+    config.fail_rate = 1.0;
+    Rig rig(config);
+    const auto done = rig.calls(1);
+    CHECK(expect<outcome::ServerError>(done[0]).status == 500);
+  }
+  SUBCASE("a call never answered is a timeout") {
+    sim::Config config = quick();
+    config.timeout_rate = 1.0;
+    CurlProviderConfig client;
+    client.call_timeout = 300ms;
+    Rig rig(config, Dialect::openai, client);
+    const auto done = rig.calls(1);
+    expect<outcome::Timeout>(done[0]);
+    CHECK(done[0].latency >= 300ms);
+  }
+  SUBCASE("a reset connection is a connection error") {
+    sim::Config config = quick();
+    config.reset_rate = 1.0;
+    Rig rig(config);
+    expect<outcome::ConnectionError>(rig.calls(1)[0]);
+  }
+  SUBCASE("broken JSON is a bad response") {
+    sim::Config config = quick();
+    config.malformed_rate = 1.0;
+    Rig rig(config, Dialect::anthropic);
+    const auto done = rig.calls(1);
+    CHECK(expect<outcome::BadResponse>(done[0]).why.find("not JSON") != std::string::npos);
+  }
+}
+
+TEST_CASE("Nobody listening is a connection error") {
+  boost::asio::io_context io;
+  CurlProviderConfig config;
+  config.base_url = "http://127.0.0.1:1";
+  auto provider = fairlane::make_curl_provider(io, config);
+  REQUIRE(provider.ok());
+  std::vector<ProviderOutcome> done;
+  provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+  CHECK(provider.value()->in_flight() == 1);
+  for (int i = 0; i < 500 && done.empty(); ++i) io.run_for(10ms);
+  REQUIRE(done.size() == 1);
+  expect<outcome::ConnectionError>(done[0]);
+  CHECK(done[0].http_status == 0);
+  CHECK(provider.value()->in_flight() == 0);
+}
+
+TEST_CASE("The key is sent, checked, and appears in no outcome") {
+  const std::string key = "sk-test-5f1d2c9a-never-print-me";
+  setenv("FAIRLANE_TEST_PROVIDER_KEY", key.c_str(), 1);
+  setenv("FAIRLANE_TEST_WRONG_KEY", "sk-wrong", 1);
+  for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    sim::Config config = quick();
+    config.api_key = key;
+    CurlProviderConfig right;
+    right.api_key_env = "FAIRLANE_TEST_PROVIDER_KEY";
+    Rig good(config, dialect, right);
+    expect<outcome::Ok>(good.calls(1)[0]);
+
+    CurlProviderConfig wrong;
+    wrong.api_key_env = "FAIRLANE_TEST_WRONG_KEY";
+    Rig bad(config, dialect, wrong);
+    const auto done = bad.calls(1);
+    const auto& refused = expect<outcome::ClientError>(done[0]);
+    CHECK(refused.status == 401);
+    CHECK(refused.detail.find("sk-") == std::string::npos);
+  }
+  boost::asio::io_context io;
+  CurlProviderConfig missing;
+  missing.base_url = "http://127.0.0.1:1";
+  missing.api_key_env = "FAIRLANE_TEST_UNSET_KEY_VARIABLE";
+  const auto refused = fairlane::make_curl_provider(io, missing);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("FAIRLANE_TEST_UNSET_KEY_VARIABLE") != std::string::npos);
+}
+
+TEST_CASE("What the stand-in bills is what the client was told") {
+  sim::Config config = quick();
+  config.output_tokens_quantiles = {{0.0, 40}, {0.5, 240}, {0.9, 1100}, {1.0, 4000}};
+  Rig rig(config);
+  ProviderRequest request = Rig::kPage;
+  request.max_tokens = 4'000;
+  const auto done = rig.calls(50, request);
+  std::int64_t input = 0;
+  std::int64_t output = 0;
+  for (const auto& o : done) {
+    const auto& ok = expect<outcome::Ok>(o);
+    input += ok.input_tokens;
+    output += ok.output_tokens;
+    CHECK(ok.output_tokens <= 4'000);
+  }
+  const auto stats = rig.stats();
+  CHECK(stats.at("input_tokens") == input);
+  CHECK(stats.at("output_tokens") == output);
+  CHECK(stats.at("cost_usd").as_double() ==
+        doctest::Approx(static_cast<double>(input + output) * 3.0 / 1e6));
+}
