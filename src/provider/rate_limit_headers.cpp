@@ -125,7 +125,7 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   if (at < text.size() && text[at] == '.') {
     std::size_t end = at + 1;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-    const auto digits = parse_decimal("0" + std::string(text.substr(at, end - at)));
+    const auto digits = parse_decimal(fmt::format("0{}", text.substr(at, end - at)));
     if (!digits || end == at + 1) return std::nullopt;
     fraction = *digits;
     at = end;
@@ -213,7 +213,7 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
       if (const auto ms = parse_decimal(trim(value))) retry_after_ms = seconds(*ms / 1000.0);
     }
     for (const auto& [bucket_name, member] : kAnthropic) {
-      const std::string prefix = "anthropic-ratelimit-" + std::string(bucket_name) + "-";
+      const std::string prefix = fmt::format("anthropic-ratelimit-{}-", bucket_name);
       if (name.rfind(prefix, 0) != 0) continue;
       const std::string_view field = std::string_view(name).substr(prefix.size());
       RateLimitBucket& bucket = out.*member;
@@ -225,10 +225,15 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
     }
     for (const auto& [bucket_name, member] : kOpenAi) {
       RateLimitBucket& bucket = out.*member;
-      const std::string suffix = "-" + std::string(bucket_name);
-      if (iequals(name, "x-ratelimit-limit" + suffix)) bucket.limit = parse_count(value);
-      if (iequals(name, "x-ratelimit-remaining" + suffix)) bucket.remaining = parse_count(value);
-      if (iequals(name, "x-ratelimit-reset" + suffix)) bucket.reset = parse_go_duration(value);
+      if (iequals(name, fmt::format("x-ratelimit-limit-{}", bucket_name))) {
+        bucket.limit = parse_count(value);
+      }
+      if (iequals(name, fmt::format("x-ratelimit-remaining-{}", bucket_name))) {
+        bucket.remaining = parse_count(value);
+      }
+      if (iequals(name, fmt::format("x-ratelimit-reset-{}", bucket_name))) {
+        bucket.reset = parse_go_duration(value);
+      }
     }
   }
   // retry-after-ms is the finer of the two when both came.

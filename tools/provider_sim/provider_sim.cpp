@@ -82,6 +82,13 @@ struct Server::Impl {
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
   std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
   std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
+  // Shared with the sessions, whose coroutine frames may outlive the server when the
+  // io_context is destroyed after it.
+  struct Connections {
+    std::int64_t open = 0;
+    std::int64_t most = 0;
+  };
+  std::shared_ptr<Connections> connection_count = std::make_shared<Connections>();
   double cost_usd = 0.0;
   std::vector<Minute> minutes;
 
@@ -162,6 +169,13 @@ awaitable<void> Server::Impl::accept_loop() {
 
 awaitable<void> Server::Impl::session(tcp::socket socket) {
   auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+  const std::shared_ptr<Connections> count = connection_count;
+  ++count->open;
+  count->most = std::max(count->most, count->open);
+  struct Closed {
+    std::shared_ptr<Connections> count;
+    ~Closed() { --count->open; }
+  } closed{count};
   connections.remove_if([](const auto& weak) { return weak.expired(); });
   connections.push_back(stream);
   beast::flat_buffer buffer;
@@ -470,6 +484,8 @@ std::string Server::Impl::stats() const {
                                       {"bad_requests", bad_requests},
                                       {"in_flight", budget.in_flight().in_use()},
                                       {"max_in_flight_seen", max_in_flight_seen},
+                                      {"connections", connection_count->open},
+                                      {"max_connections_seen", connection_count->most},
                                       {"input_tokens", input_tokens},
                                       {"output_tokens", output_tokens},
                                       {"cost_usd", cost_usd},
