@@ -149,36 +149,48 @@ TEST_CASE("Calls past the stand-in's in-flight cap get 503 overloaded") {
   CHECK(rig.stats().at("max_in_flight_seen") == 2);
 }
 
-TEST_CASE("Faults on demand: 500, never answering, a reset, broken JSON") {
-  SUBCASE("500 is a server error") {
-    sim::Config config = quick();
-    config.fail_rate = 1.0;
-    Rig rig(config);
-    const auto done = rig.calls(1);
-    CHECK(expect<outcome::ServerError>(done[0]).status == 500);
-  }
-  SUBCASE("a call never answered is a timeout") {
-    sim::Config config = quick();
-    config.timeout_rate = 1.0;
-    CurlProviderConfig client;
-    client.call_timeout = 300ms;
-    Rig rig(config, Dialect::openai, client);
-    const auto done = rig.calls(1);
-    expect<outcome::Timeout>(done[0]);
-    CHECK(done[0].latency >= 300ms);
-  }
-  SUBCASE("a reset connection is a connection error") {
-    sim::Config config = quick();
-    config.reset_rate = 1.0;
-    Rig rig(config);
-    expect<outcome::ConnectionError>(rig.calls(1)[0]);
-  }
-  SUBCASE("broken JSON is a bad response") {
-    sim::Config config = quick();
-    config.malformed_rate = 1.0;
-    Rig rig(config, Dialect::anthropic);
-    const auto done = rig.calls(1);
-    CHECK(expect<outcome::BadResponse>(done[0]).why.find("not JSON") != std::string::npos);
+TEST_CASE("Faults on demand, in each dialect: 500, never answering, a reset, broken JSON") {
+  for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    {
+      sim::Config config = quick();
+      config.fail_rate = 1.0;
+      Rig rig(config, dialect);
+      const auto done = rig.calls(1);
+      CHECK(expect<outcome::ServerError>(done[0]).status == 500);
+    }
+    {
+      sim::Config config = quick();
+      config.timeout_rate = 1.0;
+      CurlProviderConfig client;
+      client.call_timeout = 300ms;
+      Rig rig(config, dialect, client);
+      const auto done = rig.calls(1);
+      expect<outcome::Timeout>(done[0]);
+      CHECK(done[0].latency >= 300ms);
+    }
+    {
+      sim::Config config = quick();
+      config.reset_rate = 1.0;
+      Rig rig(config, dialect);
+      expect<outcome::ConnectionError>(rig.calls(1)[0]);
+    }
+    {
+      sim::Config config = quick();
+      config.malformed_rate = 1.0;
+      Rig rig(config, dialect);
+      const auto done = rig.calls(1);
+      CHECK(expect<outcome::BadResponse>(done[0]).why.find("not JSON") != std::string::npos);
+    }
+    {
+      sim::Config config = quick();
+      config.max_in_flight = 1;
+      config.latency_ms = 200;
+      Rig rig(config, dialect);
+      const auto done = rig.calls(2);
+      CHECK(std::holds_alternative<outcome::Overloaded>(done[0].kind) !=
+            std::holds_alternative<outcome::Overloaded>(done[1].kind));
+    }
   }
 }
 
