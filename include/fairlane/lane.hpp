@@ -17,6 +17,7 @@ struct LanePage {
   JobId job_id = 0;
   std::int64_t estimated_tokens = 0;   // the TPM reservation for its call
   std::optional<WallTime> not_before;  // a backoff still running at load time
+  std::int64_t attempts = 0;           // failed attempts so far, against max_attempts
 };
 
 struct Lane {

@@ -92,7 +92,8 @@ CREATE TABLE pages (
 -- The lanes: queued pages by owner in lane order, covering everything load_lanes reads so
 -- the restart never touches the table rows (or the texts). `state` is listed too because
 -- SQLite counts an index as covering only if it holds every column the query names.
-CREATE INDEX pages_queued ON pages (user_id, id, job_id, estimated_tokens, not_before, state)
+CREATE INDEX pages_queued
+  ON pages (user_id, id, job_id, estimated_tokens, not_before, attempts, state)
   WHERE state = 'queued';
 
 -- Pages at the provider, for the restart to put back in their lanes.

@@ -39,7 +39,7 @@ struct Sql {
       "finished_at = iif(jobs.cancelled_at IS NULL, NULL, ?1) "
       "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
   static constexpr std::string_view queued_pages =
-      "SELECT user_id, id, job_id, estimated_tokens, not_before FROM pages INDEXED BY "
+      "SELECT user_id, id, job_id, estimated_tokens, not_before, attempts FROM pages INDEXED BY "
       "pages_queued WHERE state = 'queued' ORDER BY user_id, id";
   static constexpr std::string_view weights = "SELECT id, weight FROM users";
   static constexpr std::string_view dispatched =

@@ -333,7 +333,7 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
     if (const int rc = insert_text->run(); rc != SQLITE_DONE) {
       return db_.error(rc, fmt::format("writing the text of page {}", seq + 1));
     }
-    lane_pages.push_back(LanePage{page_id, job_id, page.estimated_tokens, std::nullopt});
+    lane_pages.push_back(LanePage{page_id, job_id, page.estimated_tokens, std::nullopt, 0});
   }
   if (Status s = commit(tx, "enqueueing a job"); !s.ok()) return s;
 
@@ -379,8 +379,8 @@ Result<std::vector<Lane>> SqliteStore::load_lanes() {
     if (lanes.empty() || lanes.back().user_id != user) {
       lanes.push_back(Lane{user, weights.contains(user) ? weights[user] : 1, {}});
     }
-    lanes.back().pages.push_back(
-        LanePage{read->int64(1), read->int64(2), read->int64(3), from_ms(read->optional_int64(4))});
+    lanes.back().pages.push_back(LanePage{read->int64(1), read->int64(2), read->int64(3),
+                                          from_ms(read->optional_int64(4)), read->int64(5)});
   }
   if (rc != SQLITE_DONE) return db_.error(rc, "reading the lanes");
   for (Lane& lane : lanes) lane.pages.shrink_to_fit();

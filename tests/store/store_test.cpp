@@ -334,6 +334,8 @@ TEST_CASE("Restart: pages in flight go back to the head of their lanes with thei
   CHECK(view.pages.queued == 4);
   CHECK(view.state == JobState::running);
   CHECK(store->results(alice_job)->front().attempts == 1);
+  CHECK(lanes[0].pages[0].attempts == 1);
+  CHECK(lanes[0].pages[1].attempts == 0);
   // Loading again changes nothing.
   CHECK(store->load_lanes()->at(0).pages.size() == 5);
 }
