@@ -38,7 +38,9 @@ Result<std::int64_t> count_at(const json::object& object, std::string_view key,
   const json::value* v = object.if_contains(key);
   if (v == nullptr) return bad(fmt::format("{}.{} is missing", where, key));
   if (v->is_int64() && v->as_int64() >= 0) return v->as_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
+  if (v->is_uint64() && v->as_uint64() <= static_cast<std::uint64_t>(INT64_MAX)) {
+    return static_cast<std::int64_t>(v->as_uint64());
+  }
   return bad(fmt::format("{}.{} is not a whole number of tokens", where, key));
 }
 

@@ -11,6 +11,10 @@
 namespace fairlane {
 namespace {
 
+// The longest wait or reset a header may announce: a day. Anything longer is capped (a
+// Retry-After) or refused (a reset), and no conversion to nanoseconds can overflow.
+constexpr std::int64_t kLongestWait_s = 86'400;
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -95,6 +99,7 @@ std::optional<Clock::duration> parse_go_duration(std::string_view text) {
     }
     if (!matched) return std::nullopt;
   }
+  if (total_s > kLongestWait_s) return std::nullopt;
   return seconds(total_s);
 }
 
@@ -149,7 +154,8 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
 }
 
 std::string format_go_duration(Clock::duration d) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  // Rounded up: a reset announced early invites a client back before the budget exists.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
   if (ms <= 0) return "0s";
   if (ms < 1'000) return fmt::format("{}ms", ms);
   const auto minutes = ms / 60'000;
@@ -170,14 +176,18 @@ std::string format_rfc3339(WallTime t) {
 
 std::optional<Clock::duration> parse_retry_after(std::string_view value, WallTime now) {
   value = trim(value);
-  if (const auto whole = parse_count(value)) return std::chrono::seconds(*whole);
+  if (const auto whole = parse_count(value)) {
+    // A wait beyond a day is not a rate limit anyone honours; it is capped there.
+    return std::chrono::seconds(std::min<std::int64_t>(*whole, kLongestWait_s));
+  }
   if (value.empty() || !std::isalpha(static_cast<unsigned char>(value.front())))
     return std::nullopt;
   // An HTTP-date in any of the three forms RFC 9110 allows; libcurl parses them.
   const std::string date(value);
   const time_t when = curl_getdate(date.c_str(), nullptr);
   if (when == -1) return std::nullopt;
-  return until(std::chrono::system_clock::from_time_t(when), now);
+  return std::min<Clock::duration>(until(std::chrono::system_clock::from_time_t(when), now),
+                                   std::chrono::seconds(kLongestWait_s));
 }
 
 std::optional<std::int64_t> RateLimitHeaders::tokens_remaining() const {
@@ -210,7 +220,9 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
     if (name == "retry-after") {
       out.retry_after = parse_retry_after(value, now);
     } else if (name == "retry-after-ms") {
-      if (const auto ms = parse_decimal(trim(value))) retry_after_ms = seconds(*ms / 1000.0);
+      if (const auto ms = parse_decimal(trim(value))) {
+        retry_after_ms = seconds(std::min(*ms / 1000.0, static_cast<double>(kLongestWait_s)));
+      }
     }
     for (const auto& [bucket_name, member] : kAnthropic) {
       const std::string prefix = fmt::format("anthropic-ratelimit-{}-", bucket_name);

@@ -143,3 +143,17 @@ TEST_CASE("Durations and times are written the way providers write them, and rea
   CHECK(fairlane::format_rfc3339(kNow + 100ms) == "2024-08-21T17:00:01Z");  // rounded up
   CHECK(*parse_rfc3339(fairlane::format_rfc3339(kNow + 90s)) == kNow + 90s);
 }
+
+TEST_CASE("Absurd waits are capped at a day and absurd resets refused, never overflowed") {
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(*parse_retry_after("99999999999", kNow))
+            .count() == 86'400);
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(
+            *parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT", kNow))
+            .count() == 86'400);
+  CHECK_FALSE(parse_go_duration("99999999999h"));
+  CHECK_FALSE(parse_go_duration("25h"));
+  CHECK(parse_go_duration("24h"));
+  const auto parsed = parse_rate_limit_headers({{"retry-after-ms", "1e30"}}, kNow);
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(*parsed.retry_after).count() == 86'400);
+  CHECK(fairlane::format_go_duration(1500100us) == "1.501s");  // rounded up
+}

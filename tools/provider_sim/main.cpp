@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
       "its in-flight cap. GET /stats reports what it served and billed.",
       "fairlane-provider-sim"};
   app.set_version_flag("--version", std::string("fairlane-provider-sim ") + fairlane::kVersion);
+  // Every flag can also come from a TOML file: rpm = 600, listen = "127.0.0.1:9000", ...
+  app.set_config("--config", "", "Read these options from a TOML file (flags win)");
+  app.allow_config_extras(false);
   fairlane::provider_sim::Config config;
   std::string listen = "127.0.0.1:9000";
   std::string distribution;

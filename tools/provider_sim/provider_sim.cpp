@@ -10,6 +10,8 @@
 #include <boost/beast.hpp>
 #include <boost/json.hpp>
 #include <cmath>
+#include <exception>
+#include <iostream>
 #include <list>
 #include <random>
 #include <sstream>
@@ -60,7 +62,17 @@ std::string error_body(Dialect dialect, std::string_view type, std::string_view 
 
 }  // namespace
 
-struct Server::Impl {
+// Reports, rather than swallows, an exception that ends a coroutine.
+void report_failure(std::exception_ptr failure) {
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    std::cerr << "fairlane-provider-sim: a connection failed: " << e.what() << '\n';
+  }
+}
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& context, Config c)
       : io(context),
         config(std::move(c)),
@@ -82,13 +94,7 @@ struct Server::Impl {
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
   std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
   std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
-  // Shared with the sessions, whose coroutine frames may outlive the server when the
-  // io_context is destroyed after it.
-  struct Connections {
-    std::int64_t open = 0;
-    std::int64_t most = 0;
-  };
-  std::shared_ptr<Connections> connection_count = std::make_shared<Connections>();
+  std::int64_t connections_open = 0, max_connections_seen = 0;
   double cost_usd = 0.0;
   std::vector<Minute> minutes;
 
@@ -99,8 +105,9 @@ struct Server::Impl {
     return minutes[index];
   }
 
-  awaitable<void> accept_loop();
-  awaitable<void> session(tcp::socket socket);
+  // Each coroutine holds `self`, keeping this state alive as long as it runs.
+  awaitable<void> accept_loop(std::shared_ptr<Impl> self);
+  awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   awaitable<Reply> handle(const Request& request);
   awaitable<Reply> call(Dialect dialect, const Request& request);
   Response respond(const Request& request, http::status status, std::string body) const;
@@ -111,7 +118,7 @@ struct Server::Impl {
 };
 
 Server::Server(asio::io_context& io, Config config)
-    : impl_(std::make_unique<Impl>(io, std::move(config))) {}
+    : impl_(std::make_shared<Impl>(io, std::move(config))) {}
 
 Server::~Server() {
   stop();
@@ -136,7 +143,7 @@ Result<std::uint16_t> Server::listen(const std::string& address, std::uint16_t p
   }
   const std::uint16_t bound = acceptor.local_endpoint().port();
   impl_->acceptor.emplace(std::move(acceptor));
-  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  asio::co_spawn(impl_->io, impl_->accept_loop(impl_), report_failure);
   return bound;
 }
 
@@ -154,7 +161,7 @@ std::string Server::stats_json() const {
   return impl_->stats();
 }
 
-awaitable<void> Server::Impl::accept_loop() {
+awaitable<void> Server::Impl::accept_loop(std::shared_ptr<Impl> self) {
   while (acceptor && acceptor->is_open()) {
     boost::system::error_code error;
     tcp::socket socket =
@@ -163,19 +170,18 @@ awaitable<void> Server::Impl::accept_loop() {
       if (error == asio::error::operation_aborted || !acceptor->is_open()) co_return;
       continue;  // a failed accept (out of descriptors, say) is not the end of the server
     }
-    asio::co_spawn(io, session(std::move(socket)), asio::detached);
+    asio::co_spawn(io, session(self, std::move(socket)), report_failure);
   }
 }
 
-awaitable<void> Server::Impl::session(tcp::socket socket) {
+awaitable<void> Server::Impl::session(std::shared_ptr<Impl> /*self*/, tcp::socket socket) {
   auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
-  const std::shared_ptr<Connections> count = connection_count;
-  ++count->open;
-  count->most = std::max(count->most, count->open);
+  ++connections_open;
+  max_connections_seen = std::max(max_connections_seen, connections_open);
   struct Closed {
-    std::shared_ptr<Connections> count;
-    ~Closed() { --count->open; }
-  } closed{count};
+    std::int64_t& open;
+    ~Closed() { --open; }
+  } closed{connections_open};
   connections.remove_if([](const auto& weak) { return weak.expired(); });
   connections.push_back(stream);
   beast::flat_buffer buffer;
@@ -361,12 +367,11 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const auto input = static_cast<std::int64_t>((text_bytes + 3) / 4);
 
   ++requests;
-  Minute& minute = this_minute();
-  ++minute.requests;
+  ++this_minute().requests;
   Admission admission = budget.admit(input + max_tokens);
   if (const auto* wait = std::get_if<Wait>(&admission); wait && wait->limit == Limit::concurrency) {
     ++rejected_503;
-    ++minute.rejected_503;
+    ++this_minute().rejected_503;
     Reply reply = refuse(http::status::service_unavailable, "overloaded_error",
                          "too many calls in flight: retry shortly");
     reply.response.set(http::field::retry_after, "1");
@@ -374,7 +379,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   }
   if (!std::holds_alternative<Lease>(admission)) {
     ++rejected_429;
-    ++minute.rejected_429;
+    ++this_minute().rejected_429;
     const auto* wait = std::get_if<Wait>(&admission);
     const Clock::duration wait_for = wait ? wait->wait : std::chrono::seconds(60);
     const std::string which = wait ? std::string(to_string(wait->limit)) : "tokens";
@@ -384,7 +389,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     reply.response.set(http::field::retry_after, std::to_string(retry_after_seconds(wait_for)));
     reply.response.set(
         "retry-after-ms",
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait_for).count()));
+        std::to_string(std::chrono::ceil<std::chrono::milliseconds>(wait_for).count()));
     co_return reply;
   }
   Lease lease = std::move(std::get<Lease>(admission));
@@ -419,6 +424,8 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   lease.settle(input + output);
   input_tokens += input;
   output_tokens += output;
+  // The minute the call ends in, looked up again: the vector may have grown while it slept.
+  Minute& minute = this_minute();
   minute.input_tokens += input;
   minute.output_tokens += output;
   cost_usd += static_cast<double>(input + output) * config.price_per_mtok / 1e6;
@@ -484,8 +491,8 @@ std::string Server::Impl::stats() const {
                                       {"bad_requests", bad_requests},
                                       {"in_flight", budget.in_flight().in_use()},
                                       {"max_in_flight_seen", max_in_flight_seen},
-                                      {"connections", connection_count->open},
-                                      {"max_connections_seen", connection_count->most},
+                                      {"connections", connections_open},
+                                      {"max_connections_seen", max_connections_seen},
                                       {"input_tokens", input_tokens},
                                       {"output_tokens", output_tokens},
                                       {"cost_usd", cost_usd},

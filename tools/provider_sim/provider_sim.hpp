@@ -65,7 +65,9 @@ class Server {
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // Shared with every connection's coroutine, so calls still waiting when the server goes
+  // (and the io_context destroys or resumes them later) find their state intact.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace fairlane::provider_sim
