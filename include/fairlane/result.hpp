@@ -36,7 +36,8 @@ class [[nodiscard]] Result {
     assert(ok());
     return std::get<T>(value_);
   }
-  [[nodiscard]] T&& value() && {
+  // By value, so that `for (auto& x : f().value())` does not dangle.
+  [[nodiscard]] T value() && {
     assert(ok());
     return std::get<T>(std::move(value_));
   }

@@ -1,0 +1,454 @@
+#include "service/dispatcher.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/asio.hpp>
+#include <iostream>
+#include <unordered_set>
+#include <variant>
+
+namespace fairlane::service {
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+
+void report_failure(std::exception_ptr failure) {
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    std::cerr << "fairlane: the dispatcher failed: " << e.what() << '\n';
+  }
+}
+
+EstimatorConfig estimator_config(const DispatcherConfig& config) {
+  EstimatorConfig c = config.estimator;
+  c.limits = config.limits;
+  return c;
+}
+
+DoorConfig door_config(const DispatcherConfig& config) {
+  DoorConfig c = config.door;
+  c.tokens_per_minute = config.limits.tokens_per_minute;
+  return c;
+}
+
+// Why a failed attempt failed, in a sentence for the page's error.
+std::string reason_of(const OutcomeKind& kind, int status) {
+  return std::visit(
+      [status](const auto& o) -> std::string {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, outcome::ServerError>) {
+          return fmt::format("the provider answered {} ({})", o.status, o.detail);
+        } else if constexpr (std::is_same_v<T, outcome::ClientError>) {
+          return fmt::format("the provider refused the request with {} ({})", o.status, o.detail);
+        } else if constexpr (std::is_same_v<T, outcome::Timeout>) {
+          return "the provider did not answer in time";
+        } else if constexpr (std::is_same_v<T, outcome::ConnectionError>) {
+          return fmt::format("could not reach the provider ({})", o.detail);
+        } else if constexpr (std::is_same_v<T, outcome::BadResponse>) {
+          return fmt::format("the provider's answer was unusable: {}", o.why);
+        } else {
+          return fmt::format("the provider answered {}", status);
+        }
+      },
+      kind);
+}
+
+}  // namespace
+
+struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& context, Store& s, Provider& p, DispatcherConfig c)
+      : io(context),
+        store(s),
+        provider(p),
+        config(std::move(c)),
+        budget(clock, config.limits),
+        scheduler(config.quantum),
+        estimator(scheduler, estimator_config(config), &budget),
+        door(scheduler, estimator, door_config(config)),
+        commits(store, clock, config.commits),
+        wake(context),
+        commit_timer(context),
+        stop_timer(context),
+        rng(config.seed) {}
+
+  struct PageInfo {
+    std::int64_t attempts = 0;
+    std::int64_t requeues = 0;
+  };
+
+  asio::io_context& io;
+  Store& store;
+  Provider& provider;
+  const DispatcherConfig config;
+  SteadyClock clock;
+  Budget budget;
+  FairScheduler scheduler;
+  Estimator estimator;
+  Door door;
+  GroupCommit commits;
+  asio::steady_timer wake;  // the loop sleeps on it; signal() cuts the sleep short
+  asio::steady_timer commit_timer;
+  bool commit_timer_armed = false;
+  asio::steady_timer stop_timer;
+  std::mt19937_64 rng;
+
+  std::unordered_map<PageId, PageInfo> pages;  // queued, held back or in flight
+  std::unordered_set<JobId> cancelled_jobs;
+  std::optional<Clock::time_point> paused;
+  std::int64_t in_flight = 0;
+  bool looping = false;
+  bool stopping = false;
+  std::function<void()> stopped;
+  DispatcherCounters counters;
+  JobChanged job_changed;
+
+  void signal() { wake.cancel(); }
+
+  awaitable<void> sleep_until(Clock::time_point t) {
+    wake.expires_at(t);
+    boost::system::error_code ignored;
+    co_await wake.async_wait(asio::redirect_error(use_awaitable, ignored));
+  }
+
+  awaitable<void> loop(std::shared_ptr<Impl> self);
+  awaitable<void> run_call(std::shared_ptr<Impl> self, QueuedPage page, Lease lease);
+  awaitable<void> hold(std::shared_ptr<Impl> self, QueuedPage page, Clock::duration delay);
+
+  // Submits a transition to the group commit; `done` (and the job's watchers) hear of it
+  // once it has committed.
+  void submit(PageTransition transition, JobId job, GroupCommit::Committed done = {});
+  void flush_when_due();
+  awaitable<std::int64_t> commit(PageTransition transition, JobId job);
+  awaitable<ProviderOutcome> call_provider(ProviderRequest request);
+
+  void handle(const QueuedPage& page, std::int64_t call, Lease& lease, const ProviderOutcome& o);
+  void requeue(const QueuedPage& page, std::int64_t call);
+  void retry_or_fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
+  void fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
+  void pause_for(Clock::duration d);
+  void sync_down(const RateLimitHeaders& limits);
+  void maybe_stopped();
+  void finish_stop();
+};
+
+awaitable<void> Dispatcher::Impl::loop(std::shared_ptr<Impl> self) {
+  looping = true;
+  while (!stopping) {
+    const Clock::time_point now = clock.now();
+    if (paused && *paused > now) {
+      co_await sleep_until(*paused);
+      continue;
+    }
+    paused.reset();
+    const QueuedPage* next = scheduler.peek();
+    if (next == nullptr) {
+      co_await sleep_until(Clock::time_point::max());
+      continue;
+    }
+    Admission admission = budget.admit(next->cost);
+    if (const auto* wait = std::get_if<Wait>(&admission)) {
+      // A bucket: sleep to the exact refill time. The in-flight cap: until a call ends.
+      co_await sleep_until(wait->wait > Clock::duration::zero() ? now + wait->wait
+                                                                : Clock::time_point::max());
+      continue;
+    }
+    const QueuedPage page = *scheduler.take();
+    if (const auto* too_large = std::get_if<TooLarge>(&admission)) {
+      fail(page, 0,
+           fmt::format("the page needs {} tokens, more than the provider's {} a minute",
+                       too_large->tokens, too_large->capacity));
+      continue;
+    }
+    ++in_flight;
+    asio::co_spawn(io, run_call(self, page, std::move(std::get<Lease>(admission))), report_failure);
+  }
+  looping = false;
+  maybe_stopped();
+}
+
+awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl>, QueuedPage page, Lease lease) {
+  PageTransition dispatched = PageTransition::dispatched(page.page_id, page.cost);
+  const std::int64_t call = co_await commit(std::move(dispatched), page.job_id);
+  if (call == 0) {
+    // The page is no longer queued in the store (its job was cancelled meanwhile).
+    lease.cancel();
+    --in_flight;
+    pages.erase(page.page_id);
+    signal();
+    maybe_stopped();
+    co_return;
+  }
+  ++counters.dispatched;
+  auto text = store.page_text(page.page_id);
+  if (!text.ok()) {
+    lease.cancel();
+    --in_flight;
+    fail(page, call, fmt::format("its text could not be read: {}", text.status().message()));
+    signal();
+    maybe_stopped();
+    co_return;
+  }
+  ProviderRequest request{config.prompt, std::move(text).value(), config.model, config.max_tokens};
+  const ProviderOutcome outcome = co_await call_provider(std::move(request));
+  --in_flight;
+  handle(page, call, lease, outcome);
+  signal();
+  maybe_stopped();
+}
+
+void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& lease,
+                              const ProviderOutcome& o) {
+  ++counters.outcomes[std::string(outcome_name(o.kind))];
+  sync_down(o.limits);
+  if (const auto* ok = std::get_if<outcome::Ok>(&o.kind)) {
+    const std::int64_t used = ok->input_tokens + ok->output_tokens;
+    lease.settle(used);
+    estimator.record_settled(used, page.cost, o.latency);
+    submit(PageTransition::completed(page.page_id, ok->output,
+                                     Usage{ok->input_tokens, ok->output_tokens}, call),
+           page.job_id);
+    ++counters.done;
+    pages.erase(page.page_id);
+    return;
+  }
+  // No usage came back: the provider counted the request, not the tokens.
+  lease.cancel();
+  if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
+    ++counters.provider_429;
+    pause_for(limited->retry_after.value_or(config.default_pause));
+    requeue(page, call);
+  } else if (const auto* overloaded = std::get_if<outcome::Overloaded>(&o.kind)) {
+    ++counters.provider_503;
+    pause_for(overloaded->retry_after.value_or(config.default_pause));
+    requeue(page, call);
+  } else if (std::holds_alternative<outcome::ClientError>(o.kind)) {
+    fail(page, call, reason_of(o.kind, o.http_status));
+  } else {
+    retry_or_fail(page, call, reason_of(o.kind, o.http_status));
+  }
+}
+
+void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call) {
+  PageInfo& info = pages[page.page_id];
+  if (++info.requeues > config.max_requeues) {
+    fail(
+        page, call,
+        fmt::format("gave up after {} refusals by the provider's rate limit", config.max_requeues));
+    return;
+  }
+  ++counters.requeued;
+  submit(PageTransition::requeued(page.page_id, call), page.job_id);
+  if (cancelled_jobs.contains(page.job_id)) return;
+  scheduler.put_back(page);
+}
+
+void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
+                                     const std::string& reason) {
+  PageInfo& info = pages[page.page_id];
+  if (++info.attempts >= config.max_attempts) {
+    fail(page, call, fmt::format("gave up after {} attempts: {}", info.attempts, reason));
+    return;
+  }
+  ++counters.retried;
+  // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
+  const auto ceiling = std::min<Clock::duration>(
+      config.backoff_max,
+      config.backoff_base * (std::int64_t{1} << std::min<std::int64_t>(info.attempts - 1, 30)));
+  const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
+      0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng));
+  const WallTime not_before =
+      std::chrono::system_clock::now() + std::chrono::duration_cast<WallTime::duration>(delay);
+  submit(PageTransition::attempt_failed(page.page_id, reason, not_before, call), page.job_id);
+  asio::co_spawn(io, hold(shared_from_this(), page, delay), report_failure);
+}
+
+awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl>, QueuedPage page,
+                                       Clock::duration delay) {
+  asio::steady_timer timer(io, delay);
+  boost::system::error_code ignored;
+  co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
+  if (cancelled_jobs.contains(page.job_id) || stopping) co_return;
+  scheduler.put_back(page);
+  signal();
+}
+
+void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std::string& reason) {
+  ++counters.failed;
+  pages.erase(page.page_id);
+  submit(PageTransition::failed(page.page_id, reason, call), page.job_id);
+}
+
+void Dispatcher::Impl::pause_for(Clock::duration d) {
+  const Clock::time_point until = clock.now() + d;
+  if (!paused || *paused < until) paused = until;
+}
+
+void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
+  if (limits.requests.remaining) budget.requests().sync_down(*limits.requests.remaining);
+  if (const auto tokens = limits.tokens_remaining()) budget.tokens().sync_down(*tokens);
+}
+
+void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit::Committed done) {
+  commits.submit(std::move(transition), [this, job, done = std::move(done)](std::int64_t outcome) {
+    if (done) done(outcome);
+    if (job_changed) job_changed(job);
+  });
+  flush_when_due();
+}
+
+void Dispatcher::Impl::flush_when_due() {
+  if (commits.due()) {
+    const Status status = commits.flush();
+    if (!status.ok()) std::cerr << "fairlane: " << status.message() << '\n';
+  }
+  const auto deadline = commits.deadline();
+  if (!deadline || commit_timer_armed) return;
+  commit_timer_armed = true;
+  commit_timer.expires_at(*deadline);
+  commit_timer.async_wait([self = shared_from_this()](boost::system::error_code) {
+    self->commit_timer_armed = false;
+    self->flush_when_due();
+  });
+}
+
+// (The transition and the request are captured by the initiation rather than passed
+// through async_initiate: GCC 12 destroys such temporaries of a co_await expression twice.)
+awaitable<std::int64_t> Dispatcher::Impl::commit(PageTransition transition, JobId job) {
+  auto initiate = [this, job, t = std::move(transition)](auto handler) mutable {
+    auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+    // Resumed from the executor, never from inside the group commit's flush.
+    submit(std::move(t), job, [this, shared](std::int64_t outcome) {
+      asio::post(io, [shared, outcome] { (*shared)(outcome); });
+    });
+  };
+  co_return co_await asio::async_initiate<decltype(use_awaitable), void(std::int64_t)>(
+      std::move(initiate), use_awaitable);
+}
+
+awaitable<ProviderOutcome> Dispatcher::Impl::call_provider(ProviderRequest request) {
+  auto initiate = [this, r = std::move(request)](auto handler) mutable {
+    auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+    provider.call(r, [shared](ProviderOutcome o) { (*shared)(std::move(o)); });
+  };
+  co_return co_await asio::async_initiate<decltype(use_awaitable), void(ProviderOutcome)>(
+      std::move(initiate), use_awaitable);
+}
+
+void Dispatcher::Impl::maybe_stopped() {
+  if (stopping && !looping && in_flight == 0 && stopped) finish_stop();
+}
+
+void Dispatcher::Impl::finish_stop() {
+  stop_timer.cancel();
+  commit_timer.cancel();
+  if (commits.pending() > 0) {
+    const Status status = commits.flush();
+    if (!status.ok()) std::cerr << "fairlane: " << status.message() << '\n';
+  }
+  auto done = std::exchange(stopped, {});
+  if (done) done();
+}
+
+Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
+                       DispatcherConfig config)
+    : impl_(std::make_shared<Impl>(io, store, provider, std::move(config))) {}
+
+Dispatcher::~Dispatcher() {
+  impl_->stopping = true;
+  impl_->job_changed = {};
+  impl_->signal();
+}
+
+Status Dispatcher::start() {
+  Impl& d = *impl_;
+  auto lanes = d.store.load_lanes();
+  if (!lanes.ok()) return lanes.status();
+  const WallTime wall_now = std::chrono::system_clock::now();
+  for (const Lane& lane : lanes.value()) {
+    d.scheduler.set_weight(lane.user_id, lane.weight);
+    for (const LanePage& p : lane.pages) {
+      d.pages[p.page_id].attempts = p.attempts;
+      const QueuedPage page{p.page_id, p.job_id, lane.user_id, p.estimated_tokens};
+      if (p.not_before && *p.not_before > wall_now) {
+        const auto delay = std::chrono::duration_cast<Clock::duration>(*p.not_before - wall_now);
+        asio::co_spawn(d.io, d.hold(impl_, page, delay), report_failure);
+      } else {
+        d.scheduler.add(page);
+      }
+    }
+  }
+  // The provider counted what was sent in the last minute: start the buckets without it.
+  if (auto spend = d.store.recent_spend(std::chrono::minutes(1)); spend.ok()) {
+    const BudgetLimits& limits = d.config.limits;
+    if (limits.requests_per_minute > 0) {
+      d.budget.requests().sync_down(limits.requests_per_minute - spend->requests);
+    }
+    if (limits.tokens_per_minute > 0) {
+      d.budget.tokens().sync_down(limits.tokens_per_minute - spend->tokens);
+    }
+  }
+  asio::co_spawn(d.io, d.loop(impl_), report_failure);
+  return {};
+}
+
+void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
+  Impl& d = *impl_;
+  d.scheduler.set_weight(job.job.user_id, weight);
+  for (const LanePage& p : job.pages) {
+    d.pages[p.page_id];
+    d.scheduler.add(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
+  }
+  d.signal();
+}
+
+void Dispatcher::cancel(UserId user, JobId job) {
+  Impl& d = *impl_;
+  d.cancelled_jobs.insert(job);
+  for (const QueuedPage& page : d.scheduler.remove_job(user, job)) d.pages.erase(page.page_id);
+  d.submit(PageTransition::job_cancelled(job), job);
+  d.signal();
+}
+
+void Dispatcher::stop(Clock::duration deadline, std::function<void()> stopped) {
+  Impl& d = *impl_;
+  d.stopping = true;
+  d.stopped = std::move(stopped);
+  d.signal();
+  d.stop_timer.expires_after(deadline);
+  d.stop_timer.async_wait([self = impl_](boost::system::error_code error) {
+    if (!error && self->stopped) self->finish_stop();  // calls still out are abandoned
+  });
+  d.maybe_stopped();
+}
+
+const FairScheduler& Dispatcher::scheduler() const {
+  return impl_->scheduler;
+}
+const Estimator& Dispatcher::estimator() const {
+  return impl_->estimator;
+}
+const Budget& Dispatcher::budget() const {
+  return impl_->budget;
+}
+const Door& Dispatcher::door() const {
+  return impl_->door;
+}
+const DispatcherCounters& Dispatcher::counters() const {
+  return impl_->counters;
+}
+std::size_t Dispatcher::in_flight() const {
+  return static_cast<std::size_t>(impl_->in_flight);
+}
+std::optional<Clock::time_point> Dispatcher::paused_until() const {
+  return impl_->paused;
+}
+
+void Dispatcher::on_job_changed(JobChanged callback) {
+  impl_->job_changed = std::move(callback);
+}
+
+}  // namespace fairlane::service

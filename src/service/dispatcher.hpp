@@ -1,0 +1,120 @@
+// Dispatcher: fairlane's dispatch loop. It owns the core (Budget, FairScheduler, Estimator,
+// Door) and drives the store's GroupCommit, and it runs as an Asio coroutine on the
+// io_context:
+//
+//   next page in fair order -> Budget admit (a wait is a timer to the exact refill time, or
+//   a call's end; the order is kept) -> mark dispatched (group commit; the call goes out
+//   once that committed) -> provider call -> settle the tokens with the real usage -> store
+//   the result -> tell whoever watches the job.
+//
+// A provider 429 or 503 pauses ALL dispatch until its Retry-After, puts the page back at
+// the head of its lane, lowers the buckets to the provider's remaining headers, and does
+// not spend one of the page's attempts (max_requeues stops endless loops). 5xx, timeouts,
+// resets and broken answers back off per page with full jitter, up to max_attempts; then the
+// page fails with its reason. A 4xx other than 429 fails the page at once. At start the
+// buckets are warm-started from the spend of the last minute and pages that were in flight
+// are back at the head of their lanes.
+//
+// Thread safety: everything runs on the io_context's one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include "fairlane/budget.hpp"
+#include "fairlane/clock.hpp"
+#include "fairlane/door.hpp"
+#include "fairlane/estimator.hpp"
+#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/group_commit.hpp"
+#include "fairlane/provider.hpp"
+#include "fairlane/status.hpp"
+#include "fairlane/store.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace fairlane::service {
+
+struct DispatcherConfig {
+  BudgetLimits limits;
+  std::string prompt = "Extract the text of this page and structure it as Markdown.";
+  std::string model = "default";
+  std::int64_t max_tokens = 1'000;  // output tokens asked per page
+  std::int64_t max_attempts = 5;    // failed attempts before a page fails for good
+  std::int64_t max_requeues = 100;  // 429/503 returns before a page fails for good
+  Clock::duration backoff_base = std::chrono::seconds(1);  // full jitter: [0, base * 2^n)
+  Clock::duration backoff_max = std::chrono::seconds(60);
+  Clock::duration default_pause = std::chrono::seconds(1);  // a 429/503 with no Retry-After
+  std::int64_t quantum = 0;                                 // the scheduler's; 0: automatic
+  EstimatorConfig estimator;                                // its limits are taken from `limits`
+  DoorConfig door;  // its tokens_per_minute is taken from `limits`
+  GroupCommitOptions commits;
+  std::uint64_t seed = std::random_device{}();  // for the backoff jitter
+};
+
+// What the dispatcher has done, for /metrics and tests.
+struct DispatcherCounters {
+  std::int64_t dispatched = 0;
+  std::int64_t done = 0;
+  std::int64_t failed = 0;
+  std::int64_t requeued = 0;  // after a 429 or 503
+  std::int64_t retried = 0;   // after a failed attempt
+  std::int64_t provider_429 = 0;
+  std::int64_t provider_503 = 0;
+  std::map<std::string, std::int64_t, std::less<>> outcomes;  // by outcome name
+};
+
+class Dispatcher {
+ public:
+  // Called after a change to a job has committed (a page dispatched, done, failed...).
+  using JobChanged = std::function<void(JobId)>;
+
+  // All references must outlive the dispatcher.
+  Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider,
+             DispatcherConfig config);
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // Loads the lanes (pages that were in flight go back to the head), warm-starts the
+  // buckets from the last minute's spend, and starts the loop.
+  Status start();
+
+  // Pages of a job just enqueued join their lane; `weight` is its user's.
+  void add(const EnqueuedJob& job, std::int64_t weight);
+
+  // Cancels a job: its queued pages leave the lanes and are cancelled in the store (in
+  // order with the transitions before it); pages in flight finish.
+  void cancel(UserId user, JobId job);
+
+  // Stops dispatching; calls in flight finish (their outcomes are stored) until
+  // `deadline`, then everything queued is committed and `stopped` runs.
+  void stop(Clock::duration deadline, std::function<void()> stopped);
+
+  void on_job_changed(JobChanged callback);
+
+  [[nodiscard]] const FairScheduler& scheduler() const;
+  [[nodiscard]] const Estimator& estimator() const;
+  [[nodiscard]] const Budget& budget() const;
+  [[nodiscard]] const Door& door() const;
+  [[nodiscard]] const DispatcherCounters& counters() const;
+  [[nodiscard]] std::size_t in_flight() const;
+  // Until when all dispatch is paused after a 429/503; nullopt when it is not.
+  [[nodiscard]] std::optional<Clock::time_point> paused_until() const;
+
+ private:
+  struct Impl;
+  // Shared with the loop's and the calls' coroutines, which may outlive the dispatcher.
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace fairlane::service

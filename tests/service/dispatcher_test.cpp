@@ -1,0 +1,244 @@
+// The dispatch loop with everything real on one io_context: the SQLite store, the libcurl
+// client, and the provider stand-in on loopback with a few milliseconds of latency. Every
+// wait is bounded.
+#include <doctest/doctest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fairlane/curl_provider.hpp"
+#include "provider_sim.hpp"
+#include "service/dispatcher.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::JobRequest;
+using fairlane::JobState;
+using fairlane::PageInput;
+using fairlane::service::Dispatcher;
+using fairlane::service::DispatcherConfig;
+namespace sim = fairlane::provider_sim;
+
+namespace {
+
+struct Rig {
+  Rig(sim::Config provider_config, DispatcherConfig config, const std::string& db = ":memory:")
+      : stand_in(io, std::move(provider_config)), store(fairlane::testing::open_store(db)) {
+    auto port = stand_in.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    fairlane::CurlProviderConfig client;
+    client.base_url = "http://127.0.0.1:" + std::to_string(port.value());
+    client.max_connections = static_cast<std::size_t>(config.limits.max_in_flight);
+    provider = std::move(fairlane::make_curl_provider(io, client)).value();
+    dispatcher = std::make_unique<Dispatcher>(io, *store, *provider, std::move(config));
+  }
+
+  fairlane::UserId user(const std::string& name) { return store->add_user(name)->user.id; }
+
+  fairlane::EnqueuedJob enqueue(fairlane::UserId user, int pages, const std::string& name) {
+    std::vector<PageInput> inputs;
+    for (int i = 1; i <= pages; ++i) inputs.push_back({name + " page " + std::to_string(i), 300});
+    auto job = store->enqueue_job(JobRequest{user, name, inputs, 100});
+    REQUIRE_MESSAGE(job.ok(), job.status().message());
+    return std::move(job).value();
+  }
+
+  // Runs the io_context until `done()` or `limit` passes.
+  bool run_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
+    return done();
+  }
+
+  bool terminal(fairlane::JobId job) {
+    const auto view = store->job(job);
+    return view.ok() && view->state != JobState::queued && view->state != JobState::running;
+  }
+
+  boost::json::object stats() const {
+    return boost::json::parse(stand_in.stats_json()).as_object();
+  }
+
+  boost::asio::io_context io;
+  sim::Server stand_in;
+  std::unique_ptr<fairlane::Store> store;
+  std::unique_ptr<fairlane::Provider> provider;
+  std::unique_ptr<Dispatcher> dispatcher;
+};
+
+sim::Config stand_in(std::int64_t max_in_flight, double latency_ms = 10) {
+  sim::Config c;
+  c.requests_per_minute = 6'000;
+  c.tokens_per_minute = 600'000;
+  c.max_in_flight = max_in_flight;
+  c.latency_ms = latency_ms;
+  c.output_tokens = 20;
+  return c;
+}
+
+DispatcherConfig fairlane_config(std::int64_t max_in_flight) {
+  DispatcherConfig c;
+  c.limits = {
+      .requests_per_minute = 6'000, .tokens_per_minute = 600'000, .max_in_flight = max_in_flight};
+  c.max_tokens = 100;
+  c.backoff_base = 20ms;
+  c.seed = 7;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("Three users: every page done, the provider never refuses, light books finish first") {
+  Rig rig(stand_in(4), fairlane_config(4));
+  const auto heavy = rig.user("heavy");
+  const auto a = rig.user("light-a");
+  const auto b = rig.user("light-b");
+  REQUIRE(rig.dispatcher->start().ok());
+  std::vector<fairlane::JobId> heavy_jobs;
+  for (int i = 0; i < 3; ++i) {
+    const auto job = rig.enqueue(heavy, 10, "heavy-" + std::to_string(i));
+    heavy_jobs.push_back(job.job.id);
+    rig.dispatcher->add(job, 1);
+  }
+  const auto light_a = rig.enqueue(a, 10, "a");
+  const auto light_b = rig.enqueue(b, 10, "b");
+  rig.dispatcher->add(light_a, 1);
+  rig.dispatcher->add(light_b, 1);
+
+  std::vector<fairlane::JobId> finished;
+  rig.dispatcher->on_job_changed([&](fairlane::JobId job) {
+    if (rig.terminal(job) && std::find(finished.begin(), finished.end(), job) == finished.end()) {
+      finished.push_back(job);
+    }
+  });
+  REQUIRE(rig.run_until([&] { return finished.size() == 5; }));
+
+  for (const auto job :
+       {heavy_jobs[0], heavy_jobs[1], heavy_jobs[2], light_a.job.id, light_b.job.id}) {
+    const auto view = fairlane::testing::job_view(*rig.store, job);
+    CHECK(view.state == JobState::done);
+    CHECK(view.pages.done == 10);
+  }
+  const auto results = rig.store->results(light_a.job.id).value();
+  CHECK(results[3].output == "a page 4");
+  const auto stats = rig.stats();
+  CHECK(stats.at("rejected_429") == 0);
+  CHECK(stats.at("rejected_503") == 0);
+  CHECK(stats.at("max_in_flight_seen").as_int64() <= 4);
+  CHECK(stats.at("ok") == 50);
+  CHECK(rig.dispatcher->counters().done == 50);
+  const auto position = [&](fairlane::JobId job) {
+    return std::find(finished.begin(), finished.end(), job) - finished.begin();
+  };
+  CHECK(position(light_a.job.id) < position(heavy_jobs[1]));
+  CHECK(position(light_b.job.id) < position(heavy_jobs[1]));
+}
+
+TEST_CASE("A provider stricter than fairlane: 503s pause everything, pages go back, all end done") {
+  // fairlane believes 8 calls may be in flight; the stand-in takes 2.
+  Rig rig(stand_in(2, 30), fairlane_config(8));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 12, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }, 30s));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 12);
+  CHECK(rig.dispatcher->counters().provider_503 > 0);
+  CHECK(rig.dispatcher->counters().requeued == rig.dispatcher->counters().provider_503);
+  // A 503 spends no attempt.
+  for (const auto& page : rig.store->results(job.job.id).value()) CHECK(page.attempts == 0);
+}
+
+TEST_CASE("Failing calls back off and retry, and a page out of attempts fails with its reason") {
+  sim::Config provider = stand_in(4);
+  provider.fail_rate = 0.5;
+  DispatcherConfig config = fairlane_config(4);
+  config.max_attempts = 2;
+  Rig rig(provider, config);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 30, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.pages.done + view.pages.failed == 30);
+  CHECK(view.pages.failed > 0);  // with half the calls failing, some page fails twice
+  CHECK(view.state == JobState::failed);
+  CHECK(rig.dispatcher->counters().retried > 0);
+  for (const auto& page : rig.store->results(job.job.id).value()) {
+    if (page.state == fairlane::PageState::failed) {
+      CHECK(page.error ==
+            "gave up after 2 attempts: the provider answered 500 (internal error, try again)");
+    } else {
+      CHECK(page.output.has_value());
+    }
+  }
+}
+
+TEST_CASE("After a restart, pages that were in flight are sent again and end done once") {
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("restart.db");
+  fairlane::JobId job_id = 0;
+  {
+    auto store = fairlane::testing::open_store(db);
+    const auto user = store->add_user("alice")->user.id;
+    const auto job = fairlane::testing::enqueue(*store, user, 6);
+    job_id = job.job.id;
+    // The last process died with two calls out.
+    fairlane::testing::apply(*store,
+                             {fairlane::PageTransition::dispatched(job.pages[0].page_id, 300),
+                              fairlane::PageTransition::dispatched(job.pages[1].page_id, 300)});
+  }
+  Rig rig(stand_in(4), fairlane_config(4), db);
+  REQUIRE(rig.dispatcher->start().ok());
+  // The warm start counted the two calls of the last minute (less the few requests the
+  // bucket refills, at 100 a second, before the next line runs).
+  CHECK(rig.dispatcher->budget().requests().level() < 5'998.5);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job_id); }));
+  const auto view = fairlane::testing::job_view(*rig.store, job_id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 6);
+  const auto results = rig.store->results(job_id).value();
+  CHECK(results[0].output == "page 1");
+  CHECK(rig.stats().at("ok") == 6);
+}
+
+TEST_CASE("Cancelling a job mid-run: queued pages are cancelled, those in flight finish") {
+  Rig rig(stand_in(2, 40), fairlane_config(2));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 20, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->counters().done >= 3; }));
+  rig.dispatcher->cancel(user, job.job.id);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.state == JobState::cancelled);
+  CHECK(view.pages.done + view.pages.cancelled == 20);
+  CHECK(view.pages.cancelled >= 10);
+  CHECK(rig.dispatcher->scheduler().size() == 0);
+}
+
+TEST_CASE("Stopping lets the calls in flight finish, commits, and says so") {
+  Rig rig(stand_in(3, 50), fairlane_config(3));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 20, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->in_flight() == 3; }));
+  bool stopped = false;
+  rig.dispatcher->stop(5s, [&] { stopped = true; });
+  REQUIRE(rig.run_until([&] { return stopped; }));
+  CHECK(rig.dispatcher->in_flight() == 0);
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.pages.in_flight == 0);
+  CHECK(view.pages.done >= 3);
+  CHECK(view.pages.done + view.pages.queued == 20);
+}
