@@ -1,0 +1,123 @@
+#include "service/api_json.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <variant>
+
+namespace fairlane::service {
+namespace json = boost::json;
+
+std::string iso_time(WallTime t) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
+  const auto days = std::chrono::floor<std::chrono::days>(ms);
+  const std::chrono::year_month_day date{days};
+  const std::chrono::hh_mm_ss time{ms - days};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                     time.hours().count(), time.minutes().count(), time.seconds().count(),
+                     time.subseconds().count());
+}
+
+json::object job_json(const JobView& job, std::optional<JobEstimate> estimate,
+                      double avg_latency_s) {
+  const bool ended = job.state == JobState::done || job.state == JobState::failed ||
+                     job.state == JobState::cancelled;
+  json::object o;
+  o["id"] = job.public_id;
+  o["name"] = job.name;
+  o["user"] = job.user_name;
+  o["state"] = to_string(job.state);
+  o["pages"] = json::object{{"total", job.pages.total},         {"queued", job.pages.queued},
+                            {"in_flight", job.pages.in_flight}, {"done", job.pages.done},
+                            {"failed", job.pages.failed},       {"cancelled", job.pages.cancelled}};
+  if (ended) {
+    o["position"] = nullptr;
+    o["eta_seconds"] = nullptr;
+  } else if (estimate) {
+    o["position"] = estimate->position;
+    o["eta_seconds"] = std::round(estimate->eta_seconds * 10.0) / 10.0;
+  } else {
+    // Nothing queued: only calls in flight are left.
+    o["position"] = 0;
+    o["eta_seconds"] = std::round(avg_latency_s * 10.0) / 10.0;
+  }
+  o["usage"] = json::object{{"input_tokens", job.usage.input_tokens},
+                            {"output_tokens", job.usage.output_tokens},
+                            {"cost_usd", std::round(job.cost_usd * 1e6) / 1e6}};
+  o["created_at"] = iso_time(job.created_at);
+  if (job.finished_at) {
+    o["finished_at"] = iso_time(*job.finished_at);
+  } else {
+    o["finished_at"] = nullptr;
+  }
+  return o;
+}
+
+json::object error_json(std::string_view type, std::string_view message) {
+  return json::object{{"error", json::object{{"type", type}, {"message", message}}}};
+}
+
+ApiAnswer answer_for(const Status& status) {
+  struct Row {
+    StatusCode code;
+    int http;
+  };
+  static constexpr Row kTable[] = {
+      {StatusCode::invalid_argument, 400}, {StatusCode::not_found, 404},
+      {StatusCode::already_exists, 409},   {StatusCode::busy, 503},
+      {StatusCode::disk_full, 507},        {StatusCode::read_only, 503},
+      {StatusCode::io_error, 503},         {StatusCode::corrupt, 500},
+      {StatusCode::version_too_new, 500},  {StatusCode::internal, 500},
+  };
+  ApiAnswer answer{500, error_json(to_string(status.code()), status.message()), std::nullopt};
+  for (const Row& row : kTable) {
+    if (row.code == status.code()) answer.status = row.http;
+  }
+  if (status.code() == StatusCode::busy) answer.retry_after_s = 1;
+  return answer;
+}
+
+std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
+  if (const auto* busy = std::get_if<DoorBusy>(&decision)) {
+    json::object body = error_json(
+        "busy",
+        fmt::format("fairlane would take about {:.0f} s to finish this job, longer than "
+                    "the {:.0f} s it accepts; {} pages are ahead of it. Retry in {} s, or "
+                    "send fewer pages.",
+                    busy->estimated_wait_s, busy->max_wait_s, busy->position, busy->retry_after_s));
+    json::object& error = body["error"].as_object();
+    error["position"] = busy->position;
+    error["estimated_wait_seconds"] = std::round(busy->estimated_wait_s * 10.0) / 10.0;
+    error["max_wait_seconds"] = busy->max_wait_s;
+    error["retry_after_seconds"] = busy->retry_after_s;
+    return ApiAnswer{503, std::move(body), busy->retry_after_s};
+  }
+  if (const auto* full = std::get_if<DoorUserQueueFull>(&decision)) {
+    json::object body = error_json(
+        "user_queue_full",
+        fmt::format("you have {} pages queued and this job adds {}: the limit is {} a user. Wait "
+                    "for some to finish, or cancel a job.",
+                    full->queued, full->adding, full->limit));
+    json::object& error = body["error"].as_object();
+    error["queued"] = full->queued;
+    error["limit"] = full->limit;
+    return ApiAnswer{429, std::move(body), std::nullopt};
+  }
+  if (const auto* large = std::get_if<DoorRequestTooLarge>(&decision)) {
+    json::object body = error_json(
+        "request_too_large",
+        fmt::format("page {} needs about {} tokens, more than the provider allows in a minute "
+                    "({}): split the page, or lower max_tokens.",
+                    large->page, large->tokens, large->ceiling));
+    json::object& error = body["error"].as_object();
+    error["page"] = large->page;
+    error["tokens"] = large->tokens;
+    error["ceiling"] = large->ceiling;
+    return ApiAnswer{422, std::move(body), std::nullopt};
+  }
+  return std::nullopt;
+}
+
+}  // namespace fairlane::service

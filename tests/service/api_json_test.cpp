@@ -1,0 +1,119 @@
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+
+#include "service/api_json.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::JobState;
+using fairlane::JobView;
+using fairlane::Status;
+using fairlane::StatusCode;
+using fairlane::WallTime;
+using fairlane::service::answer_for;
+using fairlane::service::iso_time;
+using fairlane::service::job_json;
+namespace json = boost::json;
+
+namespace {
+
+JobView sample_job() {
+  JobView job;
+  job.public_id = "job_0123456789abcdef01234567";
+  job.name = "book.pdf";
+  job.user_name = "alice";
+  job.state = JobState::running;
+  job.pages = {100, 60, 10, 29, 1, 0};
+  job.usage = {12'000, 3'000};
+  job.cost_usd = 0.045;
+  job.created_at = WallTime(std::chrono::milliseconds(1'724'259'600'250));
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("Times are UTC with milliseconds") {
+  CHECK(iso_time(WallTime(std::chrono::milliseconds(1'724'259'600'250))) ==
+        "2024-08-21T17:00:00.250Z");
+  CHECK(iso_time(WallTime{}) == "1970-01-01T00:00:00.000Z");
+}
+
+TEST_CASE("The job object has DESIGN's fields, with position and ETA while it waits") {
+  const json::object o = job_json(sample_job(), fairlane::JobEstimate{412, 37.46}, 2.0);
+  CHECK(o.at("id") == "job_0123456789abcdef01234567");
+  CHECK(o.at("name") == "book.pdf");
+  CHECK(o.at("user") == "alice");
+  CHECK(o.at("state") == "running");
+  const auto& pages = o.at("pages").as_object();
+  CHECK(pages.at("total") == 100);
+  CHECK(pages.at("queued") == 60);
+  CHECK(pages.at("in_flight") == 10);
+  CHECK(pages.at("done") == 29);
+  CHECK(pages.at("failed") == 1);
+  CHECK(o.at("position") == 412);
+  CHECK(o.at("eta_seconds").as_double() == doctest::Approx(37.5));
+  CHECK(o.at("usage").at("input_tokens") == 12'000);
+  CHECK(o.at("usage").at("cost_usd").as_double() == doctest::Approx(0.045));
+  CHECK(o.at("created_at") == "2024-08-21T17:00:00.250Z");
+  CHECK(o.at("finished_at").is_null());
+}
+
+TEST_CASE("A job with only calls in flight is at position 0, and an ended job has neither") {
+  JobView job = sample_job();
+  job.pages = {10, 0, 2, 8, 0, 0};
+  const json::object flying = job_json(job, std::nullopt, 2.0);
+  CHECK(flying.at("position") == 0);
+  CHECK(flying.at("eta_seconds").as_double() == 2.0);
+
+  job.state = JobState::done;
+  job.finished_at = job.created_at + 90s;
+  const json::object done = job_json(job, std::nullopt, 2.0);
+  CHECK(done.at("position").is_null());
+  CHECK(done.at("eta_seconds").is_null());
+  CHECK(done.at("finished_at") == "2024-08-21T17:01:30.250Z");
+}
+
+TEST_CASE("One table maps a Status to an HTTP answer naming the problem") {
+  CHECK(answer_for(Status(StatusCode::invalid_argument, "x")).status == 400);
+  CHECK(answer_for(Status(StatusCode::not_found, "x")).status == 404);
+  CHECK(answer_for(Status(StatusCode::already_exists, "x")).status == 409);
+  CHECK(answer_for(Status(StatusCode::disk_full, "x")).status == 507);
+  CHECK(answer_for(Status(StatusCode::io_error, "x")).status == 503);
+  CHECK(answer_for(Status(StatusCode::internal, "x")).status == 500);
+  const auto busy = answer_for(Status(StatusCode::busy, "the database is locked"));
+  CHECK(busy.status == 503);
+  CHECK(busy.retry_after_s == 1);
+  CHECK(busy.body.at("error").at("type") == "busy");
+  CHECK(busy.body.at("error").at("message") == "the database is locked");
+}
+
+TEST_CASE("The door's refusals: 503 busy with its numbers, 429 and 422 naming their limits") {
+  const auto busy = answer_for(fairlane::DoorDecision{fairlane::DoorBusy{412, 95.04, 60.0, 36}});
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->retry_after_s == 36);
+  const auto& error = busy->body.at("error").as_object();
+  CHECK(error.at("type") == "busy");
+  CHECK(error.at("position") == 412);
+  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(95.0));
+  CHECK(error.at("max_wait_seconds").as_double() == 60.0);
+  CHECK(error.at("retry_after_seconds") == 36);
+  CHECK(std::string(error.at("message").as_string()).find("Retry in 36 s") != std::string::npos);
+
+  const auto full =
+      answer_for(fairlane::DoorDecision{fairlane::DoorUserQueueFull{9'990, 100, 10'000}});
+  REQUIRE(full);
+  CHECK(full->status == 429);
+  CHECK(full->body.at("error").at("limit") == 10'000);
+
+  const auto large =
+      answer_for(fairlane::DoorDecision{fairlane::DoorRequestTooLarge{7, 400'000, 300'000}});
+  REQUIRE(large);
+  CHECK(large->status == 422);
+  CHECK(large->body.at("error").at("page") == 7);
+  CHECK(large->body.at("error").at("tokens") == 400'000);
+  CHECK(large->body.at("error").at("ceiling") == 300'000);
+
+  CHECK_FALSE(answer_for(fairlane::DoorDecision{fairlane::DoorAccepted{}}));
+}
