@@ -58,6 +58,10 @@ class GroupCommit {
   // order. On error nothing is committed, everything stays queued, and the Status says why.
   Status flush();
 
+  // Drops every queued transition and its callback, uncommitted and untold (the owner is
+  // shutting down and the store cannot take them). Returns how many were dropped.
+  std::size_t abandon();
+
  private:
   // Constant after construction.
   Store& store_;

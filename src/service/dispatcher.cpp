@@ -98,11 +98,14 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   std::unordered_map<PageId, PageInfo> pages;  // queued, held back or in flight
   std::unordered_set<JobId> cancelled_jobs;
+  std::unordered_set<asio::steady_timer*> hold_timers;  // pages held back for a backoff
+  Status commit_error;  // the last flush's failure, ok after a flush that went through
+  bool dead = false;    // the Dispatcher is gone: touch neither the store nor the provider
   std::optional<Clock::time_point> paused;
   std::int64_t in_flight = 0;
   bool looping = false;
   bool stopping = false;
-  std::function<void()> stopped;
+  std::function<void(Status)> stopped;
   DispatcherCounters counters;
   JobChanged job_changed;
 
@@ -170,43 +173,67 @@ awaitable<void> Dispatcher::Impl::loop(std::shared_ptr<Impl> self) {
   maybe_stopped();
 }
 
-awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl>, QueuedPage page, Lease lease) {
+awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPage page,
+                                           Lease lease_argument) {
+  // Locals go before parameters when a frame is destroyed (the parameters' own order is
+  // the compiler's): holding the state in a local first keeps it alive until the lease,
+  // which points into it, is gone.
+  const std::shared_ptr<Impl> keep = std::move(self);
+  Lease lease = std::move(lease_argument);
   PageTransition dispatched = PageTransition::dispatched(page.page_id, page.cost);
   const std::int64_t call = co_await commit(std::move(dispatched), page.job_id);
+  if (dead) co_return;
+  const auto end = [this] {
+    --in_flight;
+    signal();
+    maybe_stopped();
+  };
   if (call == 0) {
     // The page is no longer queued in the store (its job was cancelled meanwhile).
     lease.cancel();
-    --in_flight;
     pages.erase(page.page_id);
-    signal();
-    maybe_stopped();
+    end();
+    co_return;
+  }
+  if (stopping || (paused && *paused > clock.now())) {
+    // A 429 or a stop came while this dispatch was being committed: the call has not been
+    // made, so the page goes back without spending anything but the request.
+    lease.cancel();
+    submit(PageTransition::requeued(page.page_id, call), page.job_id);
+    if (!stopping && !cancelled_jobs.contains(page.job_id)) scheduler.put_back(page);
+    end();
     co_return;
   }
   ++counters.dispatched;
   auto text = store.page_text(page.page_id);
   if (!text.ok()) {
     lease.cancel();
-    --in_flight;
-    fail(page, call, fmt::format("its text could not be read: {}", text.status().message()));
-    signal();
-    maybe_stopped();
+    retry_or_fail(page, call,
+                  fmt::format("its text could not be read: {}", text.status().message()));
+    end();
     co_return;
   }
   ProviderRequest request{config.prompt, std::move(text).value(), config.model, config.max_tokens};
   const ProviderOutcome outcome = co_await call_provider(std::move(request));
-  --in_flight;
+  if (dead) co_return;
   handle(page, call, lease, outcome);
-  signal();
-  maybe_stopped();
+  end();
 }
 
 void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& lease,
                               const ProviderOutcome& o) {
   ++counters.outcomes[std::string(outcome_name(o.kind))];
+  // Settle (or cancel) first, then lower the buckets to what the provider says is left:
+  // the other way round, the refund would undo what its headers said.
+  const auto* ok = std::get_if<outcome::Ok>(&o.kind);
+  if (ok != nullptr) {
+    lease.settle(ok->input_tokens + ok->output_tokens);
+  } else {
+    lease.cancel();  // no usage came back: the provider counted the request, not the tokens
+  }
   sync_down(o.limits);
-  if (const auto* ok = std::get_if<outcome::Ok>(&o.kind)) {
+  if (ok != nullptr) {
     const std::int64_t used = ok->input_tokens + ok->output_tokens;
-    lease.settle(used);
     estimator.record_settled(used, page.cost, o.latency);
     submit(PageTransition::completed(page.page_id, ok->output,
                                      Usage{ok->input_tokens, ok->output_tokens}, call),
@@ -215,8 +242,6 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
     pages.erase(page.page_id);
     return;
   }
-  // No usage came back: the provider counted the request, not the tokens.
-  lease.cancel();
   if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
     ++counters.provider_429;
     pause_for(limited->retry_after.value_or(config.default_pause));
@@ -235,9 +260,8 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
 void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call) {
   PageInfo& info = pages[page.page_id];
   if (++info.requeues > config.max_requeues) {
-    fail(
-        page, call,
-        fmt::format("gave up after {} refusals by the provider's rate limit", config.max_requeues));
+    fail(page, call,
+         fmt::format("gave up after {} refusals by the provider's rate limit", info.requeues));
     return;
   }
   ++counters.requeued;
@@ -255,9 +279,9 @@ void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
   }
   ++counters.retried;
   // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
-  const auto ceiling = std::min<Clock::duration>(
-      config.backoff_max,
-      config.backoff_base * (std::int64_t{1} << std::min<std::int64_t>(info.attempts - 1, 30)));
+  Clock::duration ceiling = config.backoff_base;
+  for (std::int64_t n = 1; n < info.attempts && ceiling < config.backoff_max; ++n) ceiling *= 2;
+  ceiling = std::min(ceiling, config.backoff_max);
   const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
       0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng));
   const WallTime not_before =
@@ -266,12 +290,16 @@ void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
   asio::co_spawn(io, hold(shared_from_this(), page, delay), report_failure);
 }
 
-awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl>, QueuedPage page,
+awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl> self, QueuedPage page,
                                        Clock::duration delay) {
+  const std::shared_ptr<Impl> keep = std::move(self);  // outlives the timer below
   asio::steady_timer timer(io, delay);
+  hold_timers.insert(&timer);
   boost::system::error_code ignored;
   co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
-  if (cancelled_jobs.contains(page.job_id) || stopping) co_return;
+  hold_timers.erase(&timer);
+  // Stopping: the page stays queued in the store, with its backoff, for the next start.
+  if (dead || stopping || cancelled_jobs.contains(page.job_id)) co_return;
   scheduler.put_back(page);
   signal();
 }
@@ -295,15 +323,20 @@ void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
 void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit::Committed done) {
   commits.submit(std::move(transition), [this, job, done = std::move(done)](std::int64_t outcome) {
     if (done) done(outcome);
-    if (job_changed) job_changed(job);
+    if (!job_changed) return;
+    try {
+      job_changed(job);
+    } catch (const std::exception& e) {
+      std::cerr << "fairlane: a watcher of job " << job << " failed: " << e.what() << '\n';
+    }
   });
   flush_when_due();
 }
 
 void Dispatcher::Impl::flush_when_due() {
   if (commits.due()) {
-    const Status status = commits.flush();
-    if (!status.ok()) std::cerr << "fairlane: " << status.message() << '\n';
+    commit_error = commits.flush();
+    if (!commit_error.ok()) std::cerr << "fairlane: " << commit_error.message() << '\n';
   }
   const auto deadline = commits.deadline();
   if (!deadline || commit_timer_armed) return;
@@ -311,7 +344,7 @@ void Dispatcher::Impl::flush_when_due() {
   commit_timer.expires_at(*deadline);
   commit_timer.async_wait([self = shared_from_this()](boost::system::error_code) {
     self->commit_timer_armed = false;
-    self->flush_when_due();
+    if (!self->dead) self->flush_when_due();
   });
 }
 
@@ -345,12 +378,14 @@ void Dispatcher::Impl::maybe_stopped() {
 void Dispatcher::Impl::finish_stop() {
   stop_timer.cancel();
   commit_timer.cancel();
+  for (asio::steady_timer* timer : hold_timers) timer->cancel();
+  Status status;
   if (commits.pending() > 0) {
-    const Status status = commits.flush();
-    if (!status.ok()) std::cerr << "fairlane: " << status.message() << '\n';
+    status = commits.flush();
+    if (!status.ok()) commit_error = status;
   }
   auto done = std::exchange(stopped, {});
-  if (done) done();
+  if (done) done(status);
 }
 
 Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
@@ -358,9 +393,20 @@ Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
     : impl_(std::make_shared<Impl>(io, store, provider, std::move(config))) {}
 
 Dispatcher::~Dispatcher() {
-  impl_->stopping = true;
-  impl_->job_changed = {};
-  impl_->signal();
+  Impl& d = *impl_;
+  d.stopping = true;
+  d.stopped = {};
+  d.job_changed = {};
+  d.wake.cancel();
+  d.commit_timer.cancel();
+  d.stop_timer.cancel();
+  for (asio::steady_timer* timer : d.hold_timers) timer->cancel();
+  if (d.commits.pending() > 0) (void)d.commits.flush();
+  d.dead = true;
+  // Whatever could not be committed is dropped with the coroutines waiting on it, which
+  // would otherwise keep the state alive forever; the store requeues those pages at the
+  // next start.
+  d.commits.abandon();
 }
 
 Status Dispatcher::start() {
@@ -382,14 +428,14 @@ Status Dispatcher::start() {
     }
   }
   // The provider counted what was sent in the last minute: start the buckets without it.
-  if (auto spend = d.store.recent_spend(std::chrono::minutes(1)); spend.ok()) {
-    const BudgetLimits& limits = d.config.limits;
-    if (limits.requests_per_minute > 0) {
-      d.budget.requests().sync_down(limits.requests_per_minute - spend->requests);
-    }
-    if (limits.tokens_per_minute > 0) {
-      d.budget.tokens().sync_down(limits.tokens_per_minute - spend->tokens);
-    }
+  auto spend = d.store.recent_spend(std::chrono::minutes(1));
+  if (!spend.ok()) return spend.status();
+  const BudgetLimits& limits = d.config.limits;
+  if (limits.requests_per_minute > 0) {
+    d.budget.requests().sync_down(limits.requests_per_minute - spend->requests);
+  }
+  if (limits.tokens_per_minute > 0) {
+    d.budget.tokens().sync_down(limits.tokens_per_minute - spend->tokens);
   }
   asio::co_spawn(d.io, d.loop(impl_), report_failure);
   return {};
@@ -399,7 +445,7 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
   for (const LanePage& p : job.pages) {
-    d.pages[p.page_id];
+    if (!d.pages.try_emplace(p.page_id).second) continue;  // already in a lane
     d.scheduler.add(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
   }
   d.signal();
@@ -413,15 +459,17 @@ void Dispatcher::cancel(UserId user, JobId job) {
   d.signal();
 }
 
-void Dispatcher::stop(Clock::duration deadline, std::function<void()> stopped) {
+void Dispatcher::stop(Clock::duration deadline, std::function<void(Status)> stopped) {
   Impl& d = *impl_;
   d.stopping = true;
   d.stopped = std::move(stopped);
   d.signal();
   d.stop_timer.expires_after(deadline);
   d.stop_timer.async_wait([self = impl_](boost::system::error_code error) {
-    if (!error && self->stopped) self->finish_stop();  // calls still out are abandoned
+    // Calls still out at the deadline are abandoned; their pages stay in flight in the store.
+    if (!error && !self->dead && self->stopped) self->finish_stop();
   });
+  for (asio::steady_timer* timer : d.hold_timers) timer->cancel();
   d.maybe_stopped();
 }
 
@@ -442,6 +490,12 @@ const DispatcherCounters& Dispatcher::counters() const {
 }
 std::size_t Dispatcher::in_flight() const {
   return static_cast<std::size_t>(impl_->in_flight);
+}
+std::size_t Dispatcher::held() const {
+  return impl_->hold_timers.size();
+}
+const Status& Dispatcher::store_error() const {
+  return impl_->commit_error;
 }
 std::optional<Clock::time_point> Dispatcher::paused_until() const {
   return impl_->paused;

@@ -78,7 +78,8 @@ class Dispatcher {
   // Called after a change to a job has committed (a page dispatched, done, failed...).
   using JobChanged = std::function<void(JobId)>;
 
-  // All references must outlive the dispatcher.
+  // The store and the provider must outlive the dispatcher. Destroying it stops the loop,
+  // commits what it can, and leaves calls still out to be requeued at the next start.
   Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider,
              DispatcherConfig config);
   ~Dispatcher();
@@ -97,8 +98,10 @@ class Dispatcher {
   void cancel(UserId user, JobId job);
 
   // Stops dispatching; calls in flight finish (their outcomes are stored) until
-  // `deadline`, then everything queued is committed and `stopped` runs.
-  void stop(Clock::duration deadline, std::function<void()> stopped);
+  // `deadline`, then everything queued is committed and `stopped` runs with ok, or with the
+  // store's error when what was queued could not be committed. Pages held back for a
+  // backoff stay queued in the store for the next start.
+  void stop(Clock::duration deadline, std::function<void(Status)> stopped);
 
   void on_job_changed(JobChanged callback);
 
@@ -108,6 +111,11 @@ class Dispatcher {
   [[nodiscard]] const Door& door() const;
   [[nodiscard]] const DispatcherCounters& counters() const;
   [[nodiscard]] std::size_t in_flight() const;
+  // Pages held back until their backoff ends.
+  [[nodiscard]] std::size_t held() const;
+  // The last failure to commit transitions (ok when the last commit went through): while
+  // it stands, results are not being saved, and the service is not ready.
+  [[nodiscard]] const Status& store_error() const;
   // Until when all dispatch is paused after a 429/503; nullopt when it is not.
   [[nodiscard]] std::optional<Clock::time_point> paused_until() const;
 

@@ -47,4 +47,15 @@ Status GroupCommit::flush() {
   return {};
 }
 
+std::size_t GroupCommit::abandon() {
+  const std::size_t dropped = transitions_.size();
+  transitions_.clear();
+  // Callbacks are destroyed last: they may own coroutines that would submit more.
+  auto callbacks = std::exchange(callbacks_, {});
+  retry_at_.reset();
+  next_retry_delay_ = Clock::duration::zero();
+  callbacks.clear();
+  return dropped;
+}
+
 }  // namespace fairlane

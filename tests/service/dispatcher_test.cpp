@@ -8,12 +8,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fairlane/curl_provider.hpp"
 #include "provider_sim.hpp"
 #include "service/dispatcher.hpp"
+#include "support/faulty_vfs.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -27,8 +29,10 @@ namespace sim = fairlane::provider_sim;
 namespace {
 
 struct Rig {
-  Rig(sim::Config provider_config, DispatcherConfig config, const std::string& db = ":memory:")
-      : stand_in(io, std::move(provider_config)), store(fairlane::testing::open_store(db)) {
+  Rig(sim::Config provider_config, DispatcherConfig config,
+      const std::string& db = ":memory:", const std::string& vfs = "")
+      : stand_in(io, std::move(provider_config)),
+        store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
     auto port = stand_in.listen("127.0.0.1", 0);
     REQUIRE(port.ok());
     fairlane::CurlProviderConfig client;
@@ -234,11 +238,125 @@ TEST_CASE("Stopping lets the calls in flight finish, commits, and says so") {
   rig.dispatcher->add(job, 1);
   REQUIRE(rig.run_until([&] { return rig.dispatcher->in_flight() == 3; }));
   bool stopped = false;
-  rig.dispatcher->stop(5s, [&] { stopped = true; });
+  rig.dispatcher->stop(5s, [&](const fairlane::Status& status) {
+    CHECK(status.ok());
+    stopped = true;
+  });
   REQUIRE(rig.run_until([&] { return stopped; }));
   CHECK(rig.dispatcher->in_flight() == 0);
   const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
   CHECK(view.pages.in_flight == 0);
   CHECK(view.pages.done >= 3);
   CHECK(view.pages.done + view.pages.queued == 20);
+}
+
+TEST_CASE("A 429 pauses everything until its Retry-After: few refusals, every page done") {
+  // The stand-in takes 120 requests a minute (2 a second once its bucket is spent);
+  // fairlane believes 6,000.
+  sim::Config provider = stand_in(4, 5);
+  provider.requests_per_minute = 120;
+  Rig rig(provider, fairlane_config(4));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 124, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }, 30s));
+  CHECK(fairlane::testing::job_view(*rig.store, job.job.id).pages.done == 124);
+  CHECK(rig.dispatcher->counters().provider_429 > 0);
+  // Paused after each refusal, fairlane does not hammer the provider: without the pause it
+  // would retry every few milliseconds until the bucket refilled.
+  CHECK(rig.stats().at("rejected_429").as_int64() <= 8);
+}
+
+TEST_CASE("A failed attempt holds its page back, and a stop leaves it queued for the next start") {
+  sim::Config provider = stand_in(4);
+  provider.fail_rate = 1.0;
+  DispatcherConfig config = fairlane_config(4);
+  config.backoff_base = 20s;  // the first backoff is anywhere in [0, 20 s)
+  config.seed = 3;
+  Rig rig(provider, config);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 1, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->counters().retried == 1; }));
+  CHECK(rig.dispatcher->held() == 1);
+  CHECK(rig.dispatcher->scheduler().size() == 0);
+  bool stopped = false;
+  rig.dispatcher->stop(100ms, [&](const fairlane::Status& status) {
+    CHECK(status.ok());
+    stopped = true;
+  });
+  REQUIRE(rig.run_until([&] { return stopped && rig.dispatcher->held() == 0; }, 5s));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.pages.queued == 1);
+  CHECK(rig.store->results(job.job.id).value().front().attempts == 1);
+}
+
+TEST_CASE("A page too large for a minute's TPM fails at once, naming its size") {
+  DispatcherConfig config = fairlane_config(4);
+  config.limits.tokens_per_minute = 200;  // the pages cost 300
+  Rig rig(stand_in(4), config);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 2, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto results = rig.store->results(job.job.id).value();
+  CHECK(results[0].state == fairlane::PageState::failed);
+  CHECK(results[0].error == "the page needs 300 tokens, more than the provider's 200 a minute");
+  CHECK(rig.stats().at("requests") == 0);
+}
+
+TEST_CASE("A request the provider refuses as wrong fails its page at once, with the reason") {
+  sim::Config provider = stand_in(4);
+  provider.api_key = "sk-needed";  // the client sends none
+  Rig rig(provider, fairlane_config(4));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 1, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto page = rig.store->results(job.job.id).value().front();
+  CHECK(page.state == fairlane::PageState::failed);
+  CHECK(page.error == "the provider refused the request with 401 (invalid API key)");
+  CHECK(page.attempts == 0);
+  CHECK(rig.stats().at("unauthorized") == 1);
+}
+
+TEST_CASE("The dispatcher, the provider and the store can go while calls are out") {
+  Rig rig(stand_in(4, 200), fairlane_config(4));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  rig.dispatcher->add(rig.enqueue(user, 8, "book"), 1);
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->in_flight() == 4; }));
+  rig.dispatcher.reset();
+  rig.provider.reset();
+  rig.store.reset();
+  rig.io.run_for(500ms);  // whatever was pending runs, or is dropped, without a crash
+  CHECK(rig.stats().at("requests").as_int64() >= 4);
+}
+
+TEST_CASE("When the store stops committing, the dispatcher says so, and a stop reports it") {
+  fairlane::testing::FaultyVfs::install();
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("full.db");
+  {
+    // The database exists before the fault VFS opens it.
+    auto store = fairlane::testing::open_store(db);
+  }
+  sim::Config provider = stand_in(2, 20);
+  Rig rig(provider, fairlane_config(2), db, fairlane::testing::FaultyVfs::kName);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  rig.dispatcher->add(rig.enqueue(user, 10, "book"), 1);
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->counters().done >= 2; }));
+  fairlane::testing::FaultyVfs::fill_disk();
+  REQUIRE(rig.run_until([&] { return !rig.dispatcher->store_error().ok(); }));
+  CHECK(rig.dispatcher->store_error().code() == fairlane::StatusCode::disk_full);
+  std::optional<fairlane::Status> stopped;
+  rig.dispatcher->stop(300ms, [&](const fairlane::Status& status) { stopped = status; });
+  REQUIRE(rig.run_until([&] { return stopped.has_value(); }, 5s));
+  CHECK(stopped->code() == fairlane::StatusCode::disk_full);
+  fairlane::testing::FaultyVfs::heal();
 }

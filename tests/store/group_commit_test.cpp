@@ -91,3 +91,16 @@ TEST_CASE("A transition submitted from a callback waits for the next batch") {
   REQUIRE(commits.flush().ok());
   CHECK(second_heard);
 }
+
+TEST_CASE("Abandoning drops the queued transitions without committing or telling anyone") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  bool told = false;
+  commits.submit(PageTransition::dispatched(f.page(0), 100), [&](std::int64_t) { told = true; });
+  commits.submit(PageTransition::dispatched(f.page(1), 100));
+  CHECK(commits.abandon() == 2);
+  CHECK(commits.pending() == 0);
+  CHECK(commits.flush().ok());
+  CHECK_FALSE(told);
+  CHECK(job_view(*f.store, f.job.job.id).pages.in_flight == 0);
+}
