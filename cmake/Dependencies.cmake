@@ -5,7 +5,7 @@ find_package(fmt 9 REQUIRED)
 find_package(CLI11 2 REQUIRED)
 find_package(SQLite3 3.37 REQUIRED)  # STRICT tables
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
-find_package(Boost 1.81 REQUIRED COMPONENTS json)
+find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 find_package(CURL 7.88 REQUIRED)
 find_package(Threads REQUIRED)
 if(FAIRLANE_BUILD_TESTS)

@@ -136,6 +136,8 @@ class Store {
   // next_cursor.
   virtual Result<JobList> jobs_of(UserId user, std::size_t limit,
                                   std::optional<std::string_view> cursor = std::nullopt) = 0;
+  // The job `user` enqueued with this idempotency key; not_found when there is none.
+  virtual Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) = 0;
   // The job's pages in order, with their output or error.
   virtual Result<std::vector<PageResult>> results(JobId job) = 0;
   virtual Result<std::string> page_text(PageId page) = 0;

@@ -91,6 +91,7 @@ class SqliteStore final : public Store {
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
+  Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<std::string> page_text(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
@@ -579,6 +580,21 @@ Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
     page.next_cursor = page.jobs.back().public_id;
   }
   return page;
+}
+
+Result<JobView> SqliteStore::job_by_idempotency_key(UserId user, std::string_view key) {
+  JobId earlier = 0;
+  {
+    Use find(job_by_idempotency_key_);
+    find->bind(1, user).bind(2, key);
+    const int rc = find->step();
+    if (rc == SQLITE_DONE) {
+      return Status{StatusCode::not_found, "no job with this idempotency key"};
+    }
+    if (rc != SQLITE_ROW) return db_.error(rc, "looking up the idempotency key");
+    earlier = find->int64(0);
+  }
+  return job(earlier);
 }
 
 Result<std::vector<PageResult>> SqliteStore::results(JobId job) {

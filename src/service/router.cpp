@@ -1,0 +1,296 @@
+#include "service/router.hpp"
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+#include <cctype>
+#include <charconv>
+
+#include "service/api_json.hpp"
+
+namespace fairlane::service {
+namespace {
+
+namespace json = boost::json;
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+ApiResponse json_response(int status, const json::object& body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json::serialize(body);
+  return r;
+}
+
+ApiResponse from(const ApiAnswer& answer) {
+  ApiResponse r = json_response(answer.status, answer.body);
+  if (answer.retry_after_s)
+    r.headers.emplace_back("Retry-After", std::to_string(*answer.retry_after_s));
+  return r;
+}
+
+ApiResponse error(int status, std::string_view type, std::string_view message) {
+  return json_response(status, error_json(type, message));
+}
+
+// Compares two keys in time that does not depend on where they differ.
+bool same_key(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::optional<std::int64_t> number(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || err != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::string> ApiRequest::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (iequals(key, name)) return value;
+  }
+  return std::nullopt;
+}
+
+Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
+    : store_(store), dispatcher_(dispatcher), config_(std::move(config)) {}
+
+std::int64_t Router::estimate_tokens(std::string_view page_text) const {
+  const auto bytes = static_cast<std::int64_t>(config_.prompt.size() + page_text.size());
+  return (bytes + 3) / 4 + config_.max_tokens;
+}
+
+ApiResponse Router::handle(const ApiRequest& request) {
+  const auto url = boost::urls::parse_origin_form(request.target);
+  if (!url) return error(400, "invalid_request", "the request's target is not a valid path");
+  const std::string path = url->path();
+  const auto param = [&](std::string_view name) -> std::optional<std::string> {
+    const auto it = url->params().find(name);
+    if (it == url->params().end()) return std::nullopt;
+    return std::string((*it).value);
+  };
+
+  if (path == "/healthz") return json_response(200, json::object{{"status", "ok"}});
+  if (path == "/readyz") {
+    const Status& store = dispatcher_.store_error();
+    if (store.ok()) return json_response(200, json::object{{"status", "ready"}});
+    return error(503, "not_ready", store.message());
+  }
+
+  // Everything under /v1 needs a key: a user's, or the admin's for /v1/users.
+  const auto authorization = request.header("Authorization");
+  const std::string_view bearer = "Bearer ";
+  if (!authorization || authorization->rfind(bearer, 0) != 0) {
+    return error(401, "unauthorized",
+                 "this needs an API key: send it as 'Authorization: Bearer <key>'");
+  }
+  const std::string key = authorization->substr(bearer.size());
+
+  if (path == "/v1/users" && request.method == "POST") {
+    if (config_.admin_key.empty() || !same_key(key, config_.admin_key)) {
+      return error(401, "unauthorized", "adding users needs the admin key");
+    }
+    boost::system::error_code parse_error;
+    const json::value body = json::parse(request.body, parse_error);
+    const json::object* fields = parse_error ? nullptr : body.if_object();
+    const json::value* name = fields ? fields->if_contains("name") : nullptr;
+    if (name == nullptr || !name->is_string()) {
+      return error(400, "invalid_request", "send {\"name\": \"...\", \"weight\": 1} as JSON");
+    }
+    std::int64_t weight = 1;
+    if (const json::value* w = fields->if_contains("weight")) {
+      if (!w->is_int64()) return error(400, "invalid_request", "weight must be a whole number");
+      weight = w->as_int64();
+    }
+    auto added = store_.add_user(std::string(name->as_string()), weight);
+    if (!added.ok()) return from(answer_for(added.status()));
+    return json_response(
+        201, json::object{
+                 {"name", added->user.name}, {"weight", added->user.weight}, {"key", added->key}});
+  }
+
+  auto user = store_.find_user_by_key(key);
+  if (!user.ok()) {
+    if (user.status().code() == StatusCode::not_found) {
+      return error(401, "unauthorized", "this API key is not known: check it, or ask for one");
+    }
+    return from(answer_for(user.status()));
+  }
+
+  const double latency_s = dispatcher_.estimator().avg_latency_s();
+  const auto job_object = [&](const JobView& job) {
+    return job_json(job, dispatcher_.estimator().job(job.user_id, job.id), latency_s);
+  };
+
+  if (path == "/v1/jobs" && request.method == "POST") {
+    const auto type = request.header("Content-Type").value_or("");
+    if (type.rfind("application/json", 0) != 0) {
+      return error(
+          415, "unsupported_media_type",
+          "send the pages as application/json: {\"name\": ..., \"pages\": [\"text\", ...]}");
+    }
+    boost::system::error_code parse_error;
+    const json::value body = json::parse(request.body, parse_error);
+    if (parse_error) {
+      return error(400, "invalid_document",
+                   fmt::format("the body is not valid JSON ({})", parse_error.message()));
+    }
+    const json::object* fields = body.if_object();
+    const json::value* pages = fields ? fields->if_contains("pages") : nullptr;
+    if (pages == nullptr || !pages->is_array()) {
+      return error(400, "invalid_document", "the body needs \"pages\": a list of page texts");
+    }
+    const json::array& list = pages->as_array();
+    if (list.empty()) return error(400, "invalid_document", "the upload has no pages");
+    if (static_cast<std::int64_t>(list.size()) > config_.max_pages) {
+      return error(413, "payload_too_large",
+                   fmt::format("the upload has {} pages; at most {} are taken at once: split it",
+                               list.size(), config_.max_pages));
+    }
+    JobRequest job;
+    job.user_id = user->id;
+    job.max_tokens = config_.max_tokens;
+    job.name = "pages.json";
+    if (const json::value* name = fields->if_contains("name"); name && name->is_string()) {
+      job.name = std::string(name->as_string());
+    }
+    std::vector<std::int64_t> tokens;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string()) {
+        return error(400, "invalid_document", fmt::format("page {} is not text", i + 1));
+      }
+      const std::string text(list[i].as_string());
+      tokens.push_back(estimate_tokens(text));
+      job.pages.push_back(PageInput{text, tokens.back()});
+    }
+    job.idempotency_key = request.header("Idempotency-Key");
+    if (job.idempotency_key) {
+      // A retried upload gets the first job back, whatever the door would say now.
+      auto earlier = store_.job_by_idempotency_key(user->id, *job.idempotency_key);
+      if (earlier.ok()) {
+        ApiResponse response = json_response(202, job_object(earlier.value()));
+        response.headers.emplace_back("Location", "/v1/jobs/" + earlier->public_id);
+        return response;
+      }
+      if (earlier.status().code() != StatusCode::not_found)
+        return from(answer_for(earlier.status()));
+    }
+    if (auto refusal = answer_for(dispatcher_.door().admit(user->id, tokens)))
+      return from(*refusal);
+    auto enqueued = store_.enqueue_job(job);
+    if (!enqueued.ok()) return from(answer_for(enqueued.status()));
+    if (enqueued->created) dispatcher_.add(enqueued.value(), user->weight);
+    ApiResponse response = json_response(202, job_object(enqueued->job));
+    response.headers.emplace_back("Location", "/v1/jobs/" + enqueued->job.public_id);
+    return response;
+  }
+
+  if (path == "/v1/jobs" && request.method == "GET") {
+    std::size_t limit = 20;
+    if (const auto text = param("limit")) {
+      const auto n = number(*text);
+      if (!n || *n < 1 || *n > 1'000) return error(400, "invalid_request", "limit is 1 to 1000");
+      limit = static_cast<std::size_t>(*n);
+    }
+    const auto cursor = param("cursor");
+    auto list = store_.jobs_of(user->id, limit,
+                               cursor ? std::optional<std::string_view>(*cursor) : std::nullopt);
+    if (!list.ok()) return from(answer_for(list.status()));
+    json::array jobs;
+    for (const JobView& job : list->jobs) jobs.push_back(job_object(job));
+    json::object body{{"jobs", std::move(jobs)}};
+    if (list->next_cursor) {
+      body["next_cursor"] = *list->next_cursor;
+    } else {
+      body["next_cursor"] = nullptr;
+    }
+    return json_response(200, body);
+  }
+
+  constexpr std::string_view kJobs = "/v1/jobs/";
+  if (path.rfind(kJobs, 0) == 0) {
+    std::string rest = path.substr(kJobs.size());
+    std::string tail;
+    if (const auto slash = rest.find('/'); slash != std::string::npos) {
+      tail = rest.substr(slash + 1);
+      rest.resize(slash);
+    }
+    auto job = store_.job_of(rest, user->id);
+    if (!job.ok()) {
+      if (job.status().code() == StatusCode::not_found) {
+        return error(404, "not_found", fmt::format("you have no job {}", rest));
+      }
+      return from(answer_for(job.status()));
+    }
+    if (tail.empty() && request.method == "GET") return json_response(200, job_object(job.value()));
+    if (tail.empty() && request.method == "DELETE") {
+      dispatcher_.cancel(user->id, job->id);
+      return json_response(202, job_object(job.value()));
+    }
+    if (tail == "result" && request.method == "GET") {
+      auto results = store_.results(job->id);
+      if (!results.ok()) return from(answer_for(results.status()));
+      json::array pages;
+      for (const PageResult& page : results.value()) {
+        json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
+        if (page.output) p["output"] = *page.output;
+        if (page.error) p["error"] = *page.error;
+        pages.push_back(std::move(p));
+      }
+      return json_response(200, json::object{{"id", job->public_id},
+                                             {"state", to_string(job->state)},
+                                             {"pages", std::move(pages)}});
+    }
+  }
+
+  if (path == "/v1/estimate" && request.method == "GET") {
+    const auto as_number = [](const std::optional<std::string>& text) {
+      return text ? number(*text) : std::nullopt;
+    };
+    const auto pages = as_number(param("pages"));
+    if (!pages || *pages < 1) {
+      return error(400, "invalid_request", "ask /v1/estimate?pages=N (and &tokens_per_page=T)");
+    }
+    // Without tokens_per_page, a page of 3,000 bytes (a dense printed page).
+    const std::int64_t tokens =
+        as_number(param("tokens_per_page")).value_or(estimate_tokens(std::string(3'000, ' ')));
+    const DoorDecision decision = dispatcher_.door().estimate(user->id, *pages, tokens);
+    if (auto refusal = answer_for(decision)) return from(*refusal);
+    const JobEstimate& e = std::get<DoorAccepted>(decision).estimate;
+    return json_response(
+        200,
+        json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
+  }
+
+  if (path == "/v1/queue" && request.method == "GET") {
+    const Budget& budget = dispatcher_.budget();
+    const auto level = [](const TokenBucket& bucket) -> json::value {
+      if (bucket.unlimited()) return nullptr;
+      return bucket.level();
+    };
+    json::object body{{"lanes", dispatcher_.scheduler().lane_count()},
+                      {"queued", dispatcher_.scheduler().size()},
+                      {"held", dispatcher_.held()},
+                      {"in_flight", dispatcher_.in_flight()},
+                      {"mu", dispatcher_.estimator().mu()},
+                      {"binding", to_string(dispatcher_.estimator().binding())},
+                      {"buckets", json::object{{"requests", level(budget.requests())},
+                                               {"tokens", level(budget.tokens())}}},
+                      {"paused", dispatcher_.paused_until().has_value()}};
+    return json_response(200, body);
+  }
+
+  return error(404, "not_found", fmt::format("there is no {} {}", request.method, path));
+}
+
+}  // namespace fairlane::service

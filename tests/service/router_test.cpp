@@ -1,0 +1,212 @@
+// The API without sockets: requests in, responses out, over a real store and dispatcher
+// (whose loop is not started, so uploads stay queued where the tests can see them).
+#include <doctest/doctest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <string>
+#include <vector>
+
+#include "service/router.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::service::ApiRequest;
+using fairlane::service::ApiResponse;
+using fairlane::service::Dispatcher;
+using fairlane::service::DispatcherConfig;
+using fairlane::service::Router;
+using fairlane::service::RouterConfig;
+namespace json = boost::json;
+
+namespace {
+
+// A provider nobody reaches in these tests.
+class SilentProvider final : public fairlane::Provider {
+ public:
+  void call(const fairlane::ProviderRequest&, Done) override {}
+  [[nodiscard]] std::size_t in_flight() const override { return 0; }
+};
+
+struct Api {
+  explicit Api(double max_wait_s = 60.0) {
+    DispatcherConfig config;
+    config.limits = {
+        .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
+    config.door.max_wait_s = max_wait_s;
+    config.door.max_queued_pages_per_user = 500;
+    dispatcher = std::make_unique<Dispatcher>(io, *store, provider, config);
+    router = std::make_unique<Router>(*store, *dispatcher,
+                                      RouterConfig{"admin-secret", "Extract.", 200, 1'000});
+    alice = add_user("alice");
+    bob = add_user("bob");
+  }
+
+  ApiResponse send(std::string method, std::string target, std::string key = "",
+                   std::string body = "",
+                   std::vector<std::pair<std::string, std::string>> headers = {}) {
+    ApiRequest request{std::move(method), std::move(target), std::move(headers), std::move(body)};
+    if (!key.empty()) request.headers.emplace_back("Authorization", "Bearer " + key);
+    if (!request.body.empty() && !request.header("Content-Type")) {
+      request.headers.emplace_back("Content-Type", "application/json");
+    }
+    return router->handle(request);
+  }
+
+  std::string add_user(const std::string& name) {
+    const auto r = send("POST", "/v1/users", "admin-secret", R"({"name": ")" + name + R"("})");
+    REQUIRE(r.status == 201);
+    return std::string(json::parse(r.body).at("key").as_string());
+  }
+
+  static json::object body(const ApiResponse& r) { return json::parse(r.body).as_object(); }
+
+  static std::string pages_json(int count, std::size_t bytes = 100) {
+    json::array pages;
+    for (int i = 0; i < count; ++i)
+      pages.push_back(json::string(std::string(bytes, 'a' + static_cast<char>(i % 26))));
+    return json::serialize(json::object{{"name", "book.pdf"}, {"pages", pages}});
+  }
+
+  boost::asio::io_context io;
+  std::unique_ptr<fairlane::Store> store = fairlane::testing::open_store(":memory:");
+  SilentProvider provider;
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::unique_ptr<Router> router;
+  std::string alice;
+  std::string bob;
+};
+
+std::string header(const ApiResponse& r, const std::string& name) {
+  for (const auto& [key, value] : r.headers) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Health answers without a key, and the API wants one it knows") {
+  Api api;
+  CHECK(api.send("GET", "/healthz").status == 200);
+  CHECK(api.send("GET", "/readyz").status == 200);
+  const auto none = api.send("GET", "/v1/jobs");
+  CHECK(none.status == 401);
+  CHECK(Api::body(none).at("error").at("type") == "unauthorized");
+  CHECK(api.send("GET", "/v1/jobs", "fl_not-a-key").status == 401);
+  CHECK(api.send("POST", "/v1/users", api.alice, R"({"name": "eve"})").status == 401);
+  CHECK(api.send("GET", "/v1/nowhere", api.alice).status == 404);
+}
+
+TEST_CASE("An upload of JSON pages is accepted with its job, then seen, listed and read") {
+  Api api;
+  const auto accepted = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3));
+  REQUIRE(accepted.status == 202);
+  const auto job = Api::body(accepted);
+  const std::string id(job.at("id").as_string());
+  CHECK(header(accepted, "Location") == "/v1/jobs/" + id);
+  CHECK(job.at("state") == "queued");
+  CHECK(job.at("pages").at("total") == 3);
+  CHECK(job.at("user") == "alice");
+  CHECK(job.at("position") == 0);
+  CHECK(job.at("eta_seconds").as_double() > 0.0);
+
+  const auto seen = api.send("GET", "/v1/jobs/" + id, api.alice);
+  CHECK(seen.status == 200);
+  CHECK(Api::body(seen).at("id").as_string() == id);
+  const auto list = Api::body(api.send("GET", "/v1/jobs?limit=10", api.alice));
+  CHECK(list.at("jobs").as_array().size() == 1);
+  CHECK(list.at("next_cursor").is_null());
+  const auto result = Api::body(api.send("GET", "/v1/jobs/" + id + "/result", api.alice));
+  CHECK(result.at("pages").as_array().size() == 3);
+  CHECK(result.at("pages").at(0).at("page") == 1);
+  CHECK(result.at("pages").at(0).at("state") == "queued");
+  CHECK(api.dispatcher->scheduler().size() == 3);
+}
+
+TEST_CASE("A retried upload with the same Idempotency-Key gets the first job back") {
+  Api api;
+  const std::vector<std::pair<std::string, std::string>> key{{"Idempotency-Key", "upload-7"}};
+  const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3), key);
+  const auto again = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(5), key);
+  CHECK(first.status == 202);
+  CHECK(again.status == 202);
+  CHECK(Api::body(again).at("id") == Api::body(first).at("id"));
+  CHECK(Api::body(again).at("pages").at("total") == 3);
+  CHECK(api.dispatcher->scheduler().size() == 3);
+}
+
+TEST_CASE("A user sees only their own jobs: another's is 404") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1))).at("id").as_string());
+  CHECK(api.send("GET", "/v1/jobs/" + id, api.bob).status == 404);
+  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.bob).status == 404);
+  CHECK(api.send("GET", "/v1/jobs/" + id + "/result", api.bob).status == 404);
+  CHECK(Api::body(api.send("GET", "/v1/jobs", api.bob)).at("jobs").as_array().empty());
+}
+
+TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate agrees") {
+  Api api(3.0);  // the door accepts waits up to 3 s
+  const std::string carol = api.add_user("carol");
+  // Pages of 100 bytes reserve ceil((8 + 100) / 4) + 200 = 227 tokens, 0.28 of the
+  // estimator's starting average (800), and a call takes 2 s.
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(300)).status == 202);
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(300)).status == 202);
+  // Carol's 400 pages count as 113.5 average pages; Alice and Bob send as much meanwhile:
+  // 340.5 in all, 200 at once, the rest at 100 a second: 1.4 s, plus 2 s for the call.
+  const auto predicted = api.send("GET", "/v1/estimate?pages=400&tokens_per_page=227", carol);
+  const auto busy = api.send("POST", "/v1/jobs", carol, Api::pages_json(400));
+  CHECK(predicted.status == 503);
+  REQUIRE(busy.status == 503);
+  const auto error = Api::body(busy).at("error").as_object();
+  CHECK(error.at("type") == "busy");
+  CHECK(error.at("position").as_int64() > 0);
+  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
+  CHECK(error.at("max_wait_seconds").as_double() == 3.0);
+  CHECK(error.at("retry_after_seconds") == 1);
+  CHECK(header(busy, "Retry-After") == "1");
+  // A small job fits, and the estimate said so.
+  CHECK(api.send("GET", "/v1/estimate?pages=10&tokens_per_page=227", carol).status == 200);
+  CHECK(api.send("POST", "/v1/jobs", carol, Api::pages_json(10)).status == 202);
+}
+
+TEST_CASE("Bad uploads get their clear errors, and nothing is queued") {
+  Api api;
+  CHECK(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, "{\"pages\": [")).at("error").at("type") ==
+      "invalid_document");
+  CHECK(api.send("POST", "/v1/jobs", api.alice, R"({"pages": []})").status == 400);
+  CHECK(api.send("POST", "/v1/jobs", api.alice, R"({"pages": [1, 2]})").status == 400);
+  CHECK(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1'001, 1)).status == 413);
+  const auto huge = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2, 1'300'000));
+  CHECK(huge.status == 422);
+  CHECK(Api::body(huge).at("error").at("page") == 1);
+  CHECK(api.send("POST", "/v1/jobs", api.alice, "%PDF-1.7", {{"Content-Type", "text/plain"}})
+            .status == 415);
+  CHECK(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(501)).status == 429);
+  CHECK(api.dispatcher->scheduler().size() == 0);
+  CHECK(api.store->jobs_of(api.store->find_user_by_key(api.alice)->id, 10)->jobs.empty());
+}
+
+TEST_CASE("Cancel takes the queued pages out at once and the job ends cancelled") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(4))).at("id").as_string());
+  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  CHECK(api.dispatcher->scheduler().size() == 0);
+  api.io.run_for(50ms);  // the group commit's timer flushes the cancellation
+  CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("state") == "cancelled");
+}
+
+TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buckets") {
+  Api api;
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3)).status == 202);
+  const auto queue = Api::body(api.send("GET", "/v1/queue", api.bob));
+  CHECK(queue.at("lanes") == 1);
+  CHECK(queue.at("queued") == 3);
+  CHECK(queue.at("in_flight") == 0);
+  CHECK(queue.at("binding") == "tokens");
+  CHECK(queue.at("buckets").at("requests").as_double() == doctest::Approx(1'500.0).epsilon(0.01));
+  CHECK(queue.at("paused") == false);
+}
