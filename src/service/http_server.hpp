@@ -1,0 +1,51 @@
+// HttpServer: the HTTP/1.1 front of the API (Beast on Asio coroutines; fairlane's only
+// translation unit with Beast besides the stand-in's). A connection reads a request (with
+// a timeout and limits on header and body size), hands it to the Router, and writes the
+// answer; keep-alive, a cap on connections, and stop() for shutdown.
+//
+// Thread safety: the io_context's thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fairlane/result.hpp"
+#include "service/router.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace fairlane::service {
+
+struct HttpLimits {
+  std::size_t max_body_bytes = 100 * 1024 * 1024;  // larger bodies get 413
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_connections = 1'000;    // more are closed at once
+  std::chrono::seconds read_timeout{30};  // for a whole request
+  std::chrono::seconds idle_timeout{60};  // between requests on a connection
+};
+
+class HttpServer {
+ public:
+  // `router` must outlive the server's connections.
+  HttpServer(boost::asio::io_context& io, Router& router, HttpLimits limits = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Starts accepting; port 0 picks a free one. Returns the port.
+  Result<std::uint16_t> listen(const std::string& address, std::uint16_t port);
+
+  // Stops accepting and closes every connection.
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace fairlane::service
