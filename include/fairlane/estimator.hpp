@@ -89,6 +89,10 @@ class Estimator {
  private:
   // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
   [[nodiscard]] double others_ahead(UserId user, double t) const;
+  // How many average pages' time one page of cost `scale` takes under the limits: `scale`
+  // when tokens bind, but never less than one request's or one call's share (a cheap page
+  // still costs a whole request under an RPM limit).
+  [[nodiscard]] double page_time(double scale) const;
   // Seconds until the n-th page from now is answered.
   [[nodiscard]] double seconds_for(double pages) const;
   // `scale`: the job's page cost over the average reservation. Deficit round robin shares

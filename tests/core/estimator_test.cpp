@@ -180,3 +180,26 @@ TEST_CASE("Pages that cost more count for more: DRR shares tokens") {
   CHECK(estimator.estimate_new(2, 10, 800).eta_seconds == doctest::Approx(5.2));
   CHECK(estimator.estimate_new(2, 10).eta_seconds == doctest::Approx(5.2));
 }
+
+TEST_CASE("A cheap page still costs a whole request when requests bind") {
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 6);  // A: 6 pages of 800
+  // 6 requests a minute bind (0.1 pages/s; tokens allow 6.25/s).
+  Estimator estimator(scheduler, EstimatorConfig{.limits = {.requests_per_minute = 6,
+                                                            .tokens_per_minute = 300'000,
+                                                            .max_in_flight = 200}});
+  REQUIRE(estimator.binding() == Limit::requests);
+  // B asks for 30 pages of 100 tokens (1/8 of the average): DRR lets B send its 30 while A
+  // sends min(6, 30/8) = 3.75, but each of B's pages takes a request's 10 s:
+  //   ahead = 3.75 + 30 = 33.75 pages; eta = 33.75 / 0.1 + 2 = 339.5 s
+  CHECK(estimator.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(339.5));
+  // When tokens bind, cheap pages count for their tokens, down to one request's share: at
+  // the lab's limits a page of 400 tokens (half the average) takes half a page's time
+  // (tokens: 0.5 / 6.25 s, requests: 1 / 25 s), and A sends min(6, 15) = 6:
+  //   ahead = 6 + 15 = 21; eta = 21 / 6.25 + 2 = 5.36 s
+  Estimator by_tokens(scheduler, EstimatorConfig{.limits = kLab});
+  CHECK(by_tokens.estimate_new(2, 30, 400).eta_seconds == doctest::Approx(5.36));
+  // At 100 tokens (1/8) the request is dearer than the tokens: a page takes 1/25 s, a
+  // quarter of the average's 1/6.25: ahead = min(6, 3.75) + 30 / 4 = 11.25: 3.8 s.
+  CHECK(by_tokens.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(11.25 / 6.25 + 2));
+}
