@@ -144,9 +144,12 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     stream->expires_after(limits.idle_timeout);
     co_await http::async_read_header(*stream, buffer, parser,
                                      asio::redirect_error(use_awaitable, error));
-    if (error) break;
-    stream->expires_after(limits.read_timeout);
-    co_await http::async_read(*stream, buffer, parser, asio::redirect_error(use_awaitable, error));
+    // A Content-Length over the limit fails already here, with body_limit.
+    if (!error) {
+      stream->expires_after(limits.read_timeout);
+      co_await http::async_read(*stream, buffer, parser,
+                                asio::redirect_error(use_awaitable, error));
+    }
     if (error == http::error::body_limit) {
       auto response =
           refusal(parser.get().version(), http::status::payload_too_large, "payload_too_large",
