@@ -43,6 +43,8 @@ struct ServeOptions {
   std::int64_t max_queued_pages_per_user = 10'000;
   std::int64_t max_body_mb = 100;
   double stop_deadline = 30.0;
+  double backoff_base = 1.0;
+  double backoff_max = 60.0;
 };
 
 int fail(const std::string& message) {
@@ -98,6 +100,10 @@ int serve(const ServeOptions& o) {
   config.model = o.model;
   config.max_tokens = o.max_tokens;
   config.max_attempts = o.max_attempts;
+  config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.backoff_base));
+  config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.backoff_max));
   config.door.max_wait_s = o.max_wait;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
   fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
@@ -190,6 +196,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command->add_option("--max-body-mb", o.max_body_mb, "The largest upload, in MB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--backoff-base", o.backoff_base,
+                   "Seconds of the first retry's backoff ceiling (full jitter, doubling)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command->add_option("--backoff-max", o.backoff_max, "Seconds a backoff never exceeds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command

@@ -8,54 +8,20 @@
 set -euo pipefail
 fairlane=$1
 stand_in=$2
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
 
-# The port a server printed ("listening on http://127.0.0.1:PORT"), waiting up to 10 s.
-port_of() {
-  for _ in $(seq 200); do
-    if grep -q '^listening on' "$1" 2>/dev/null; then grep -o '[0-9]*$' "$1"; return; fi
-    sleep 0.05
-  done
-  fail "no 'listening on' line in $1: $(cat "$1" 2>/dev/null)"
-}
-field() { grep -o "\"$1\":\"[^\"]*\"" | head -1 | cut -d'"' -f4; }
+start_stand_in --latency-ms 20 --rpm 6000 --tpm 600000 --max-in-flight 4
 
-"$stand_in" --listen 127.0.0.1:0 --latency-ms 20 --rpm 6000 --tpm 600000 --max-in-flight 4 \
-  >"$work/stand-in.out" 2>&1 &
-pids+=($!)
-stand_in_port=$(port_of "$work/stand-in.out")
-
-alice=$("$fairlane" user add alice --db "$work/fairlane.db")
-bob=$("$fairlane" user add bob --db "$work/fairlane.db")
+alice=$(add_user alice)
+bob=$(add_user bob)
 [[ $alice == fl_* ]] || fail "user add printed '$alice', not a key"
 
-FAIRLANE_ADMIN_KEY=admin-secret "$fairlane" serve --listen 127.0.0.1:0 --db "$work/fairlane.db" \
-  --provider-url "http://127.0.0.1:$stand_in_port" --rpm 6000 --tpm 600000 --max-in-flight 4 \
-  --max-tokens 100 >"$work/serve.out" 2>&1 &
-serve_pid=$!
-pids+=("$serve_pid")
-base="http://127.0.0.1:$(port_of "$work/serve.out")"
+start_serve --rpm 6000 --tpm 600000 --max-in-flight 4 --max-tokens 100
 
-job=$(curl -sS -X POST "$base/v1/jobs" -H "Authorization: Bearer $alice" \
-  -H 'Content-Type: application/json' -d '{"name":"e2e","pages":["one","two","three"]}')
-id=$(field id <<<"$job")
-[[ $id == job_* ]] || fail "the upload answered: $job"
+id=$(upload "$alice" e2e one two three)
 
-state=""
-for _ in $(seq 400); do
-  state=$(curl -sS "$base/v1/jobs/$id" -H "Authorization: Bearer $alice" | field state)
-  [[ $state == done ]] && break
-  sleep 0.05
-done
-[[ $state == done ]] || fail "the job is '$state' after 20 s"
+view=$(wait_ended "$alice" "$id" 20)
+[[ $(field state <<<"$view") == done ]] || fail "the job ended as: $view"
 
 result=$(curl -sS "$base/v1/jobs/$id/result" -H "Authorization: Bearer $alice")
 for text in one two three; do
@@ -66,12 +32,12 @@ done
   fail "bob can see alice's job"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id") == 401 ]] || fail "no key was let in"
 
-stats=$(curl -sS "http://127.0.0.1:$stand_in_port/stats")
+stats=$(curl -sS "$stand_in_url/stats")
 grep -q '"rejected_429":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
 grep -q '"rejected_503":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
 
 kill -TERM "$serve_pid"
 status=0
 wait "$serve_pid" || status=$?
-[[ $status == 0 ]] || fail "fairlane serve exited $status on SIGTERM: $(cat "$work/serve.out")"
+[[ $status == 0 ]] || fail "fairlane serve exited $status on SIGTERM: $(cat "$work/serve.1.out")"
 echo "1 passed, 0 failed"

@@ -1,0 +1,73 @@
+# Shared by the end-to-end tests (sourced, not run): a scratch directory and the processes
+# started are always cleaned up; every wait is bounded; failures say what was seen.
+# Expects $fairlane and $stand_in to name the binaries.
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The port a server printed ("listening on http://127.0.0.1:PORT"), waiting up to 10 s.
+port_of() {
+  for _ in $(seq 200); do
+    if grep -q '^listening on' "$1" 2>/dev/null; then grep -o '[0-9]*$' "$1" | head -1; return; fi
+    sleep 0.05
+  done
+  fail "no 'listening on' line in $1: $(cat "$1" 2>/dev/null)"
+}
+# The first string or number field of that name in the JSON on stdin.
+field() { grep -o "\"$1\":\"[^\"]*\"" | head -1 | cut -d'"' -f4; }
+count() { grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2; }
+
+# start_stand_in ARGS...: the provider stand-in on a free port; sets stand_in_url.
+start_stand_in() {
+  "$stand_in" --listen 127.0.0.1:0 "$@" >"$work/stand-in.out" 2>&1 &
+  pids+=($!)
+  stand_in_url="http://127.0.0.1:$(port_of "$work/stand-in.out")"
+}
+
+# start_serve ARGS...: `fairlane serve` on a free port against the stand-in; sets base and
+# serve_pid. Its output goes to $work/serve.N.out, N counting the starts.
+serve_starts=0
+start_serve() {
+  serve_starts=$((serve_starts + 1))
+  local out="$work/serve.$serve_starts.out"
+  FAIRLANE_ADMIN_KEY=admin-secret "$fairlane" serve --listen 127.0.0.1:0 --db "$work/fairlane.db" \
+    --provider-url "$stand_in_url" "$@" >"$out" 2>&1 &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  base="http://127.0.0.1:$(port_of "$out")"
+}
+
+add_user() { "$fairlane" user add "$1" --db "$work/fairlane.db"; }
+
+# upload KEY NAME PAGE...: a JSON upload; prints the job id or fails with the answer.
+upload() {
+  local key=$1 name=$2
+  shift 2
+  local pages
+  pages=$(printf '"%s",' "$@")
+  local answer
+  answer=$(curl -sS -X POST "$base/v1/jobs" -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' -d "{\"name\":\"$name\",\"pages\":[${pages%,}]}")
+  local id
+  id=$(field id <<<"$answer")
+  [[ $id == job_* ]] || fail "the upload of $name answered: $answer"
+  echo "$id"
+}
+
+# wait_ended KEY ID SECONDS: waits until the job is done, failed or cancelled; prints it.
+wait_ended() {
+  local view="" state=""
+  for _ in $(seq $(($3 * 20))); do
+    view=$(curl -sS "$base/v1/jobs/$2" -H "Authorization: Bearer $1" || true)
+    state=$(field state <<<"$view")
+    [[ $state == done || $state == failed || $state == cancelled ]] && { echo "$view"; return; }
+    sleep 0.05
+  done
+  fail "job $2 has not ended after $3 s: $view"
+}

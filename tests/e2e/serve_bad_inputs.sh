@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 6, end-to-end test 6, for the inputs the service takes today (JSON pages; PDF and
+# multipart uploads are not built yet): malformed JSON, zero pages, a page over the
+# tokens-per-minute ceiling, a 200 MB body, the wrong content type. Each gets its status
+# and a message; nothing is enqueued; the service keeps serving.
+#
+#   serve_bad_inputs.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
+alice=$(add_user alice)
+start_serve --rpm 60000 --tpm 60000 --max-tokens 100
+
+# expect STATUS TYPE CURL-ARGS...: posts to /v1/jobs and checks the status and error type.
+expect() {
+  local want=$1 type=$2
+  shift 2
+  local got
+  got=$(curl -sS -o "$work/body" -w '%{http_code}' -X POST "$base/v1/jobs" \
+    -H "Authorization: Bearer $alice" "$@")
+  [[ $got == "$want" ]] || fail "wanted $want $type, got $got: $(cat "$work/body")"
+  grep -q "\"type\":\"$type\"" "$work/body" || fail "wanted $type: $(cat "$work/body")"
+  grep -q '"message":"[^"]\+' "$work/body" || fail "no message: $(cat "$work/body")"
+}
+json=(-H 'Content-Type: application/json')
+
+expect 400 invalid_document "${json[@]}" -d '{"name":"x","pages":["one",'
+expect 400 invalid_document "${json[@]}" -d '{"name":"x","pages":[]}'
+expect 400 invalid_document "${json[@]}" -d '{"name":"x","pages":[1,2]}'
+expect 415 unsupported_media_type -H 'Content-Type: text/plain' -d 'hello'
+
+# A page of 400,000 bytes is about 100,000 tokens, over the 60,000 a minute allowed.
+printf '{"name":"huge","pages":["short","%s"]}' "$(head -c 400000 /dev/zero | tr '\0' a)" \
+  >"$work/huge.json"
+expect 422 request_too_large "${json[@]}" --data-binary "@$work/huge.json"
+grep -q '"page":2,' "$work/body" || fail "the refusal does not name page 2: $(cat "$work/body")"
+
+# 200 MB, sparse on disk, streamed with its Content-Length: refused before it is read.
+truncate -s 200M "$work/big.json"
+expect 413 payload_too_large "${json[@]}" -T "$work/big.json"
+
+listed=$(curl -sS "$base/v1/jobs" -H "Authorization: Bearer $alice")
+grep -q '"id":"job_' <<<"$listed" && fail "a refused upload was enqueued: $listed"
+id=$(upload "$alice" fine one two)
+view=$(wait_ended "$alice" "$id" 20)
+[[ $(field state <<<"$view") == done ]] || fail "after the bad inputs a good job ended as: $view"
+echo "1 passed, 0 failed"

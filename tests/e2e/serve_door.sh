@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue 6, end-to-end test 2: the door. Behind a backlog a large upload gets 503 busy with
+# its position, estimated and maximum wait, and Retry-After, while a small one still gets
+# in; /v1/estimate says beforehand what the door then does. The service's own limit (6
+# requests a minute) makes the backlog; the stand-in never binds.
+#
+#   serve_door.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
+alice=$(add_user alice)
+bob=$(add_user bob)
+start_serve --rpm 6 --tpm 6000000 --max-tokens 100 --max-wait 120
+
+# Twelve pages: six go at once, six wait about ten seconds each; a minute is within 120 s.
+pages=()
+for n in $(seq 12); do pages+=("page-$n"); done
+upload "$alice" backlog "${pages[@]}" >/dev/null
+
+# status_of URL KEY [curl args...]: the HTTP status; the body goes to $work/body, the
+# headers to $work/headers.
+status_of() {
+  local url=$1 key=$2
+  shift 2
+  curl -sS -o "$work/body" -D "$work/headers" -w '%{http_code}' "$url" \
+    -H "Authorization: Bearer $key" "$@"
+}
+
+big=()
+for n in $(seq 30); do big+=("\"more-$n\""); done
+big_json="{\"name\":\"big\",\"pages\":[$(IFS=,; echo "${big[*]}")]}"
+
+# A 30-page book would wait minutes: the estimate says busy, and so does the door.
+[[ $(status_of "$base/v1/estimate?pages=30&tokens_per_page=120" "$alice") == 503 ]] ||
+  fail "the estimate for 30 pages was not busy: $(cat "$work/body")"
+grep -q '"type":"busy"' "$work/body" || fail "the estimate's refusal is not busy: $(cat "$work/body")"
+[[ $(status_of "$base/v1/jobs" "$alice" -X POST -H 'Content-Type: application/json' \
+  -d "$big_json") == 503 ]] || fail "the 30-page upload was let in: $(cat "$work/body")"
+body=$(cat "$work/body")
+grep -q '"type":"busy"' <<<"$body" || fail "the refusal is not busy: $body"
+position=$(count position <<<"$body")
+[[ -n $position && $position -ge 1 ]] || fail "the refusal has no position: $body"
+number() { grep -o "\"$1\":[-+0-9.eE]*" | head -1 | cut -d: -f2; }
+wait_s=$(number estimated_wait_seconds <<<"$body")
+awk -v w="$wait_s" 'BEGIN { exit !(w > 120) }' || fail "a refused wait of '$wait_s' s is within 120 s: $body"
+awk -v w="$(number max_wait_seconds <<<"$body")" 'BEGIN { exit !(w == 120) }' ||
+  fail "the refusal has no max_wait_seconds of 120: $body"
+grep -qi '^retry-after: [0-9]' "$work/headers" || fail "no Retry-After: $(cat "$work/headers")"
+
+# One page from a user with an empty lane gets a turn soon: estimate and door agree.
+[[ $(status_of "$base/v1/estimate?pages=1&tokens_per_page=120" "$bob") == 200 ]] ||
+  fail "the estimate for bob's page refused: $(cat "$work/body")"
+grep -q '"accepted":true' "$work/body" || fail "the estimate did not accept: $(cat "$work/body")"
+[[ $(status_of "$base/v1/jobs" "$bob" -X POST -H 'Content-Type: application/json' \
+  -d '{"name":"small","pages":["one"]}') == 202 ]] ||
+  fail "bob's page was refused: $(cat "$work/body")"
+echo "1 passed, 0 failed"

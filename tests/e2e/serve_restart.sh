@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Issue 6, end-to-end test 4: `fairlane serve` killed with SIGKILL mid-run and started again
+# on the same database. Every accepted page ends done, and each appears exactly once in the
+# result with its own text: pages in flight at the kill are requeued, not lost or doubled.
+#
+#   serve_restart.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+start_stand_in --latency-ms 100 --rpm 60000 --tpm 6000000 --max-in-flight 4
+alice=$(add_user alice)
+limits=(--rpm 60000 --tpm 6000000 --max-in-flight 4 --max-tokens 100)
+start_serve "${limits[@]}"
+
+pages=()
+for n in $(seq 40); do pages+=("page-$n"); done
+id=$(upload "$alice" restart "${pages[@]}")
+
+# Kill once some pages are done and others are still to go (40 pages at 4 in flight and
+# 100 ms a call take about a second).
+done_pages=0
+for _ in $(seq 200); do
+  done_pages=$(curl -sS "$base/v1/jobs/$id" -H "Authorization: Bearer $alice" | count done)
+  ((done_pages >= 8)) && break
+  sleep 0.02
+done
+((done_pages >= 8 && done_pages < 40)) || fail "$done_pages pages done when the kill was due"
+kill -KILL "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+
+start_serve "${limits[@]}"
+view=$(wait_ended "$alice" "$id" 30)
+[[ $(field state <<<"$view") == done ]] || fail "after the restart the job ended as: $view"
+[[ $(count done <<<"$view") == 40 ]] || fail "not every page is done: $view"
+
+result=$(curl -sS "$base/v1/jobs/$id/result" -H "Authorization: Bearer $alice")
+[[ $(grep -o '"page":' <<<"$result" | wc -l) == 40 ]] || fail "the result lists not 40 pages: $result"
+for n in $(seq 40); do
+  seen=$(grep -o "\"output\":\"page-$n\"" <<<"$result" | wc -l)
+  [[ $seen == 1 ]] || fail "page-$n is in the result $seen times: $result"
+done
+echo "1 passed, 0 failed"
