@@ -79,10 +79,17 @@ ApiAnswer answer_for(const Status& status) {
   return answer;
 }
 
+std::string_view refusal_reason(const DoorDecision& decision) {
+  if (std::holds_alternative<DoorBusy>(decision)) return "busy";
+  if (std::holds_alternative<DoorUserQueueFull>(decision)) return "user_queue_full";
+  if (std::holds_alternative<DoorRequestTooLarge>(decision)) return "request_too_large";
+  return {};
+}
+
 std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
   if (const auto* busy = std::get_if<DoorBusy>(&decision)) {
     json::object body = error_json(
-        "busy",
+        refusal_reason(decision),
         fmt::format("fairlane would take about {:.0f} s to finish this job, longer than "
                     "the {:.0f} s it accepts; {} pages are ahead of it. Retry in {} s, or "
                     "send fewer pages.",
@@ -96,7 +103,7 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
   }
   if (const auto* full = std::get_if<DoorUserQueueFull>(&decision)) {
     json::object body = error_json(
-        "user_queue_full",
+        refusal_reason(decision),
         fmt::format("you have {} pages queued and this job adds {}: the limit is {} a user. Wait "
                     "for some to finish, or cancel a job.",
                     full->queued, full->adding, full->limit));
@@ -107,7 +114,7 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
   }
   if (const auto* large = std::get_if<DoorRequestTooLarge>(&decision)) {
     json::object body = error_json(
-        "request_too_large",
+        refusal_reason(decision),
         fmt::format("page {} needs about {} tokens, more than the provider allows in a minute "
                     "({}): split the page, or lower max_tokens.",
                     large->page, large->tokens, large->ceiling));

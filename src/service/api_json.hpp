@@ -44,4 +44,8 @@ struct ApiAnswer {
 // request_too_large 422 naming the page, its tokens and the ceiling. nullopt for accepted.
 [[nodiscard]] std::optional<ApiAnswer> answer_for(const DoorDecision& decision);
 
+// The error type a refusal answers with ("busy", "user_queue_full", "request_too_large"),
+// empty when the door accepted.
+[[nodiscard]] std::string_view refusal_reason(const DoorDecision& decision);
+
 }  // namespace fairlane::service

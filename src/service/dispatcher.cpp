@@ -78,6 +78,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   struct PageInfo {
     std::int64_t attempts = 0;
     std::int64_t requeues = 0;
+    // When it joined its lane, until its first call (for the queue wait histogram).
+    std::optional<Clock::time_point> queued_at;
   };
 
   asio::io_context& io;
@@ -205,6 +207,11 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
     co_return;
   }
   ++counters.dispatched;
+  if (const auto info = pages.find(page.page_id); info != pages.end() && info->second.queued_at) {
+    counters.queue_wait_seconds.observe(
+        std::chrono::duration<double>(clock.now() - *info->second.queued_at).count());
+    info->second.queued_at.reset();
+  }
   auto text = store.page_text(page.page_id);
   if (!text.ok()) {
     lease.cancel();
@@ -223,6 +230,7 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
 void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& lease,
                               const ProviderOutcome& o) {
   ++counters.outcomes[std::string(outcome_name(o.kind))];
+  counters.call_latency_seconds.observe(std::chrono::duration<double>(o.latency).count());
   // Settle (or cancel) first, then lower the buckets to what the provider says is left:
   // the other way round, the refund would undo what its headers said.
   const auto* ok = std::get_if<outcome::Ok>(&o.kind);
@@ -417,7 +425,9 @@ Status Dispatcher::start() {
   for (const Lane& lane : lanes.value()) {
     d.scheduler.set_weight(lane.user_id, lane.weight);
     for (const LanePage& p : lane.pages) {
-      d.pages[p.page_id].attempts = p.attempts;
+      auto& info = d.pages[p.page_id];
+      info.attempts = p.attempts;
+      if (p.attempts == 0) info.queued_at = d.clock.now();
       const QueuedPage page{p.page_id, p.job_id, lane.user_id, p.estimated_tokens};
       if (p.not_before && *p.not_before > wall_now) {
         const auto delay = std::chrono::duration_cast<Clock::duration>(*p.not_before - wall_now);
@@ -445,7 +455,9 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
   for (const LanePage& p : job.pages) {
-    if (!d.pages.try_emplace(p.page_id).second) continue;  // already in a lane
+    const auto [info, added] = d.pages.try_emplace(p.page_id);
+    if (!added) continue;  // already in a lane
+    info->second.queued_at = d.clock.now();
     d.scheduler.add(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
   }
   d.signal();

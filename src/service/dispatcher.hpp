@@ -37,6 +37,7 @@
 #include "fairlane/provider.hpp"
 #include "fairlane/status.hpp"
 #include "fairlane/store.hpp"
+#include "service/metrics.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -71,6 +72,10 @@ struct DispatcherCounters {
   std::int64_t provider_429 = 0;
   std::int64_t provider_503 = 0;
   std::map<std::string, std::int64_t, std::less<>> outcomes;  // by outcome name
+  // From a page joining its lane (its upload, or this start) to its first call since.
+  Histogram queue_wait_seconds{{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}};
+  // From a call's dispatch to its answer, whatever the outcome.
+  Histogram call_latency_seconds{{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}};
 };
 
 class Dispatcher {

@@ -80,6 +80,12 @@ ApiResponse Router::handle(const ApiRequest& request) {
     return std::string((*it).value);
   };
 
+  if (path == "/metrics" && request.method == "GET") {
+    // Aggregates only, no user's data: open like /healthz, for the scraper on the network.
+    ApiResponse response{
+        200, "text/plain; version=0.0.4", {}, render_metrics(dispatcher_, door_refusals_)};
+    return response;
+  }
   if (path == "/healthz") return json_response(200, json::object{{"status", "ok"}});
   if (path == "/readyz") {
     const Status& store = dispatcher_.store_error();
@@ -185,8 +191,11 @@ ApiResponse Router::handle(const ApiRequest& request) {
       if (earlier.status().code() != StatusCode::not_found)
         return from(answer_for(earlier.status()));
     }
-    if (auto refusal = answer_for(dispatcher_.door().admit(user->id, tokens)))
+    const DoorDecision decision = dispatcher_.door().admit(user->id, tokens);
+    if (auto refusal = answer_for(decision)) {
+      ++door_refusals_[std::string(refusal_reason(decision))];
       return from(*refusal);
+    }
     auto enqueued = store_.enqueue_job(job);
     if (!enqueued.ok()) return from(answer_for(enqueued.status()));
     if (enqueued->created) dispatcher_.add(enqueued.value(), user->weight);

@@ -2,8 +2,8 @@
 // response, over the store and the dispatcher. No sockets here: the HTTP server reads a
 // request, calls handle(), and writes what it returns; tests call handle() directly.
 //
-// This first part serves JSON uploads and every read; PDF and multipart uploads, the SSE
-// events and /metrics come with the server.
+// It serves JSON uploads, every read and /metrics; PDF and multipart uploads and the SSE
+// events are still to come.
 //
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include "fairlane/store.hpp"
 #include "service/dispatcher.hpp"
+#include "service/metrics.hpp"
 
 namespace fairlane::service {
 
@@ -54,6 +55,7 @@ class Router {
  private:
   Store& store_;
   Dispatcher& dispatcher_;
+  RefusalCounts door_refusals_;
   const RouterConfig config_;
 };
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end with the real binaries on 127.0.0.1: the provider stand-in, `fairlane user
 # add`, `fairlane serve`, and curl as the client. An upload of JSON pages ends done with
-# the pages' texts as results; keys are checked; the stand-in never refuses; SIGTERM ends
-# the service with status 0. Every wait is bounded; both processes are always stopped.
+# the pages' texts as results; keys are checked; the stand-in never refuses; /metrics
+# counts the pages and times the calls; SIGTERM ends the service with status 0. Every wait is bounded; both processes are always stopped.
 #
 #   serve_basic.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
@@ -35,6 +35,11 @@ done
 stats=$(curl -sS "$stand_in_url/stats")
 grep -q '"rejected_429":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
 grep -q '"rejected_503":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
+
+metrics=$(curl -sS "$base/metrics")
+grep -qx 'fairlane_pages_done_total 3' <<<"$metrics" || fail "/metrics does not count 3 done: $metrics"
+grep -qx 'fairlane_call_latency_seconds_count 3' <<<"$metrics" ||
+  fail "/metrics does not time 3 calls: $metrics"
 
 kill -TERM "$serve_pid"
 status=0

@@ -136,6 +136,9 @@ TEST_CASE("Three users: every page done, the provider never refuses, light books
   CHECK(stats.at("max_in_flight_seen").as_int64() <= 4);
   CHECK(stats.at("ok") == 50);
   CHECK(rig.dispatcher->counters().done == 50);
+  // Every call answered is in the latency histogram; every page's first call in the wait's.
+  CHECK(rig.dispatcher->counters().call_latency_seconds.count() == 50);
+  CHECK(rig.dispatcher->counters().queue_wait_seconds.count() == 50);
   const auto position = [&](fairlane::JobId job) {
     return std::find(finished.begin(), finished.end(), job) - finished.begin();
   };
@@ -212,6 +215,9 @@ TEST_CASE("After a restart, pages that were in flight are sent again and end don
   const auto results = rig.store->results(job_id).value();
   CHECK(results[0].output == "page 1");
   CHECK(rig.stats().at("ok") == 6);
+  // Pages requeued at the start join their lane anew: six waits, six calls.
+  CHECK(rig.dispatcher->counters().call_latency_seconds.count() == 6);
+  CHECK(rig.dispatcher->counters().queue_wait_seconds.count() == 6);
 }
 
 TEST_CASE("Cancelling a job mid-run: queued pages are cancelled, those in flight finish") {

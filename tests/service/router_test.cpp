@@ -210,3 +210,29 @@ TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buc
   CHECK(queue.at("buckets").at("requests").as_double() == doctest::Approx(1'500.0).epsilon(0.01));
   CHECK(queue.at("paused") == false);
 }
+
+TEST_CASE("/metrics shows queued pages and the door's refusals by reason, without a key") {
+  Api api(2.5);
+  // As in the door's test, a page here counts 0.28 of an average one, 200 go at once and
+  // then 100 a second, and a call takes 2 s: Alice's 300 pages (85 average) wait 2 s.
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(300)).status == 202);
+  // Bob's 490 (139) go while Alice sends as many: 278 - 200 = 78 at 100/s, 2.78 s: busy.
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(490)).status == 503);
+  // A page over a minute's 300,000 tokens: request_too_large.
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(1, 1'300'000)).status == 422);
+  const ApiResponse metrics = api.send("GET", "/metrics");
+  REQUIRE(metrics.status == 200);
+  CHECK(metrics.content_type.rfind("text/plain", 0) == 0);
+  const auto has = [&](const std::string& line) {
+    INFO(metrics.body);
+    return metrics.body.find("\n" + line + "\n") != std::string::npos;
+  };
+  CHECK(has("fairlane_pages_queued 300"));
+  CHECK(has("fairlane_pages_in_flight 0"));
+  CHECK(has("fairlane_door_refusals_total{reason=\"busy\"} 1"));
+  CHECK(has("fairlane_door_refusals_total{reason=\"request_too_large\"} 1"));
+  CHECK(has("fairlane_door_refusals_total{reason=\"user_queue_full\"} 0"));
+  CHECK(has("fairlane_provider_throttled_total{status=\"429\"} 0"));
+  CHECK(has("# TYPE fairlane_call_latency_seconds histogram"));
+  CHECK(has("fairlane_bucket_level{bucket=\"requests\"} 1500"));
+}

@@ -1,0 +1,119 @@
+#include "service/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "service/dispatcher.hpp"
+
+namespace fairlane::service {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  // The first bucket whose bound is >= value (Prometheus buckets are "le").
+  const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), value);
+  ++counts_[static_cast<std::size_t>(std::distance(bounds_.begin(), at))];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view help) const {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  std::int64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    fmt::format_to(it, "{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+  }
+  fmt::format_to(it, "{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
+                 sum_, name, count_);
+}
+
+namespace {
+
+struct Writer {
+  std::string& out;
+
+  void header(std::string_view name, std::string_view type, std::string_view help) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  template <typename Value>
+  void sample(std::string_view name, Value value, std::string_view labels = {}) {
+    if (labels.empty()) {
+      fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
+    } else {
+      fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels, value);
+    }
+  }
+  template <typename Value>
+  void one(std::string_view name, std::string_view type, std::string_view help, Value value) {
+    header(name, type, help);
+    sample(name, value);
+  }
+};
+
+}  // namespace
+
+std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals) {
+  std::string out;
+  Writer w{out};
+  const DispatcherCounters& c = dispatcher.counters();
+
+  w.one("fairlane_pages_queued", "gauge", "Pages waiting in the lanes.",
+        dispatcher.scheduler().size());
+  w.one("fairlane_pages_held", "gauge", "Pages held back until their retry backoff ends.",
+        dispatcher.held());
+  w.one("fairlane_pages_in_flight", "gauge", "Calls to the provider not yet answered.",
+        dispatcher.in_flight());
+  w.one("fairlane_lanes", "gauge", "Users with pages queued.", dispatcher.scheduler().lane_count());
+  w.one("fairlane_dispatch_paused", "gauge", "1 while a provider 429 or 503 pauses dispatch.",
+        dispatcher.paused_until().has_value() ? 1 : 0);
+  w.one("fairlane_store_ok", "gauge", "0 while results cannot be committed to the store.",
+        dispatcher.store_error().ok() ? 1 : 0);
+
+  w.header("fairlane_bucket_level", "gauge",
+           "What the requests and tokens buckets hold now (absent when unlimited).");
+  const Budget& budget = dispatcher.budget();
+  if (!budget.requests().unlimited())
+    w.sample("fairlane_bucket_level", budget.requests().level(), "bucket=\"requests\"");
+  if (!budget.tokens().unlimited())
+    w.sample("fairlane_bucket_level", budget.tokens().level(), "bucket=\"tokens\"");
+
+  w.one("fairlane_pages_dispatched_total", "counter", "Calls made to the provider.", c.dispatched);
+  w.one("fairlane_pages_done_total", "counter", "Pages done with a result.", c.done);
+  w.one("fairlane_pages_failed_total", "counter", "Pages failed for good, with a reason.",
+        c.failed);
+  w.one("fairlane_pages_requeued_total", "counter",
+        "Pages put back at the head of their lane after a provider 429 or 503.", c.requeued);
+  w.one("fairlane_pages_retried_total", "counter", "Failed attempts that will be retried.",
+        c.retried);
+
+  w.header("fairlane_provider_throttled_total", "counter",
+           "Provider answers that refused a call for its limits, by status.");
+  w.sample("fairlane_provider_throttled_total", c.provider_429, "status=\"429\"");
+  w.sample("fairlane_provider_throttled_total", c.provider_503, "status=\"503\"");
+
+  w.header("fairlane_call_outcomes_total", "counter", "Provider calls by outcome.");
+  for (const auto& [outcome, count] : c.outcomes) {
+    w.sample("fairlane_call_outcomes_total", count, fmt::format("outcome=\"{}\"", outcome));
+  }
+
+  w.header("fairlane_door_refusals_total", "counter", "Uploads the door refused, by reason.");
+  for (const std::string_view reason : {"busy", "user_queue_full", "request_too_large"}) {
+    const auto it = door_refusals.find(reason);
+    w.sample("fairlane_door_refusals_total", it == door_refusals.end() ? 0 : it->second,
+             fmt::format("reason=\"{}\"", reason));
+  }
+
+  c.queue_wait_seconds.render(
+      out, "fairlane_queue_wait_seconds",
+      "Seconds from a page joining its lane (upload or restart) to its first call.");
+  c.call_latency_seconds.render(out, "fairlane_call_latency_seconds",
+                                "Seconds from a call's dispatch to the provider's answer.");
+  return out;
+}
+
+}  // namespace fairlane::service
