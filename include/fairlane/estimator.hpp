@@ -9,9 +9,11 @@
 //
 // where j and k are the 1-based indices of the job's next and last page in its own lane u,
 // q_v a lane's length and w its weight. Pages of a job that cost s times the average
-// reservation count s times: deficit round robin shares tokens, so while u sends k such
-// pages, every other lane sends up to k * s of its own. avg_tokens and avg_latency are EWMAs of
-// settled calls (configured values until the first). An unlimited limit (0) drops out of mu.
+// reservation count s times in the tokens: deficit round robin shares tokens, so while u
+// sends k such pages, every other lane sends up to k * s of its own; each page still takes
+// one request and one call, and the limit whose total takes longest sets the time. avg_tokens and
+// avg_latency are EWMAs of settled calls (configured values until the first). An unlimited limit
+// (0) drops out of mu.
 //
 // Given the Budget, the ETA also counts what the buckets hold now, which the formula
 // above (a steady state) does not: with n = pages_ahead_of_last + 1, the first B pages
@@ -89,10 +91,11 @@ class Estimator {
  private:
   // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
   [[nodiscard]] double others_ahead(UserId user, double t) const;
-  // How many average pages' time one page of cost `scale` takes under the limits: `scale`
-  // when tokens bind, but never less than one request's or one call's share (a cheap page
-  // still costs a whole request under an RPM limit).
-  [[nodiscard]] double page_time(double scale) const;
+  // `others` average pages and `own` pages of cost `scale`, in average pages' time under the
+  // limits: each limit counts its own total (a page is one request and one call whatever
+  // its size, and `scale` pages' worth of tokens) and the slowest sets the time. So a cheap
+  // page still costs a whole request under an RPM limit.
+  [[nodiscard]] double pages_equivalent(double others, double own, double scale) const;
   // Seconds until the n-th page from now is answered.
   [[nodiscard]] double seconds_for(double pages) const;
   // `scale`: the job's page cost over the average reservation. Deficit round robin shares

@@ -81,16 +81,17 @@ double Estimator::scale_for(double tokens_per_page) const {
   return tokens_per_page / avg_reserved_;
 }
 
-double Estimator::page_time(double scale) const {
+double Estimator::pages_equivalent(double others, double own, double scale) const {
   const double steady = mu();
-  if (std::isinf(steady)) return scale;
-  // [requests, concurrency, tokens] in average pages a second: a page of this cost takes one
-  // request and one call's time whatever its size, and `scale` pages' worth of tokens.
+  if (std::isinf(steady)) return others + own * scale;
+  // [requests, concurrency, tokens] in average pages a second. Each limit has its own
+  // total: every page takes one request and one call, the job's own pages `scale` pages'
+  // worth of tokens; the slowest limit sets the time, in average pages at mu.
   const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
   double seconds = 0.0;
-  if (!std::isinf(r[0])) seconds = std::max(seconds, 1.0 / r[0]);
-  if (!std::isinf(r[1])) seconds = std::max(seconds, 1.0 / r[1]);
-  if (!std::isinf(r[2])) seconds = std::max(seconds, scale / r[2]);
+  if (!std::isinf(r[0])) seconds = std::max(seconds, (others + own) / r[0]);
+  if (!std::isinf(r[1])) seconds = std::max(seconds, (others + own) / r[1]);
+  if (!std::isinf(r[2])) seconds = std::max(seconds, (others + own * scale) / r[2]);
   return seconds * steady;
 }
 
@@ -124,9 +125,8 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
   const double position = others_ahead(user, j * scale) + (j - 1.0);
-  // In pages of the average size: the others', then the user's own (k of them, each as long
-  // as the binding limit takes over a page of this cost).
-  const double ahead_with_last = others_ahead(user, k * scale) + k * page_time(scale);
+  // In pages of the average size: the others', then the user's own k.
+  const double ahead_with_last = pages_equivalent(others_ahead(user, k * scale), k, scale);
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
                      seconds_for(ahead_with_last) + avg_latency_s_};
 }

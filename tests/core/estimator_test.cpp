@@ -193,13 +193,13 @@ TEST_CASE("A cheap page still costs a whole request when requests bind") {
   // sends min(6, 30/8) = 3.75, but each of B's pages takes a request's 10 s:
   //   ahead = 3.75 + 30 = 33.75 pages; eta = 33.75 / 0.1 + 2 = 339.5 s
   CHECK(estimator.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(339.5));
-  // When tokens bind, cheap pages count for their tokens, down to one request's share: at
-  // the lab's limits a page of 400 tokens (half the average) takes half a page's time
-  // (tokens: 0.5 / 6.25 s, requests: 1 / 25 s), and A sends min(6, 15) = 6:
-  //   ahead = 6 + 15 = 21; eta = 21 / 6.25 + 2 = 5.36 s
+  // When tokens bind, cheap pages count for their tokens: at the lab's limits B's 30 pages
+  // of 400 tokens (half the average) are 15 pages' worth, and A sends min(6, 15) = 6:
+  //   tokens: 21 / 6.25 = 3.36 s (requests: 36 / 25 = 1.44 s); eta = 3.36 + 2 = 5.36 s
   Estimator by_tokens(scheduler, EstimatorConfig{.limits = kLab});
   CHECK(by_tokens.estimate_new(2, 30, 400).eta_seconds == doctest::Approx(5.36));
-  // At 100 tokens (1/8) the request is dearer than the tokens: a page takes 1/25 s, a
-  // quarter of the average's 1/6.25: ahead = min(6, 3.75) + 30 / 4 = 11.25: 3.8 s.
-  CHECK(by_tokens.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(11.25 / 6.25 + 2));
+  // At 100 tokens (1/8) the requests take longer than the tokens: A sends min(6, 3.75)
+  // and B 30, 33.75 requests at 25 a second = 1.35 s (their tokens, 3.75 + 30/8 = 7.5
+  // pages' worth, take 1.2 s): eta = 1.35 + 2 = 3.35 s.
+  CHECK(by_tokens.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(3.35));
 }

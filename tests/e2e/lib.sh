@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # The port a server printed ("listening on http://127.0.0.1:PORT"), waiting up to 10 s.
 port_of() {
   for _ in $(seq 200); do
-    if grep -q '^listening on' "$1" 2>/dev/null; then grep -o '[0-9]*$' "$1" | head -1; return; fi
+    if grep -q '^listening on' "$1" 2>/dev/null; then grep -m1 '^listening on' "$1" | grep -o '[0-9]*$'; return; fi
     sleep 0.05
   done
   fail "no 'listening on' line in $1: $(cat "$1" 2>/dev/null)"
@@ -52,7 +52,7 @@ upload() {
   local pages
   pages=$(printf '"%s",' "$@")
   local answer
-  answer=$(curl -sS -X POST "$base/v1/jobs" -H "Authorization: Bearer $key" \
+  answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs" -H "Authorization: Bearer $key" \
     -H 'Content-Type: application/json' -d "{\"name\":\"$name\",\"pages\":[${pages%,}]}")
   local id
   id=$(field id <<<"$answer")
@@ -64,7 +64,7 @@ upload() {
 wait_ended() {
   local view="" state=""
   for _ in $(seq $(($3 * 20))); do
-    view=$(curl -sS "$base/v1/jobs/$2" -H "Authorization: Bearer $1" || true)
+    view=$(curl -sS --max-time 10 "$base/v1/jobs/$2" -H "Authorization: Bearer $1" || true)
     state=$(field state <<<"$view")
     [[ $state == done || $state == failed || $state == cancelled ]] && { echo "$view"; return; }
     sleep 0.05

@@ -23,7 +23,9 @@ while IFS= read -r line; do
     method=${BASH_REMATCH[1]^^}
     data=()
     [[ $method == POST ]] && data=(-H 'Content-Type: application/json' -d '{}')
-    body=$(curl -sS -X "$method" "$base$path" -H "Authorization: Bearer $alice" "${data[@]}" || true)
+    body=$(curl -sS --max-time 10 -X "$method" "$base$path" -H "Authorization: Bearer $alice" \
+      "${data[@]}" || true)
+    [[ -n $body ]] || fail "$method $path got no answer"
     [[ $body == *"there is no $method"* ]] && fail "$method $path is in $spec but not served: $body"
     checked=$((checked + 1))
   elif [[ $line =~ ^[a-z] ]]; then
