@@ -1,4 +1,5 @@
 #include "service/dispatcher.hpp"
+#include "fairlane/listen.hpp"
 
 #include <fmt/format.h>
 
@@ -14,14 +15,8 @@ namespace asio = boost::asio;
 using asio::awaitable;
 using asio::use_awaitable;
 
-void report_failure(std::exception_ptr failure) {
-  if (!failure) return;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const std::exception& e) {
-    std::cerr << "fairlane: the dispatcher failed: " << e.what() << '\n';
-  }
-}
+// Reports, rather than swallows, an exception that ends a coroutine.
+constexpr ReportFailure report_failure{"fairlane: the dispatcher failed"};
 
 EstimatorConfig estimator_config(const DispatcherConfig& config) {
   EstimatorConfig c = config.estimator;

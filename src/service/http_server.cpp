@@ -1,4 +1,5 @@
 #include "service/http_server.hpp"
+#include "fairlane/listen.hpp"
 
 #include <fmt/format.h>
 
@@ -20,14 +21,8 @@ using tcp = asio::ip::tcp;
 using asio::awaitable;
 using asio::use_awaitable;
 
-void report_failure(std::exception_ptr failure) {
-  if (!failure) return;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const std::exception& e) {
-    std::cerr << "fairlane: a connection failed: " << e.what() << '\n';
-  }
-}
+// Reports, rather than swallows, an exception that ends a coroutine.
+constexpr ReportFailure report_failure{"fairlane: a connection failed"};
 
 http::response<http::string_body> to_beast(const ApiResponse& r, unsigned version,
                                            bool keep_alive) {
@@ -74,23 +69,9 @@ HttpServer::~HttpServer() {
 }
 
 Result<std::uint16_t> HttpServer::listen(const std::string& address, std::uint16_t port) {
-  boost::system::error_code error;
-  const auto ip = asio::ip::make_address(address, error);
-  if (error) {
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("'{}' is not an IP address to listen on", address));
-  }
-  tcp::acceptor acceptor(impl_->io);
-  const tcp::endpoint endpoint(ip, port);
-  acceptor.open(endpoint.protocol(), error);
-  if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
-  if (!error) acceptor.bind(endpoint, error);
-  if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error) {
-    return Status(StatusCode::io_error,
-                  fmt::format("cannot listen on {}:{}: {} (is another program using the port?)",
-                              address, port, error.message()));
-  }
+  auto opened = open_acceptor(impl_->io, address, port);
+  if (!opened.ok()) return opened.status();
+  tcp::acceptor acceptor = std::move(opened).value();
   const std::uint16_t bound = acceptor.local_endpoint().port();
   impl_->acceptor.emplace(std::move(acceptor));
   asio::co_spawn(impl_->io, impl_->accept_loop(impl_), report_failure);

@@ -19,6 +19,7 @@
 
 #include "fairlane/budget.hpp"
 #include "fairlane/clock.hpp"
+#include "fairlane/listen.hpp"
 #include "fairlane/rate_limit_headers.hpp"
 
 namespace fairlane::provider_sim {
@@ -63,14 +64,7 @@ std::string error_body(Dialect dialect, std::string_view type, std::string_view 
 }  // namespace
 
 // Reports, rather than swallows, an exception that ends a coroutine.
-void report_failure(std::exception_ptr failure) {
-  if (!failure) return;
-  try {
-    std::rethrow_exception(failure);
-  } catch (const std::exception& e) {
-    std::cerr << "fairlane-provider-sim: a connection failed: " << e.what() << '\n';
-  }
-}
+constexpr ReportFailure report_failure{"fairlane-provider-sim: a connection failed"};
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& context, Config c)
@@ -125,22 +119,9 @@ Server::~Server() {
 }
 
 Result<std::uint16_t> Server::listen(const std::string& address, std::uint16_t port) {
-  boost::system::error_code error;
-  const auto ip = asio::ip::make_address(address, error);
-  if (error) {
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("'{}' is not an IP address to listen on", address));
-  }
-  tcp::acceptor acceptor(impl_->io);
-  const tcp::endpoint endpoint(ip, port);
-  acceptor.open(endpoint.protocol(), error);
-  if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
-  if (!error) acceptor.bind(endpoint, error);
-  if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error) {
-    return Status(StatusCode::io_error,
-                  fmt::format("cannot listen on {}:{}: {}", address, port, error.message()));
-  }
+  auto opened = open_acceptor(impl_->io, address, port);
+  if (!opened.ok()) return opened.status();
+  tcp::acceptor acceptor = std::move(opened).value();
   const std::uint16_t bound = acceptor.local_endpoint().port();
   impl_->acceptor.emplace(std::move(acceptor));
   asio::co_spawn(impl_->io, impl_->accept_loop(impl_), report_failure);
