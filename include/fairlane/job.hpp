@@ -22,6 +22,11 @@ enum class PageState { queued, in_flight, done, failed, cancelled };
 [[nodiscard]] std::optional<JobState> job_state_from(std::string_view name);
 [[nodiscard]] std::optional<PageState> page_state_from(std::string_view name);
 
+// done, failed and cancelled: a job in one of these has ended and will not change state.
+[[nodiscard]] constexpr bool is_terminal(JobState state) {
+  return state == JobState::done || state == JobState::failed || state == JobState::cancelled;
+}
+
 struct PageCounts {
   std::int64_t total = 0;
   std::int64_t queued = 0;

@@ -45,6 +45,7 @@ struct ServeOptions {
   double stop_deadline = 30.0;
   double backoff_base = 1.0;
   double backoff_max = 60.0;
+  double heartbeat = 15.0;
 };
 
 int fail(const std::string& message) {
@@ -114,6 +115,8 @@ int serve(const ServeOptions& o) {
                                    {admin_key, o.prompt, o.max_tokens, 10'000});
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
+  limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.heartbeat));
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());
@@ -210,6 +213,11 @@ int main(int argc, char** argv) {
       ->add_option("--stop-deadline", o.stop_deadline,
                    "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();
+  serve_command
+      ->add_option("--heartbeat", o.heartbeat,
+                   "Seconds without an event before a live-events stream gets a heartbeat")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   std::string user_name;
   std::int64_t weight = 1;

@@ -59,6 +59,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
+  // Streams a job's events until it ends, the client goes or the server stops. Returns
+  // whether the connection may carry another request.
+  awaitable<bool> stream_events(beast::tcp_stream& stream, EventStream events, unsigned version);
 };
 
 HttpServer::HttpServer(asio::io_context& io, Router& router, HttpLimits limits)
@@ -87,6 +90,7 @@ void HttpServer::stop() {
     if (auto stream = weak.lock()) stream->socket().close(ignored);
   }
   impl_->connections.clear();
+  impl_->router.watchers().notify();  // parked event streams see `stopped` and end
 }
 
 awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
@@ -148,18 +152,102 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     }
     if (error) break;
     stream->expires_never();
-    const auto& request = parser.get();
-    ApiRequest api{
-        std::string(request.method_string()), std::string(request.target()), {}, request.body()};
+    auto& request = parser.get();
+    ApiRequest api{std::string(request.method_string()),
+                   std::string(request.target()),
+                   {},
+                   std::move(request.body())};  // an upload can be 100 MB: moved, not copied
     for (const auto& field : request) {
       api.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
     const bool keep_alive = request.keep_alive();
-    auto response = to_beast(router.handle(api), request.version(), keep_alive);
+    const unsigned version = request.version();
+    ApiResponse answer = router.handle(api);
+    if (answer.events) {
+      const EventStream events = *answer.events;
+      const bool reusable = co_await stream_events(*stream, events, version);
+      if (!reusable || !keep_alive) break;
+      continue;
+    }
+    auto response = to_beast(answer, version, keep_alive);
+    stream->expires_after(limits.write_timeout);
     co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
     if (error || !keep_alive) break;
   }
   stream->socket().shutdown(tcp::socket::shutdown_send, error);
+}
+
+awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, EventStream events,
+                                                unsigned version) {
+  boost::system::error_code error;
+  // HTTP/1.1 gets a chunked stream; an HTTP/1.0 client gets the bytes and a close at the end.
+  const bool chunked = version >= 11;
+  http::response<http::empty_body> head{http::status::ok, version};
+  head.set(http::field::server, "fairlane");
+  head.set(http::field::content_type, "text/event-stream");
+  head.set(http::field::cache_control, "no-cache");
+  head.set("X-Accel-Buffering", "no");  // nginx: pass events through as they come
+  head.keep_alive(chunked);
+  head.chunked(chunked);
+  http::response_serializer<http::empty_body> serializer{head};
+  stream.expires_after(limits.write_timeout);
+  co_await http::async_write_header(stream, serializer, asio::redirect_error(use_awaitable, error));
+
+  const auto send = [&](const std::string& text) -> awaitable<void> {
+    stream.expires_after(limits.write_timeout);
+    if (chunked) {
+      const auto chunk = http::make_chunk(asio::buffer(text));
+      co_await asio::async_write(stream, chunk, asio::redirect_error(use_awaitable, error));
+    } else {
+      const auto bytes = asio::buffer(text);
+      co_await asio::async_write(stream, bytes, asio::redirect_error(use_awaitable, error));
+    }
+  };
+
+  // A reconnecting EventSource waits 2 s; each event carries the whole job, so a new
+  // stream starts with the state as it is and needs no Last-Event-ID.
+  const std::string preamble = "retry: 2000\n\n";
+  if (!error) co_await send(preamble);
+  // The wake-up: parked with the router's watchers, cancelled by a change.
+  auto wake = std::make_shared<asio::steady_timer>(io);
+  std::string last;
+  bool ended = false;
+  while (!error && !stopped) {
+    const std::optional<JobEvent> event = router.job_event(events);
+    if (!event) break;  // the job cannot be read any more
+    if (event->data != last) {
+      const std::string text = "event: job\ndata: " + event->data + "\n\n";
+      co_await send(text);
+      last = event->data;
+    }
+    if (event->ended) {
+      ended = true;
+      break;
+    }
+    if (error) break;
+    wake->expires_after(limits.heartbeat);
+    const Watchers::Ticket ticket =
+        router.watchers().park([weak = std::weak_ptr<asio::steady_timer>(wake)] {
+          if (auto timer = weak.lock()) timer->cancel();
+        });
+    boost::system::error_code waited;
+    co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
+    router.watchers().unpark(ticket);
+    if (stopped) break;
+    if (!waited) {
+      const std::string heartbeat = ": heartbeat\n\n";
+      co_await send(heartbeat);
+      continue;
+    }
+    // Woken by a change: let the next few gather, then render the latest.
+    wake->expires_after(limits.event_interval);
+    co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
+  }
+  if (error || stopped || !chunked) co_return false;
+  stream.expires_after(limits.write_timeout);
+  const auto last_chunk = http::make_chunk_last();
+  co_await asio::async_write(stream, last_chunk, asio::redirect_error(use_awaitable, error));
+  co_return !error && ended;
 }
 
 }  // namespace fairlane::service

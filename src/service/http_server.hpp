@@ -1,7 +1,10 @@
 // HttpServer: the HTTP/1.1 front of the API (Beast on Asio coroutines; fairlane's only
 // translation unit with Beast besides the stand-in's). A connection reads a request (with
 // a timeout and limits on header and body size), hands it to the Router, and writes the
-// answer; keep-alive, a cap on connections, and stop() for shutdown.
+// answer; keep-alive, a cap on connections, and stop() for shutdown. A job's live events
+// are streamed as Server-Sent Events (chunked text/event-stream): the job object whenever
+// it changed, a comment line as a heartbeat when nothing did, and the end of the stream
+// after the event that shows the job ended.
 //
 // Thread safety: the io_context's thread.
 #pragma once
@@ -24,9 +27,16 @@ namespace fairlane::service {
 struct HttpLimits {
   std::size_t max_body_bytes = 100 * 1024 * 1024;  // larger bodies get 413
   std::size_t max_header_bytes = 16 * 1024;
-  std::size_t max_connections = 1'000;    // more are closed at once
-  std::chrono::seconds read_timeout{30};  // for a whole request
-  std::chrono::seconds idle_timeout{60};  // between requests on a connection
+  std::size_t max_connections = 1'000;     // more are closed at once
+  std::chrono::seconds read_timeout{30};   // for a whole request
+  std::chrono::seconds idle_timeout{60};   // between requests on a connection
+  std::chrono::seconds write_timeout{30};  // for each write (a client that stops reading)
+  // Live events: a heartbeat comment after this long without an event (it keeps proxies
+  // from closing the stream, and finds clients that went away).
+  std::chrono::milliseconds heartbeat{15'000};
+  // After a change, a stream waits this long before it renders, so that the changes of a
+  // busy dispatcher reach a watcher a few times a second, the latest state each time.
+  std::chrono::milliseconds event_interval{250};
 };
 
 class HttpServer {

@@ -63,7 +63,22 @@ std::optional<std::string> ApiRequest::header(std::string_view name) const {
 }
 
 Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
-    : store_(store), dispatcher_(dispatcher), config_(std::move(config)) {}
+    : store_(store), dispatcher_(dispatcher), config_(std::move(config)) {
+  dispatcher_.on_job_changed([this](JobId) { watchers_.notify(); });
+}
+
+Router::~Router() {
+  dispatcher_.on_job_changed({});
+}
+
+std::optional<JobEvent> Router::job_event(const EventStream& stream) {
+  auto job = store_.job(stream.job);
+  if (!job.ok() || job->user_id != stream.user) return std::nullopt;
+  const json::object body =
+      job_json(job.value(), dispatcher_.estimator().job(job->user_id, job->id),
+               dispatcher_.estimator().avg_latency_s());
+  return JobEvent{json::serialize(body), is_terminal(job->state)};
+}
 
 std::int64_t Router::estimate_tokens(std::string_view page_text) const {
   const auto bytes = static_cast<std::int64_t>(config_.prompt.size() + page_text.size());
@@ -82,8 +97,9 @@ ApiResponse Router::handle(const ApiRequest& request) {
 
   if (path == "/metrics" && request.method == "GET") {
     // Aggregates only, no user's data: open like /healthz, for the scraper on the network.
-    ApiResponse response{
-        200, "text/plain; version=0.0.4", {}, render_metrics(dispatcher_, door_refusals_)};
+    ApiResponse response;
+    response.content_type = "text/plain; version=0.0.4";
+    response.body = render_metrics(dispatcher_, door_refusals_);
     return response;
   }
   if (path == "/healthz") return json_response(200, json::object{{"status", "ok"}});
@@ -198,7 +214,10 @@ ApiResponse Router::handle(const ApiRequest& request) {
     }
     auto enqueued = store_.enqueue_job(job);
     if (!enqueued.ok()) return from(answer_for(enqueued.status()));
-    if (enqueued->created) dispatcher_.add(enqueued.value(), user->weight);
+    if (enqueued->created) {
+      dispatcher_.add(enqueued.value(), user->weight);
+      watchers_.notify();  // the positions and ETAs of the jobs behind it move
+    }
     ApiResponse response = json_response(202, job_object(enqueued->job));
     response.headers.emplace_back("Location", "/v1/jobs/" + enqueued->job.public_id);
     return response;
@@ -244,7 +263,14 @@ ApiResponse Router::handle(const ApiRequest& request) {
     if (tail.empty() && request.method == "GET") return json_response(200, job_object(job.value()));
     if (tail.empty() && request.method == "DELETE") {
       dispatcher_.cancel(user->id, job->id);
+      watchers_.notify();
       return json_response(202, job_object(job.value()));
+    }
+    if (tail == "events" && request.method == "GET") {
+      ApiResponse response;
+      response.content_type = "text/event-stream";
+      response.events = EventStream{user->id, job->id};
+      return response;
     }
     if (tail == "result" && request.method == "GET") {
       auto results = store_.results(job->id);

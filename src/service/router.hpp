@@ -2,8 +2,10 @@
 // response, over the store and the dispatcher. No sockets here: the HTTP server reads a
 // request, calls handle(), and writes what it returns; tests call handle() directly.
 //
-// It serves JSON uploads, every read and /metrics; PDF and multipart uploads and the SSE
-// events are still to come.
+// The live events (GET /v1/jobs/{id}/events) are a response the server streams: handle()
+// answers with an EventStream, and the server renders job_event() each time the router's
+// watchers are woken (the router wakes them on every committed change and every upload or
+// cancel).
 //
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once
@@ -17,6 +19,7 @@
 #include "fairlane/store.hpp"
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"
+#include "service/watchers.hpp"
 
 namespace fairlane::service {
 
@@ -28,11 +31,25 @@ struct ApiRequest {
   [[nodiscard]] std::optional<std::string> header(std::string_view name) const;
 };
 
+// A job's live events, for the server to stream (text/event-stream).
+struct EventStream {
+  UserId user = 0;
+  JobId job = 0;
+};
+
 struct ApiResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  std::optional<EventStream> events;  // set: stream job_event() instead of the body
+};
+
+// One event of a stream: the job object as JSON, and whether the job has ended (the
+// stream's last event).
+struct JobEvent {
+  std::string data;
+  bool ended = false;
 };
 
 struct RouterConfig {
@@ -44,10 +61,20 @@ struct RouterConfig {
 
 class Router {
  public:
-  // `store` and `dispatcher` must outlive the router.
+  // `store` and `dispatcher` must outlive the router. The router takes the dispatcher's
+  // on_job_changed (and gives it back when destroyed) to wake its watchers.
   Router(Store& store, Dispatcher& dispatcher, RouterConfig config);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
 
   ApiResponse handle(const ApiRequest& request);
+
+  // The job of a stream as it stands now; nullopt when it cannot be read (the stream ends).
+  [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream);
+
+  // Who waits for the next change.
+  [[nodiscard]] Watchers& watchers() { return watchers_; }
 
   // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
   [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text) const;
@@ -56,6 +83,7 @@ class Router {
   Store& store_;
   Dispatcher& dispatcher_;
   RefusalCounts door_refusals_;
+  Watchers watchers_;
   const RouterConfig config_;
 };
 

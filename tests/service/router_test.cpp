@@ -236,3 +236,50 @@ TEST_CASE("/metrics shows queued pages and the door's refusals by reason, withou
   CHECK(has("# TYPE fairlane_call_latency_seconds histogram"));
   CHECK(has("fairlane_bucket_level{bucket=\"requests\"} 1500"));
 }
+
+TEST_CASE("Events: the owner gets a stream of the job, another user 404, no key 401") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const ApiResponse stream = api.send("GET", "/v1/jobs/" + id + "/events", api.alice);
+  CHECK(stream.status == 200);
+  CHECK(stream.content_type == "text/event-stream");
+  REQUIRE(stream.events.has_value());
+  CHECK(api.send("GET", "/v1/jobs/" + id + "/events", api.bob).status == 404);
+  CHECK_FALSE(api.send("GET", "/v1/jobs/" + id + "/events", api.bob).events.has_value());
+  CHECK(api.send("GET", "/v1/jobs/" + id + "/events").status == 401);
+
+  // Each event is the job object, as GET /v1/jobs/{id} shows it.
+  const auto event = api.router->job_event(*stream.events);
+  REQUIRE(event.has_value());
+  CHECK_FALSE(event->ended);
+  const auto job = json::parse(event->data).as_object();
+  CHECK(job.at("id").as_string() == id);
+  CHECK(job.at("state") == "queued");
+  CHECK(job.at("pages").at("queued") == 2);
+}
+
+TEST_CASE("Events: uploads, cancels and committed changes wake the watchers, and a cancel ends") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const auto stream = api.send("GET", "/v1/jobs/" + id + "/events", api.alice).events;
+  REQUIRE(stream.has_value());
+  int woken = 0;
+  api.router->watchers().park([&] { ++woken; });
+  // Bob's upload moves the ETA of Alice's job: her watcher wakes.
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(2)).status == 202);
+  CHECK(woken == 1);
+
+  api.router->watchers().park([&] { ++woken; });
+  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  CHECK(woken == 2);
+  // The cancellation commits on the group commit's timer; the commit wakes watchers too.
+  api.router->watchers().park([&] { ++woken; });
+  api.io.run_for(50ms);
+  CHECK(woken == 3);
+  const auto last = api.router->job_event(*stream);
+  REQUIRE(last.has_value());
+  CHECK(last->ended);
+  CHECK(json::parse(last->data).at("state") == "cancelled");
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# End to end: the live events of a job (GET /v1/jobs/{id}/events, Server-Sent Events).
+# A stream opened on a queued job shows it move, page by page, with heartbeats between
+# changes, and ends by itself after the event that shows the job done; a stream on an ended
+# job is that one event; another user gets 404; SIGTERM ends the streams still open.
+#
+#   serve_events.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+# One call at a time, 0.8 s each: a change about every 0.8 s, heartbeats every 0.2 s between.
+start_stand_in --latency-ms 800 --rpm 6000 --tpm 600000 --max-in-flight 1
+alice=$(add_user alice)
+bob=$(add_user bob)
+start_serve --rpm 6000 --tpm 600000 --max-in-flight 1 --max-tokens 100 --heartbeat 0.2 \
+  --stop-deadline 1
+
+id=$(upload "$alice" book p1 p2 p3 p4)
+curl -sSN --max-time 60 "$base/v1/jobs/$id/events" -H "Authorization: Bearer $alice" \
+  >"$work/events" 2>"$work/events.err" &
+curl_pid=$!
+status=0
+wait "$curl_pid" || status=$?
+[[ $status == 0 ]] || fail "the stream did not end by itself (curl exit $status): $(cat "$work/events.err")"
+
+grep -qx 'retry: 2000' "$work/events" || fail "no retry line: $(cat "$work/events")"
+grep -qx ': heartbeat' "$work/events" || fail "no heartbeat between changes: $(cat "$work/events")"
+events=$(grep -c '^event: job$' "$work/events")
+[[ $events -ge 3 ]] || fail "only $events events for a job of 4 pages: $(cat "$work/events")"
+[[ $(grep -c '^data: ' "$work/events") == "$events" ]] || fail "events without data: $(cat "$work/events")"
+# Pages done only grow, and the last event shows the job done with its 4 pages.
+previous=0
+while read -r line; do
+  done_count=$(sed 's/.*"done":\([0-9]*\).*/\1/' <<<"$line")
+  [[ $done_count -ge $previous ]] || fail "pages done went back from $previous to $done_count"
+  previous=$done_count
+done < <(grep '^data: ' "$work/events")
+last=$(grep '^data: ' "$work/events" | tail -1)
+[[ $(field state <<<"$last") == done ]] || fail "the last event is not the job done: $last"
+grep -q '"done":4' <<<"$last" || fail "the last event does not count 4 pages done: $last"
+# Two events in a row never repeat the same job object.
+[[ -z $(grep '^data: ' "$work/events" | uniq -d) ]] || fail "an event repeats the one before it"
+
+# The job has ended: a new stream is its one last event, and ends at once.
+once=$(curl -sSN --max-time 10 "$base/v1/jobs/$id/events" -H "Authorization: Bearer $alice")
+[[ $(grep -c '^event: job$' <<<"$once") == 1 ]] || fail "a stream of an ended job was: $once"
+
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$base/v1/jobs/$id/events" \
+  -H "Authorization: Bearer $bob")
+[[ $code == 404 ]] || fail "bob's stream of alice's job answered $code"
+
+# A stream still open when the service stops ends with it.
+long=$(upload "$alice" long a b c d e f g h i j)
+curl -sSN --max-time 60 "$base/v1/jobs/$long/events" -H "Authorization: Bearer $alice" \
+  >"$work/long" 2>&1 &
+long_pid=$!
+for _ in $(seq 100); do grep -q '^event: job$' "$work/long" && break; sleep 0.05; done
+grep -q '^event: job$' "$work/long" || fail "the second stream showed nothing: $(cat "$work/long")"
+kill -TERM "$serve_pid"
+status=0
+wait "$serve_pid" || status=$?
+[[ $status == 0 ]] || fail "fairlane serve exited $status on SIGTERM: $(cat "$work/serve.1.out")"
+status=0
+wait "$long_pid" || status=$?
+[[ $status != 28 ]] || fail "the open stream outlived the service"
+echo "1 passed, 0 failed"
