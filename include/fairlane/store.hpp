@@ -85,6 +85,12 @@ struct Spend {
   std::int64_t tokens = 0;
 };
 
+// What a page's call needs: its text, and the output tokens its job asks for.
+struct PageCall {
+  std::string text;
+  std::int64_t max_tokens = 0;
+};
+
 class Store {
  public:
   // The schema version this fairlane writes (the number of the last migration).
@@ -140,7 +146,8 @@ class Store {
   virtual Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) = 0;
   // The job's pages in order, with their output or error.
   virtual Result<std::vector<PageResult>> results(JobId job) = 0;
-  virtual Result<std::string> page_text(PageId page) = 0;
+  // The page's text and its job's max_tokens; not_found for an unknown page.
+  virtual Result<PageCall> page_call(PageId page) = 0;
   // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
   virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
 };

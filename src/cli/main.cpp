@@ -99,7 +99,6 @@ int serve(const ServeOptions& o) {
   config.limits = {o.rpm, o.tpm, o.max_in_flight};
   config.prompt = o.prompt;
   config.model = o.model;
-  config.max_tokens = o.max_tokens;
   config.max_attempts = o.max_attempts;
   config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
       std::chrono::duration<double>(o.backoff_base));

@@ -207,15 +207,16 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
         std::chrono::duration<double>(clock.now() - *info->second.queued_at).count());
     info->second.queued_at.reset();
   }
-  auto text = store.page_text(page.page_id);
-  if (!text.ok()) {
+  auto page_call = store.page_call(page.page_id);
+  if (!page_call.ok()) {
     lease.cancel();
     retry_or_fail(page, call,
-                  fmt::format("its text could not be read: {}", text.status().message()));
+                  fmt::format("its text could not be read: {}", page_call.status().message()));
     end();
     co_return;
   }
-  ProviderRequest request{config.prompt, std::move(text).value(), config.model, config.max_tokens};
+  PageCall what = std::move(page_call).value();
+  ProviderRequest request{config.prompt, std::move(what.text), config.model, what.max_tokens};
   const ProviderOutcome outcome = co_await call_provider(std::move(request));
   if (dead) co_return;
   handle(page, call, lease, outcome);

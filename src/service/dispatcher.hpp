@@ -49,7 +49,6 @@ struct DispatcherConfig {
   BudgetLimits limits;
   std::string prompt = "Extract the text of this page and structure it as Markdown.";
   std::string model = "default";
-  std::int64_t max_tokens = 1'000;  // output tokens asked per page
   std::int64_t max_attempts = 5;    // failed attempts before a page fails for good
   std::int64_t max_requeues = 100;  // 429/503 returns before a page fails for good
   Clock::duration backoff_base = std::chrono::seconds(1);  // full jitter: [0, base * 2^n)

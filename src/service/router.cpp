@@ -16,6 +16,10 @@ namespace {
 
 namespace json = boost::json;
 
+// The most output tokens an upload may ask per page; the door's 422 catches a page whose
+// input and output pass a minute's TPM, this catches nonsense before that.
+constexpr std::int64_t kMaxTokensCeiling = 1'000'000;
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -80,9 +84,55 @@ std::optional<JobEvent> Router::job_event(const EventStream& stream) {
   return JobEvent{json::serialize(body), is_terminal(job->state)};
 }
 
-std::int64_t Router::estimate_tokens(std::string_view page_text) const {
+std::int64_t Router::estimate_tokens(std::string_view page_text, std::int64_t max_tokens) const {
   const auto bytes = static_cast<std::int64_t>(config_.prompt.size() + page_text.size());
-  return (bytes + 3) / 4 + config_.max_tokens;
+  return (bytes + 3) / 4 + max_tokens;
+}
+
+ApiResponse Router::accepted(const JobView& job) {
+  ApiResponse response =
+      json_response(202, job_json(job, dispatcher_.estimator().job(job.user_id, job.id),
+                                  dispatcher_.estimator().avg_latency_s()));
+  response.headers.emplace_back("Location", "/v1/jobs/" + job.public_id);
+  return response;
+}
+
+std::optional<ApiResponse> Router::uploaded_before(const Upload& upload) {
+  if (!upload.idempotency_key) return std::nullopt;
+  // A retried upload gets the first job back, whatever the door would say now.
+  auto earlier = store_.job_by_idempotency_key(upload.user, *upload.idempotency_key);
+  if (earlier.ok()) return accepted(earlier.value());
+  if (earlier.status().code() != StatusCode::not_found) return from(answer_for(earlier.status()));
+  return std::nullopt;
+}
+
+ApiResponse Router::enqueue(const Upload& upload, std::vector<std::string> texts) {
+  if (texts.empty()) return error(400, "invalid_document", "the upload has no pages");
+  if (static_cast<std::int64_t>(texts.size()) > config_.max_pages) {
+    return error(413, "payload_too_large",
+                 fmt::format("the upload has {} pages; at most {} are taken at once: split it",
+                             texts.size(), config_.max_pages));
+  }
+  JobRequest job{upload.user, upload.name, {}, upload.max_tokens, upload.idempotency_key};
+  std::vector<std::int64_t> tokens;
+  tokens.reserve(texts.size());
+  job.pages.reserve(texts.size());
+  for (std::string& text : texts) {
+    tokens.push_back(estimate_tokens(text, upload.max_tokens));
+    job.pages.push_back(PageInput{std::move(text), tokens.back()});
+  }
+  const DoorDecision decision = dispatcher_.door().admit(upload.user, tokens);
+  if (auto refusal = answer_for(decision)) {
+    ++door_refusals_[std::string(refusal_reason(decision))];
+    return from(*refusal);
+  }
+  auto enqueued = store_.enqueue_job(job);
+  if (!enqueued.ok()) return from(answer_for(enqueued.status()));
+  if (enqueued->created) {
+    dispatcher_.add(enqueued.value(), upload.weight);
+    watchers_.notify();  // the positions and ETAs of the jobs behind it move
+  }
+  return accepted(enqueued->job);
 }
 
 ApiResponse Router::handle(const ApiRequest& request) {
@@ -161,6 +211,9 @@ ApiResponse Router::handle(const ApiRequest& request) {
           415, "unsupported_media_type",
           "send the pages as application/json: {\"name\": ..., \"pages\": [\"text\", ...]}");
     }
+    Upload upload{user->id, user->weight, "pages.json", config_.max_tokens,
+                  request.header("Idempotency-Key")};
+    if (auto earlier = uploaded_before(upload)) return std::move(*earlier);
     boost::system::error_code parse_error;
     const json::value body = json::parse(request.body, parse_error);
     if (parse_error) {
@@ -172,55 +225,27 @@ ApiResponse Router::handle(const ApiRequest& request) {
     if (pages == nullptr || !pages->is_array()) {
       return error(400, "invalid_document", "the body needs \"pages\": a list of page texts");
     }
-    const json::array& list = pages->as_array();
-    if (list.empty()) return error(400, "invalid_document", "the upload has no pages");
-    if (static_cast<std::int64_t>(list.size()) > config_.max_pages) {
-      return error(413, "payload_too_large",
-                   fmt::format("the upload has {} pages; at most {} are taken at once: split it",
-                               list.size(), config_.max_pages));
-    }
-    JobRequest job;
-    job.user_id = user->id;
-    job.max_tokens = config_.max_tokens;
-    job.name = "pages.json";
     if (const json::value* name = fields->if_contains("name"); name && name->is_string()) {
-      job.name = std::string(name->as_string());
+      upload.name = std::string(name->as_string());
     }
-    std::vector<std::int64_t> tokens;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].is_string()) {
-        return error(400, "invalid_document", fmt::format("page {} is not text", i + 1));
+    if (const json::value* max_tokens = fields->if_contains("max_tokens")) {
+      const auto* n = max_tokens->if_int64();
+      if (n == nullptr || *n < 1 || *n > kMaxTokensCeiling) {
+        return error(400, "invalid_request",
+                     fmt::format("max_tokens is a whole number of output tokens per page, 1 to "
+                                 "{}: leave it out for the service's {}",
+                                 kMaxTokensCeiling, config_.max_tokens));
       }
-      const std::string text(list[i].as_string());
-      tokens.push_back(estimate_tokens(text));
-      job.pages.push_back(PageInput{text, tokens.back()});
+      upload.max_tokens = *n;
     }
-    job.idempotency_key = request.header("Idempotency-Key");
-    if (job.idempotency_key) {
-      // A retried upload gets the first job back, whatever the door would say now.
-      auto earlier = store_.job_by_idempotency_key(user->id, *job.idempotency_key);
-      if (earlier.ok()) {
-        ApiResponse response = json_response(202, job_object(earlier.value()));
-        response.headers.emplace_back("Location", "/v1/jobs/" + earlier->public_id);
-        return response;
+    std::vector<std::string> texts;
+    for (const json::value& page : pages->as_array()) {
+      if (!page.is_string()) {
+        return error(400, "invalid_document", fmt::format("page {} is not text", texts.size() + 1));
       }
-      if (earlier.status().code() != StatusCode::not_found)
-        return from(answer_for(earlier.status()));
+      texts.emplace_back(page.as_string());
     }
-    const DoorDecision decision = dispatcher_.door().admit(user->id, tokens);
-    if (auto refusal = answer_for(decision)) {
-      ++door_refusals_[std::string(refusal_reason(decision))];
-      return from(*refusal);
-    }
-    auto enqueued = store_.enqueue_job(job);
-    if (!enqueued.ok()) return from(answer_for(enqueued.status()));
-    if (enqueued->created) {
-      dispatcher_.add(enqueued.value(), user->weight);
-      watchers_.notify();  // the positions and ETAs of the jobs behind it move
-    }
-    ApiResponse response = json_response(202, job_object(enqueued->job));
-    response.headers.emplace_back("Location", "/v1/jobs/" + enqueued->job.public_id);
-    return response;
+    return enqueue(upload, std::move(texts));
   }
 
   if (path == "/v1/jobs" && request.method == "GET") {
@@ -298,7 +323,8 @@ ApiResponse Router::handle(const ApiRequest& request) {
     }
     // Without tokens_per_page, a page of 3,000 bytes (a dense printed page).
     const std::int64_t tokens =
-        as_number(param("tokens_per_page")).value_or(estimate_tokens(std::string(3'000, ' ')));
+        as_number(param("tokens_per_page"))
+            .value_or(estimate_tokens(std::string(3'000, ' '), config_.max_tokens));
     const DoorDecision decision = dispatcher_.door().estimate(user->id, *pages, tokens);
     if (auto refusal = answer_for(decision)) return from(*refusal);
     const JobEstimate& e = std::get<DoorAccepted>(decision).estimate;

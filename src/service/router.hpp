@@ -55,7 +55,7 @@ struct JobEvent {
 struct RouterConfig {
   std::string admin_key;            // empty: no admin (POST /v1/users is refused)
   std::string prompt;               // the instruction sent with every page (for the estimate)
-  std::int64_t max_tokens = 1'000;  // output tokens asked per page
+  std::int64_t max_tokens = 1'000;  // output tokens per page when an upload does not say
   std::int64_t max_pages = 10'000;  // pages in one upload
 };
 
@@ -77,9 +77,25 @@ class Router {
   [[nodiscard]] Watchers& watchers() { return watchers_; }
 
   // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
-  [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text) const;
+  [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text,
+                                             std::int64_t max_tokens) const;
 
  private:
+  // An upload's who and how, whatever its format.
+  struct Upload {
+    UserId user = 0;
+    std::int64_t weight = 1;
+    std::string name;
+    std::int64_t max_tokens = 0;
+    std::optional<std::string> idempotency_key;
+  };
+  // 202 with the job and its Location.
+  ApiResponse accepted(const JobView& job);
+  // The first job of a retried upload (same Idempotency-Key), or nullopt.
+  std::optional<ApiResponse> uploaded_before(const Upload& upload);
+  // The pages' tokens, the door, the store, the dispatcher; the answer.
+  ApiResponse enqueue(const Upload& upload, std::vector<std::string> texts);
+
   Store& store_;
   Dispatcher& dispatcher_;
   RefusalCounts door_refusals_;

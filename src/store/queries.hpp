@@ -80,7 +80,9 @@ struct Sql {
   static constexpr std::string_view results =
       "SELECT seq, state, output, error, input_tokens, output_tokens, attempts FROM pages "
       "WHERE job_id = ?1 ORDER BY seq";
-  static constexpr std::string_view page_text = "SELECT text FROM page_texts WHERE page_id = ?1";
+  static constexpr std::string_view page_call =
+      "SELECT t.text, j.max_tokens FROM page_texts t JOIN pages p ON p.id = t.page_id "
+      "JOIN jobs j ON j.id = p.job_id WHERE t.page_id = ?1";
   static constexpr std::string_view recent_spend =
       "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > ?1";
   static constexpr std::string_view job_id_by_public_id =
@@ -120,7 +122,7 @@ inline constexpr std::array kAllQueries = {Sql::insert_user,
                                            Sql::cancel_job,
                                            Sql::prune_spend,
                                            Sql::results,
-                                           Sql::page_text,
+                                           Sql::page_call,
                                            Sql::recent_spend,
                                            Sql::job_id_by_public_id,
                                            Sql::job_by_id,

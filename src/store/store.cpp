@@ -93,7 +93,7 @@ class SqliteStore final : public Store {
                           std::optional<std::string_view> cursor) override;
   Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
   Result<std::vector<PageResult>> results(JobId job) override;
-  Result<std::string> page_text(PageId page) override;
+  Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
 
  private:
@@ -123,7 +123,7 @@ class SqliteStore final : public Store {
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
-  Statement results_, page_text_, recent_spend_;
+  Statement results_, page_call_, recent_spend_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
 };
@@ -178,7 +178,7 @@ Status SqliteStore::prepare_all() {
       {&jobs_of_after_, Sql::jobs_of_after},
       {&job_id_by_public_id_, Sql::job_id_by_public_id},
       {&results_, Sql::results},
-      {&page_text_, Sql::page_text},
+      {&page_call_, Sql::page_call},
       {&recent_spend_, Sql::recent_spend},
   };
   for (const auto& [statement, sql] : all) {
@@ -616,11 +616,11 @@ Result<std::vector<PageResult>> SqliteStore::results(JobId job) {
   return pages;
 }
 
-Result<std::string> SqliteStore::page_text(PageId page) {
-  Use use(page_text_);
+Result<PageCall> SqliteStore::page_call(PageId page) {
+  Use use(page_call_);
   use->bind(1, page);
   const int rc = use->step();
-  if (rc == SQLITE_ROW) return use->text(0);
+  if (rc == SQLITE_ROW) return PageCall{use->text(0), use->int64(1)};
   if (rc == SQLITE_DONE) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
   return db_.error(rc, "reading a page's text");
 }

@@ -44,10 +44,11 @@ struct Rig {
 
   fairlane::UserId user(const std::string& name) { return store->add_user(name)->user.id; }
 
-  fairlane::EnqueuedJob enqueue(fairlane::UserId user, int pages, const std::string& name) {
+  fairlane::EnqueuedJob enqueue(fairlane::UserId user, int pages, const std::string& name,
+                                std::int64_t max_tokens = 100) {
     std::vector<PageInput> inputs;
     for (int i = 1; i <= pages; ++i) inputs.push_back({name + " page " + std::to_string(i), 300});
-    auto job = store->enqueue_job(JobRequest{user, name, inputs, 100});
+    auto job = store->enqueue_job(JobRequest{user, name, inputs, max_tokens});
     REQUIRE_MESSAGE(job.ok(), job.status().message());
     return std::move(job).value();
   }
@@ -89,7 +90,6 @@ DispatcherConfig fairlane_config(std::int64_t max_in_flight) {
   DispatcherConfig c;
   c.limits = {
       .requests_per_minute = 6'000, .tokens_per_minute = 600'000, .max_in_flight = max_in_flight};
-  c.max_tokens = 100;
   c.backoff_base = 20ms;
   c.seed = 7;
   return c;
@@ -144,6 +144,21 @@ TEST_CASE("Three users: every page done, the provider never refuses, light books
   };
   CHECK(position(light_a.job.id) < position(heavy_jobs[1]));
   CHECK(position(light_b.job.id) < position(heavy_jobs[1]));
+}
+
+TEST_CASE("Each call asks for its own job's max_tokens") {
+  // The stand-in answers 20 output tokens a page, cut to what the call asked for.
+  Rig rig(stand_in(4), fairlane_config(4));
+  const auto alice = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto short_answers = rig.enqueue(alice, 3, "short", 5);
+  const auto long_answers = rig.enqueue(alice, 3, "long", 100);
+  rig.dispatcher->add(short_answers, 1);
+  rig.dispatcher->add(long_answers, 1);
+  REQUIRE(rig.run_until(
+      [&] { return rig.terminal(short_answers.job.id) && rig.terminal(long_answers.job.id); }));
+  CHECK(fairlane::testing::job_view(*rig.store, short_answers.job.id).usage.output_tokens == 3 * 5);
+  CHECK(fairlane::testing::job_view(*rig.store, long_answers.job.id).usage.output_tokens == 3 * 20);
 }
 
 TEST_CASE("A provider stricter than fairlane: 503s pause everything, pages go back, all end done") {

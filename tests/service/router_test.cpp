@@ -283,3 +283,33 @@ TEST_CASE("Events: uploads, cancels and committed changes wake the watchers, and
   CHECK(last->ended);
   CHECK(json::parse(last->data).at("state") == "cancelled");
 }
+
+TEST_CASE("An upload may ask its own max_tokens: stored with the job, counted by the door") {
+  Api api;
+  const auto with = [](std::string_view max_tokens) {
+    return R"({"name": "b", "pages": ["one", "two"], "max_tokens": )" + std::string(max_tokens) +
+           "}";
+  };
+  const auto accepted = api.send("POST", "/v1/jobs", api.alice, with("5"));
+  REQUIRE(accepted.status == 202);
+  const std::string id(Api::body(accepted).at("id").as_string());
+  const auto alice = api.store->find_user_by_key(api.alice)->id;
+  CHECK(api.store->job_of(id, alice)->max_tokens == 5);
+  // Without it, the service's (200 here).
+  const auto plain = Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1)));
+  CHECK(api.store->job_of(std::string(plain.at("id").as_string()), alice)->max_tokens == 200);
+
+  // A page's reservation includes it: 400,000 output tokens pass a minute's 300,000.
+  const auto too_large = api.send("POST", "/v1/jobs", api.alice, with("400000"));
+  CHECK(too_large.status == 422);
+  CHECK(Api::body(too_large).at("error").at("type") == "request_too_large");
+  for (const char* bad : {"0", "-3", "\"many\"", "2.5", "1000001"}) {
+    INFO(bad);
+    const auto refused = api.send("POST", "/v1/jobs", api.alice, with(bad));
+    CHECK(refused.status == 400);
+    CHECK(
+        std::string(Api::body(refused).at("error").at("message").as_string()).find("max_tokens") !=
+        std::string::npos);
+  }
+  CHECK(api.dispatcher->scheduler().size() == 3);
+}

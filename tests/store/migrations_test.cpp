@@ -87,7 +87,8 @@ TEST_CASE("A database of the previous version is migrated and keeps its data") {
   auto store = open_store(path);
   CHECK(store->find_user_by_name("old")->weight == 2);
   CHECK(store->job_of("job_old", 7)->pages.queued == 1);
-  CHECK(store->page_text(11).value() == "old text");
+  CHECK(store->page_call(11)->text == "old text");
+  CHECK(store->page_call(11)->max_tokens == 100);
   CHECK(store->recent_spend(std::chrono::seconds(60))->requests == 0);
   const auto lanes = store->load_lanes().value();
   REQUIRE(lanes.size() == 1);

@@ -112,7 +112,9 @@ TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane orde
   CHECK(job.pages[1].page_id < job.pages[2].page_id);
   CHECK(job.pages[2].estimated_tokens == 100);
 
-  CHECK(f.store->page_text(job.pages[1].page_id).value() == "page 2");
+  CHECK(f.store->page_call(job.pages[1].page_id)->text == "page 2");
+  CHECK(f.store->page_call(job.pages[1].page_id)->max_tokens == 200);
+  CHECK(f.store->page_call(999'999).status().code() == fairlane::StatusCode::not_found);
   const auto stored = job_view(*f.store, job.job.id);
   CHECK(stored.public_id == job.job.public_id);
   CHECK(stored.state == JobState::queued);
