@@ -1,0 +1,205 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fairlane/document.hpp"
+#include "fairlane/pdf_writer.hpp"
+
+using fairlane::PdfWriterOptions;
+using fairlane::split_pdf;
+using fairlane::StatusCode;
+using fairlane::write_pdf;
+
+namespace {
+
+const std::string kDamaged =
+    "the PDF could not be read: it is damaged or truncated; upload the file again";
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
+
+// The message of a split that must fail with invalid_argument.
+std::string refusal(const std::string& bytes) {
+  const auto pages = split_pdf(bytes);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  return pages.status().message();
+}
+
+std::string page_text(int thread, int page) {
+  return "Thread " + std::to_string(thread) + " page " + std::to_string(page + 1);
+}
+
+}  // namespace
+
+TEST_CASE("split_pdf of write_pdf gives every page's words back, in order") {
+  const std::vector<std::string> pages = {
+      "Page 1 of 3\nA first line.\n\nA paragraph after a blank line.",
+      "Page 2 of 3\nHello (world), a) b( c\\ and back\\slash \\(both\\)", "Page 3 of 3\nThe end."};
+  const auto split = split_pdf(write_pdf(pages));
+  REQUIRE(split.ok());
+  REQUIRE(split->size() == 3);
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    CAPTURE(i);
+    CHECK(words((*split)[i]) == words(pages[i]));
+  }
+  // Lines come back as lines; poppler's reading order does not keep blank ones.
+  CHECK((*split)[0] == "Page 1 of 3\nA first line.\nA paragraph after a blank line.\n");
+}
+
+TEST_CASE("split_pdf: a page's text ends with exactly one newline") {
+  const auto split = split_pdf(write_pdf({"one line\n\n\n", "two\nlines"}));
+  REQUIRE(split.ok());
+  CHECK((*split)[0] == "one line\n");
+  CHECK((*split)[1] == "two\nlines\n");
+}
+
+TEST_CASE(
+    "write_pdf and split_pdf: Latin-1 and WinAnsi's typographic characters come back as the same "
+    "UTF-8") {
+  const std::string text = "caf\u00e9 na\u00efve \u201cquoted\u201d \u2014 \u20ac5 \u2022 \u00bd";
+  const auto split = split_pdf(write_pdf({text}));
+  REQUIRE(split.ok());
+  CHECK((*split)[0] == text + "\n");
+  // A character WinAnsi lacks is written as '?'.
+  const auto greek = split_pdf(write_pdf({"alpha \u03b1 omega"}));
+  REQUIRE(greek.ok());
+  CHECK((*greek)[0] == "alpha ? omega\n");
+}
+
+TEST_CASE("write_pdf: long lines wrap and long pages grow, and no word is lost") {
+  std::string paragraph;
+  for (int i = 0; i < 400; ++i) paragraph += "word" + std::to_string(i) + " ";
+  std::string many_lines;
+  for (int i = 0; i < 120; ++i) many_lines += "line " + std::to_string(i) + "\n";
+  const std::string unbroken(500, 'x');
+  const std::vector<std::string> pages = {paragraph, many_lines, unbroken};
+  const auto split = split_pdf(write_pdf(pages));
+  REQUIRE(split.ok());
+  REQUIRE(split->size() == 3);
+  CHECK(words((*split)[0]) == words(paragraph));
+  CHECK(std::count((*split)[0].begin(), (*split)[0].end(), '\n') > 10);
+  CHECK(words((*split)[1]) == words(many_lines));
+  // The unbroken word is cut at the margin: the same letters, on several lines.
+  std::string letters;
+  for (const auto& word : words((*split)[2])) letters += word;
+  CHECK(letters == unbroken);
+  CHECK(words((*split)[2]).size() > 1);
+}
+
+TEST_CASE("split_pdf: empty pages between pages with text are kept as empty strings") {
+  const auto split = split_pdf(write_pdf({"", "Page two", "", "  \n ", "Page five"}));
+  REQUIRE(split.ok());
+  CHECK(*split == std::vector<std::string>{"", "Page two\n", "", "", "Page five\n"});
+}
+
+TEST_CASE("split_pdf: a truncated PDF is refused as damaged") {
+  const std::string pdf = write_pdf({"Page 1 of 2\nSome text.", "Page 2 of 2\nMore text."});
+  REQUIRE(split_pdf(pdf).ok());
+  CHECK(refusal(pdf.substr(0, pdf.size() / 2)) == kDamaged);
+  // Wherever the upload was cut, short of the end-of-file marker.
+  for (const std::size_t size :
+       {std::size_t{0}, std::size_t{9}, pdf.size() / 10, pdf.size() * 9 / 10, pdf.size() - 7}) {
+    CAPTURE(size);
+    CHECK(refusal(pdf.substr(0, size)) == kDamaged);
+  }
+}
+
+TEST_CASE("split_pdf: bytes that are not a PDF are refused as damaged") {
+  std::string noise(4096, '\0');
+  std::uint32_t state = 12345;
+  for (char& c : noise) {
+    state = state * 1664525u + 1013904223u;
+    c = static_cast<char>(state >> 24);
+  }
+  CHECK(refusal(noise) == kDamaged);
+  CHECK(refusal("hello, this is a text file\n") == kDamaged);
+  // A PDF's header and footer around nothing readable.
+  CHECK(refusal("%PDF-1.4\nnot really\n%%EOF\n") == kDamaged);
+}
+
+TEST_CASE("split_pdf: an encrypted PDF is refused with the remedy") {
+  const std::string locked =
+      write_pdf({"Page 1 of 1\nSecret."}, PdfWriterOptions{.title = {}, .locked = true});
+  CHECK(refusal(locked) == "the PDF is encrypted: remove the password and upload it again");
+}
+
+TEST_CASE("split_pdf: a PDF with an empty page tree is refused as having no pages") {
+  const std::string pdf = write_pdf({});
+  CHECK(pdf.find("/Kids [] /Count 0") != std::string::npos);
+  CHECK(refusal(pdf) == "the PDF has no pages");
+}
+
+TEST_CASE("split_pdf: a PDF whose pages have no text at all is refused as needing OCR") {
+  CHECK(refusal(write_pdf({"", "", ""})) ==
+        "the PDF has no text layer (scanned images?): run it through OCR first");
+}
+
+TEST_CASE("write_pdf: the title goes into the document information as UTF-16") {
+  const std::string pdf = write_pdf({"x"}, PdfWriterOptions{.title = "Caf\u00e9", .locked = false});
+  CHECK(pdf.find("/Title <FEFF00430061006600E9>") != std::string::npos);
+}
+
+TEST_CASE("write_pdf: the cross-reference table points at every object") {
+  const std::string pdf = write_pdf({"one", "two"}, PdfWriterOptions{.title = {}, .locked = true});
+  const std::size_t startxref = pdf.rfind("startxref\n");
+  REQUIRE(startxref != std::string::npos);
+  const std::size_t xref = std::stoul(pdf.substr(startxref + 10));
+  REQUIRE(pdf.compare(xref, 5, "xref\n") == 0);
+  std::istringstream table(pdf.substr(xref + 5));
+  int first = -1;
+  int count = 0;
+  table >> first >> count;
+  CHECK(first == 0);
+  CHECK(count == 10);  // the free entry, catalog, pages, font, 2 x (page, content), info, encrypt
+  std::string offset;
+  std::string generation;
+  std::string kind;
+  table >> offset >> generation >> kind;
+  CHECK(kind == "f");
+  for (int number = 1; number < count; ++number) {
+    table >> offset >> generation >> kind;
+    CAPTURE(number);
+    CHECK(kind == "n");
+    const std::string header = std::to_string(number) + " 0 obj\n";
+    CHECK(pdf.compare(std::stoul(offset), header.size(), header) == 0);
+  }
+}
+
+TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 10;
+  std::vector<std::string> pdfs;
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<std::string> pages;
+    for (int p = 0; p <= t; ++p) pages.push_back(page_text(t, p));
+    pdfs.push_back(write_pdf(pages));
+  }
+  std::vector<int> correct(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        const auto split = split_pdf(pdfs[static_cast<std::size_t>(t)]);
+        bool same = split.ok() && split->size() == static_cast<std::size_t>(t + 1);
+        for (int p = 0; same && p <= t; ++p) {
+          same = (*split)[static_cast<std::size_t>(p)] == page_text(t, p) + "\n";
+        }
+        if (same) ++correct[static_cast<std::size_t>(t)];
+      }
+      // A damaged one on the side: errors do not disturb the other threads.
+      if (!split_pdf("%PDF-1.4\n%%EOF\n").ok()) ++correct[static_cast<std::size_t>(t)];
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(correct == std::vector<int>(kThreads, kRounds + 1));
+}
