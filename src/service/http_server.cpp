@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <iostream>
 #include <list>
+#include <thread>
 
 #include "service/api_json.hpp"
 
@@ -23,6 +24,13 @@ using asio::use_awaitable;
 
 // Reports, rather than swallows, an exception that ends a coroutine.
 constexpr ReportFailure report_failure{"fairlane: a connection failed"};
+
+// Runs on a worker thread: reads the document into `out`, which the awaiting session owns.
+awaitable<void> read_on_worker(std::string content_type, std::string body,
+                               std::optional<Result<Document>>& out) {
+  out.emplace(read_document(content_type, std::move(body)));
+  co_return;
+}
 
 http::response<http::string_body> to_beast(const ApiResponse& r, unsigned version,
                                            bool keep_alive) {
@@ -47,11 +55,18 @@ http::response<http::string_body> refusal(unsigned version, http::status status,
 }  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& context, Router& r, HttpLimits l) : io(context), router(r), limits(l) {}
+  Impl(asio::io_context& context, Router& r, HttpLimits l)
+      : io(context),
+        router(r),
+        limits(l),
+        workers(limits.document_threads > 0
+                    ? limits.document_threads
+                    : std::max<std::size_t>(1, std::thread::hardware_concurrency())) {}
 
   asio::io_context& io;
   Router& router;
   const HttpLimits limits;
+  asio::thread_pool workers;  // reads uploaded documents
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::size_t open = 0;
@@ -91,6 +106,10 @@ void HttpServer::stop() {
   }
   impl_->connections.clear();
   impl_->router.watchers().notify();  // parked event streams see `stopped` and end
+  // A document being read finishes (its upload is then answered to a closed socket);
+  // those not started are dropped with their connections.
+  impl_->workers.stop();
+  impl_->workers.join();
 }
 
 awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
@@ -162,7 +181,17 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     }
     const bool keep_alive = request.keep_alive();
     const unsigned version = request.version();
-    ApiResponse answer = router.handle(api);
+    ApiResponse answer = router.handle(std::move(api));
+    if (answer.document) {
+      // Read on a worker; the answer comes back to this thread, which enqueues it.
+      DocumentUpload upload = std::move(*answer.document);
+      std::optional<Result<Document>> document;
+      co_await asio::co_spawn(
+          workers, read_on_worker(std::move(upload.content_type), std::move(upload.body), document),
+          use_awaitable);
+      if (stopped) break;
+      answer = router.finish_upload(upload.upload, std::move(*document));
+    }
     if (answer.events) {
       const EventStream events = *answer.events;
       const bool reusable = co_await stream_events(*stream, events, version);

@@ -1,9 +1,10 @@
 // HttpServer: the HTTP/1.1 front of the API (Beast on Asio coroutines; fairlane's only
 // translation unit with Beast besides the stand-in's). A connection reads a request (with
 // a timeout and limits on header and body size), hands it to the Router, and writes the
-// answer; keep-alive, a cap on connections, and stop() for shutdown. A job's live events
-// are streamed as Server-Sent Events (chunked text/event-stream): the job object whenever
-// it changed, a comment line as a heartbeat when nothing did, and the end of the stream
+// answer; keep-alive, a cap on connections, and stop() for shutdown. Uploaded documents
+// are read (multipart, poppler) on a pool of worker threads while the io thread goes on. A job's
+// live events are streamed as Server-Sent Events (chunked text/event-stream): the job object
+// whenever it changed, a comment line as a heartbeat when nothing did, and the end of the stream
 // after the event that shows the job ended.
 //
 // Thread safety: the io_context's thread.
@@ -37,6 +38,8 @@ struct HttpLimits {
   // After a change, a stream waits this long before it renders, so that the changes of a
   // busy dispatcher reach a watcher a few times a second, the latest state each time.
   std::chrono::milliseconds event_interval{250};
+  // Threads that read uploaded PDFs, off the io thread; 0: one per core.
+  std::size_t document_threads = 0;
 };
 
 class HttpServer {

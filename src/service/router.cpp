@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "fairlane/document.hpp"
 #include "service/api_json.hpp"
 
 namespace fairlane::service {
@@ -48,6 +49,22 @@ ApiResponse error(int status, std::string_view type, std::string_view message) {
 // Compares two keys in time that does not depend on where they differ.
 bool same_key(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+ApiResponse bad_max_tokens(std::int64_t default_max_tokens) {
+  return error(400, "invalid_request",
+               fmt::format("max_tokens is a whole number of output tokens per page, 1 to {}: "
+                           "leave it out for the service's {}",
+                           kMaxTokensCeiling, default_max_tokens));
+}
+
+// "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.
+std::string media_type(std::string_view content_type) {
+  std::string media(content_type.substr(0, content_type.find(';')));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  std::transform(media.begin(), media.end(), media.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return media;
 }
 
 std::optional<std::int64_t> number(std::string_view text) {
@@ -106,6 +123,32 @@ std::optional<ApiResponse> Router::uploaded_before(const Upload& upload) {
   return std::nullopt;
 }
 
+Result<Document> read_document(std::string_view content_type, std::string body) {
+  Document document;
+  if (media_type(content_type) == "multipart/form-data") {
+    auto file = multipart_file(content_type, std::move(body));
+    if (!file.ok()) return file.status();
+    document.filename = std::move(file->filename);
+    body = std::move(file->data);
+  }
+  auto pages = split_pdf(body);
+  if (!pages.ok()) return pages.status();
+  document.pages = std::move(pages).value();
+  return document;
+}
+
+ApiResponse Router::finish_upload(const Upload& upload, Result<Document> document) {
+  if (!document.ok()) {
+    if (document.status().code() == StatusCode::invalid_argument) {
+      return error(400, "invalid_document", document.status().message());
+    }
+    return from(answer_for(document.status()));
+  }
+  Upload named = upload;
+  if (!named.name_given && !document->filename.empty()) named.name = document->filename;
+  return enqueue(named, std::move(document->pages));
+}
+
 ApiResponse Router::enqueue(const Upload& upload, std::vector<std::string> texts) {
   if (texts.empty()) return error(400, "invalid_document", "the upload has no pages");
   if (static_cast<std::int64_t>(texts.size()) > config_.max_pages) {
@@ -135,7 +178,7 @@ ApiResponse Router::enqueue(const Upload& upload, std::vector<std::string> texts
   return accepted(enqueued->job);
 }
 
-ApiResponse Router::handle(const ApiRequest& request) {
+ApiResponse Router::handle(ApiRequest request) {
   const auto url = boost::urls::parse_origin_form(request.target);
   if (!url) return error(400, "invalid_request", "the request's target is not a valid path");
   const std::string path = url->path();
@@ -205,15 +248,43 @@ ApiResponse Router::handle(const ApiRequest& request) {
   };
 
   if (path == "/v1/jobs" && request.method == "POST") {
-    const auto type = request.header("Content-Type").value_or("");
-    if (type.rfind("application/json", 0) != 0) {
-      return error(
-          415, "unsupported_media_type",
-          "send the pages as application/json: {\"name\": ..., \"pages\": [\"text\", ...]}");
+    const std::string type = request.header("Content-Type").value_or("");
+    const std::string media = media_type(type);
+    const bool json_pages = media == "application/json";
+    if (!json_pages && media != "application/pdf" && media != "multipart/form-data") {
+      return error(415, "unsupported_media_type",
+                   "send a PDF as application/pdf (the raw file) or multipart/form-data (a "
+                   "part named file), or the pages' text as application/json: "
+                   "{\"name\": ..., \"pages\": [\"text\", ...]}");
     }
-    Upload upload{user->id, user->weight, "pages.json", config_.max_tokens,
-                  request.header("Idempotency-Key")};
+    Upload upload{user->id, user->weight,       json_pages ? "pages.json" : "document.pdf",
+                  false,    config_.max_tokens, request.header("Idempotency-Key")};
+    if (auto name = param("name"); name && !name->empty()) {
+      upload.name = *name;
+      upload.name_given = true;
+    }
+    if (const auto text = param("max_tokens")) {
+      const auto n = number(*text);
+      if (!n || *n < 1 || *n > kMaxTokensCeiling) return bad_max_tokens(config_.max_tokens);
+      upload.max_tokens = *n;
+    }
     if (auto earlier = uploaded_before(upload)) return std::move(*earlier);
+    if (!json_pages) {
+      if (request.body.empty()) {
+        return error(400, "invalid_document", "the body is empty: send the PDF's bytes");
+      }
+      // Refused at once, before any work, if even a one-page upload would be.
+      const DoorDecision decision =
+          dispatcher_.door().estimate(user->id, 1, estimate_tokens("", upload.max_tokens));
+      if (std::holds_alternative<DoorBusy>(decision) ||
+          std::holds_alternative<DoorUserQueueFull>(decision)) {
+        ++door_refusals_[std::string(refusal_reason(decision))];
+        return from(*answer_for(decision));
+      }
+      ApiResponse read;
+      read.document = DocumentUpload{std::move(upload), type, std::move(request.body)};
+      return read;
+    }
     boost::system::error_code parse_error;
     const json::value body = json::parse(request.body, parse_error);
     if (parse_error) {
@@ -231,10 +302,7 @@ ApiResponse Router::handle(const ApiRequest& request) {
     if (const json::value* max_tokens = fields->if_contains("max_tokens")) {
       const auto* n = max_tokens->if_int64();
       if (n == nullptr || *n < 1 || *n > kMaxTokensCeiling) {
-        return error(400, "invalid_request",
-                     fmt::format("max_tokens is a whole number of output tokens per page, 1 to "
-                                 "{}: leave it out for the service's {}",
-                                 kMaxTokensCeiling, config_.max_tokens));
+        return bad_max_tokens(config_.max_tokens);
       }
       upload.max_tokens = *n;
     }

@@ -2,7 +2,9 @@
 // response, over the store and the dispatcher. No sockets here: the HTTP server reads a
 // request, calls handle(), and writes what it returns; tests call handle() directly.
 //
-// The live events (GET /v1/jobs/{id}/events) are a response the server streams: handle()
+// Two answers need the server's help. A PDF or multipart upload is authorised here, read
+// by the server on a worker thread (read_document), and answered by finish_upload(). The
+// live events (GET /v1/jobs/{id}/events) are a response the server streams: handle()
 // answers with an EventStream, and the server renders job_event() each time the router's
 // watchers are woken (the router wakes them on every committed change and every upload or
 // cancel).
@@ -16,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "fairlane/result.hpp"
 #include "fairlane/store.hpp"
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"
@@ -37,12 +40,44 @@ struct EventStream {
   JobId job = 0;
 };
 
+// An upload's who and how, whatever its format.
+struct Upload {
+  UserId user = 0;
+  std::int64_t weight = 1;
+  std::string name;             // the job's name
+  bool name_given = false;      // false: a multipart part's filename may name it
+  std::int64_t max_tokens = 0;  // output tokens per page
+  std::optional<std::string> idempotency_key;
+};
+
+// An upload of a document (a PDF, raw or as the `file` part of a multipart body) that the
+// router has authorised but not read: the server reads it with read_document() on a worker
+// thread, off the io thread, and gives the outcome to Router::finish_upload().
+struct DocumentUpload {
+  Upload upload;
+  std::string content_type;
+  std::string body;
+};
+
+// What a document held: the multipart part's file name (empty for a raw PDF) and the text
+// of each page.
+struct Document {
+  std::string filename;
+  std::vector<std::string> pages;
+};
+
+// Reads an uploaded document: the multipart part, then the PDF's pages (poppler). Safe on
+// any thread; invalid_argument with the sentence for the client when it cannot be read.
+[[nodiscard]] Result<Document> read_document(std::string_view content_type, std::string body);
+
 struct ApiResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::optional<EventStream> events;  // set: stream job_event() instead of the body
+  // Set: read the document (read_document), then answer with finish_upload().
+  std::optional<DocumentUpload> document;
 };
 
 // One event of a stream: the job object as JSON, and whether the job has ended (the
@@ -68,7 +103,11 @@ class Router {
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  ApiResponse handle(const ApiRequest& request);
+  // By value: an upload's body (up to the body limit) moves through, it is not copied.
+  ApiResponse handle(ApiRequest request);
+
+  // The answer to a document upload once read_document() has read it (or failed to).
+  ApiResponse finish_upload(const Upload& upload, Result<Document> document);
 
   // The job of a stream as it stands now; nullopt when it cannot be read (the stream ends).
   [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream);
@@ -81,14 +120,6 @@ class Router {
                                              std::int64_t max_tokens) const;
 
  private:
-  // An upload's who and how, whatever its format.
-  struct Upload {
-    UserId user = 0;
-    std::int64_t weight = 1;
-    std::string name;
-    std::int64_t max_tokens = 0;
-    std::optional<std::string> idempotency_key;
-  };
   // 202 with the job and its Location.
   ApiResponse accepted(const JobView& job);
   // The first job of a retried upload (same Idempotency-Key), or nullopt.

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Issue 6, end-to-end test 6, for the inputs the service takes today (JSON pages; PDF and
-# multipart uploads are not built yet): malformed JSON, zero pages, a page over the
-# tokens-per-minute ceiling, a 200 MB body, the wrong content type. Each gets its status
-# and a message; nothing is enqueued; the service keeps serving.
+# Issue 6, end-to-end test 6: a truncated PDF, a non-PDF sent as a PDF, an encrypted PDF,
+# a scan without text, an empty PDF, a multipart body without its file, malformed JSON,
+# zero pages, a page over the tokens-per-minute ceiling, a 200 MB body, the wrong content
+# type. Each gets its status and a message; nothing is enqueued; the service keeps serving.
 #
-#   serve_bad_inputs.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+#   serve_bad_inputs.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
 set -euo pipefail
 fairlane=$1
 stand_in=$2
+pdfgen=$3
 source "$(dirname "$0")/lib.sh"
 
 start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
@@ -37,6 +38,29 @@ printf '{"name":"huge","pages":["short","%s"]}' "$(head -c 400000 /dev/zero | tr
   >"$work/huge.json"
 expect 422 request_too_large "${json[@]}" --data-binary "@$work/huge.json"
 grep -q '"page":2,' "$work/body" || fail "the refusal does not name page 2: $(cat "$work/body")"
+
+# PDFs: each refusal names what is wrong with the file.
+# expect_pdf MESSAGE-PART CURL-ARGS...: a 400 invalid_document whose message says it.
+expect_pdf() {
+  local says=$1
+  shift
+  expect 400 invalid_document "$@"
+  grep -q "$says" "$work/body" || fail "the refusal does not say '$says': $(cat "$work/body")"
+}
+pdf=(-H 'Content-Type: application/pdf')
+"$pdfgen" --pages 6 --out "$work/book.pdf"
+head -c $(($(stat -c %s "$work/book.pdf") / 2)) "$work/book.pdf" >"$work/truncated.pdf"
+expect_pdf 'damaged or truncated' "${pdf[@]}" --data-binary "@$work/truncated.pdf"
+expect_pdf 'could not be read' "${pdf[@]}" --data-binary 'this is plain text, not a PDF'
+"$pdfgen" --pages 3 --encrypted --out "$work/locked.pdf"
+expect_pdf 'encrypted' "${pdf[@]}" --data-binary "@$work/locked.pdf"
+"$pdfgen" --pages 3 --no-text --out "$work/scan.pdf"
+expect_pdf 'no text layer' "${pdf[@]}" --data-binary "@$work/scan.pdf"
+"$pdfgen" --pages 0 --out "$work/empty.pdf"
+expect_pdf 'no pages' "${pdf[@]}" --data-binary "@$work/empty.pdf"
+expect_pdf 'empty' "${pdf[@]}" --data-binary ''
+expect_pdf 'no part named' -F "document=@$work/book.pdf;type=application/pdf"
+expect_pdf 'damaged or truncated' -F "file=@$work/truncated.pdf;type=application/pdf"
 
 # 200 MB, sparse on disk, streamed with its Content-Length: refused before it is read.
 truncate -s 200M "$work/big.json"

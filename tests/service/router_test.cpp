@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fairlane/pdf_writer.hpp"
 #include "service/router.hpp"
 #include "support/store.hpp"
 
@@ -312,4 +313,111 @@ TEST_CASE("An upload may ask its own max_tokens: stored with the job, counted by
         std::string::npos);
   }
   CHECK(api.dispatcher->scheduler().size() == 3);
+}
+
+TEST_CASE("A PDF upload is authorised, read off the io thread, then enqueued page by page") {
+  Api api;
+  const std::string pdf = fairlane::write_pdf({"First page.", "Second page."});
+  const auto pending = api.send("POST", "/v1/jobs?name=novel.pdf&max_tokens=50", api.alice, pdf,
+                                {{"Content-Type", "application/pdf"}});
+  REQUIRE(pending.document.has_value());
+  CHECK(pending.document->body == pdf);
+  CHECK(pending.document->upload.name == "novel.pdf");
+  CHECK(pending.document->upload.max_tokens == 50);
+  CHECK(api.dispatcher->scheduler().size() == 0);  // nothing is queued before it is read
+
+  auto document =
+      fairlane::service::read_document(pending.document->content_type, pending.document->body);
+  REQUIRE(document.ok());
+  CHECK(document->pages.size() == 2);
+  const auto accepted = api.router->finish_upload(pending.document->upload, std::move(document));
+  REQUIRE(accepted.status == 202);
+  const auto job = Api::body(accepted);
+  CHECK(job.at("name") == "novel.pdf");
+  CHECK(job.at("pages").at("total") == 2);
+  CHECK(api.dispatcher->scheduler().size() == 2);
+  const auto lanes = api.store->load_lanes().value();
+  REQUIRE(lanes.size() == 1);
+  REQUIRE(lanes[0].pages.size() == 2);
+  const auto first = api.store->page_call(lanes[0].pages[0].page_id);
+  CHECK(first->text.find("First page.") != std::string::npos);
+  CHECK(first->max_tokens == 50);
+  CHECK(api.store->page_call(lanes[0].pages[1].page_id)->text.find("Second page.") !=
+        std::string::npos);
+}
+
+TEST_CASE("A multipart upload is named after its file, unless ?name= says otherwise") {
+  Api api;
+  const std::string pdf = fairlane::write_pdf({"Only page."});
+  const std::string body =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+      "filename=\"my book.pdf\"\r\nContent-Type: application/pdf\r\n\r\n" +
+      pdf + "\r\n--XyZ--\r\n";
+  const std::vector<std::pair<std::string, std::string>> type{
+      {"Content-Type", "multipart/form-data; boundary=XyZ"}};
+  for (const auto& [target, name] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/jobs", "my book.pdf"}, {"/v1/jobs?name=renamed", "renamed"}}) {
+    const auto pending = api.send("POST", target, api.alice, body, type);
+    REQUIRE(pending.document.has_value());
+    auto document =
+        fairlane::service::read_document(pending.document->content_type, pending.document->body);
+    REQUIRE(document.ok());
+    CHECK(document->filename == "my book.pdf");
+    const auto accepted = api.router->finish_upload(pending.document->upload, std::move(document));
+    REQUIRE(accepted.status == 202);
+    CHECK(Api::body(accepted).at("name").as_string() == name);
+  }
+}
+
+TEST_CASE("Unreadable documents get 400 invalid_document with the reason, and nothing is queued") {
+  Api api;
+  const std::string pdf = fairlane::write_pdf({"Some text."});
+  const auto reason = [&](const std::string& content_type, const std::string& body) {
+    auto document = fairlane::service::read_document(content_type, body);
+    const auto answer = api.router->finish_upload(
+        fairlane::service::Upload{1, 1, "x.pdf", true, 200, std::nullopt}, std::move(document));
+    CHECK(answer.status == 400);
+    CHECK(Api::body(answer).at("error").at("type") == "invalid_document");
+    return std::string(Api::body(answer).at("error").at("message").as_string());
+  };
+  CHECK(reason("application/pdf", pdf.substr(0, pdf.size() / 2)).find("damaged") !=
+        std::string::npos);
+  CHECK(reason("application/pdf", "just some text, not a PDF").find("could not be read") !=
+        std::string::npos);
+  CHECK(reason("application/pdf", fairlane::write_pdf({"x"}, {.title = "", .locked = true}))
+            .find("encrypted") != std::string::npos);
+  CHECK(reason("multipart/form-data; boundary=b",
+               "--b\r\nContent-Disposition: form-data; "
+               "name=\"other\"\r\n\r\nx\r\n--b--\r\n")
+            .find("file") != std::string::npos);
+  CHECK(api.dispatcher->scheduler().size() == 0);
+
+  // Refused before any reading: an empty body, and a content type that is none of the three.
+  const auto empty =
+      api.send("POST", "/v1/jobs", api.alice, "", {{"Content-Type", "application/pdf"}});
+  CHECK(empty.status == 400);
+  CHECK_FALSE(empty.document.has_value());
+  const auto other = api.send("POST", "/v1/jobs", api.alice, pdf, {{"Content-Type", "image/png"}});
+  CHECK(other.status == 415);
+  CHECK(api.send("POST", "/v1/jobs?max_tokens=0", api.alice, pdf,
+                 {{"Content-Type", "application/pdf"}})
+            .status == 400);
+}
+
+TEST_CASE("A door that would refuse one page refuses a PDF before it is read") {
+  Api api;
+  // Bob's queue is at its cap of 500 pages: one page more is refused, so is any PDF.
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(500)).status == 202);
+  const auto refused = api.send("POST", "/v1/jobs", api.bob, fairlane::write_pdf({"x"}),
+                                {{"Content-Type", "application/pdf"}});
+  CHECK(refused.status == 429);
+  CHECK_FALSE(refused.document.has_value());
+  CHECK(Api::body(refused).at("error").at("type") == "user_queue_full");
+  CHECK(api.send("GET", "/metrics")
+            .body.find("fairlane_door_refusals_total{reason=\"user_queue_full\"} 1") !=
+        std::string::npos);
+  // Alice, with nothing queued, is let through to the reading.
+  CHECK(api.send("POST", "/v1/jobs", api.alice, fairlane::write_pdf({"x"}),
+                 {{"Content-Type", "application/pdf"}})
+            .document.has_value());
 }
