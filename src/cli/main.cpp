@@ -1,145 +1,45 @@
 // The `fairlane` command: `fairlane serve` runs the service; `fairlane user add` adds a user
-// to a database and prints their key. (The client commands, enqueue, watch, status, result,
-// cancel and estimate, come with the CLI's own issue.) Every flag can also come from a TOML
-// file given with --config.
-#include <sys/resource.h>
-#include <CLI/CLI.hpp>
+// to a database and prints their key; enqueue, watch, status, result, cancel and estimate
+// talk to a running service over HTTP (src/cli/commands). Every flag can also come from a
+// TOML file given with --config; for --server and --key the order is flags, then the
+// environment (FAIRLANE_URL, FAIRLANE_KEY), then the file.
+#include <unistd.h>
 
-#include <boost/asio.hpp>
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
 
-#include "fairlane/curl_provider.hpp"
+#include "cli/commands.hpp"
+#include "cli/serve.hpp"
 #include "fairlane/store.hpp"
 #include "fairlane/version.hpp"
-#include "service/dispatcher.hpp"
-#include "service/http_server.hpp"
-#include "service/router.hpp"
 
 namespace {
 
-// Exit statuses, documented in README.md.
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;  // the command could not do its job
-constexpr int kExitUsage = 2;    // the command line itself is wrong
-
-struct ServeOptions {
-  std::string listen = "127.0.0.1:8080";
-  std::string db = "fairlane.db";
-  std::string provider_url;
-  std::string provider_dialect = "openai";
-  std::string model = "default";
-  std::string api_key_env;
-  std::string admin_key_env = "FAIRLANE_ADMIN_KEY";
-  std::string prompt = "Extract the text of this page and structure it as Markdown.";
-  std::int64_t rpm = 1'500;
-  std::int64_t tpm = 300'000;
-  std::int64_t max_in_flight = 200;
-  std::int64_t max_tokens = 1'000;
-  double max_wait = 60.0;
-  std::int64_t max_attempts = 5;
-  std::int64_t max_queued_pages_per_user = 10'000;
-  std::int64_t max_body_mb = 100;
-  double stop_deadline = 30.0;
-  double backoff_base = 1.0;
-  double backoff_max = 60.0;
-  double heartbeat = 15.0;
-};
+using fairlane::cli::kExitFailure;
+using fairlane::cli::kExitOk;
+using fairlane::cli::kExitUsage;
 
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
   return kExitFailure;
 }
 
-int serve(const ServeOptions& o) {
-  const auto colon = o.listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos) {
-    try {
-      port = std::stoi(o.listen.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = -1;
+// Whether `flag` ("--server") is on the command line itself, as "--server X" or
+// "--server=X": then it wins over the environment, which wins over the config file.
+bool on_command_line(int argc, char** argv, std::string_view flag) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--") return false;
+    if (arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+                        arg[flag.size()] == '=')) {
+      return true;
     }
   }
-  if (port < 0 || port > 65535) {
-    std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
-              << "'\n";
-    return kExitUsage;
-  }
-  const auto dialect = fairlane::dialect_from(o.provider_dialect);
-  if (!dialect) {
-    std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
-              << "'\n";
-    return kExitUsage;
-  }
-  // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
-
-  boost::asio::io_context io;
-  auto store = fairlane::Store::open(o.db);
-  if (!store.ok()) return fail(store.status().message());
-  std::string admin_key;
-  if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
-
-  fairlane::CurlProviderConfig client;
-  client.base_url = o.provider_url;
-  client.dialect = *dialect;
-  client.api_key_env = o.api_key_env;
-  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
-  auto provider = fairlane::make_curl_provider(io, client);
-  if (!provider.ok()) return fail(provider.status().message());
-
-  fairlane::service::DispatcherConfig config;
-  config.limits = {o.rpm, o.tpm, o.max_in_flight};
-  config.prompt = o.prompt;
-  config.model = o.model;
-  config.max_attempts = o.max_attempts;
-  config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.backoff_base));
-  config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.backoff_max));
-  config.door.max_wait_s = o.max_wait;
-  config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
-  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
-  if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
-    return fail(started.message());
-  }
-  fairlane::service::Router router(*store.value(), dispatcher,
-                                   {admin_key, o.prompt, o.max_tokens, 10'000});
-  fairlane::service::HttpLimits limits;
-  limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
-  limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.heartbeat));
-  fairlane::service::HttpServer server(io, router, limits);
-  auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
-  if (!bound.ok()) return fail(bound.status().message());
-
-  int exit_status = kExitOk;
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& error, int) {
-    if (error) return;
-    std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
-    server.stop();
-    const auto deadline = std::chrono::duration_cast<fairlane::Clock::duration>(
-        std::chrono::duration<double>(o.stop_deadline));
-    dispatcher.stop(deadline, [&](const fairlane::Status& status) {
-      if (!status.ok()) {
-        std::cerr << "fairlane: " << status.message() << '\n';
-        exit_status = kExitFailure;
-      }
-      io.stop();
-    });
-  });
-  std::cout << "listening on http://" << o.listen.substr(0, colon) << ':' << bound.value()
-            << std::endl;
-  io.run();
-  return exit_status;
+  return false;
 }
 
 }  // namespace
@@ -155,7 +55,7 @@ int main(int argc, char** argv) {
   app.set_config("--config", "", "Read options from a TOML file (flags win)");
   app.allow_config_extras(false);
 
-  ServeOptions o;
+  fairlane::cli::ServeOptions o;
   CLI::App* serve_command =
       app.add_subcommand("serve", "Run the service: the API and the dispatcher");
   serve_command->add_option("--listen", o.listen, "ADDRESS:PORT to listen on (port 0: any)")
@@ -213,6 +113,11 @@ int main(int argc, char** argv) {
                    "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();
   serve_command
+      ->add_option("--price-per-mtok", o.price_per_mtok,
+                   "The provider's USD per million tokens, for jobs' cost (0: not shown)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve_command
       ->add_option("--heartbeat", o.heartbeat,
                    "Seconds without an event before a live-events stream gets a heartbeat")
       ->capture_default_str()
@@ -230,6 +135,64 @@ int main(int argc, char** argv) {
   add_command->add_option("--db", user_db, "The SQLite database")->capture_default_str();
   user_command->require_subcommand(1);
 
+  // The client commands: --server and --key are the app's, so that a config file holds them
+  // once, and may follow the command's name.
+  app.fallthrough();
+  std::string server = "http://127.0.0.1:8080";
+  std::string key;
+  app.add_option("--server", server, "The service's URL (env FAIRLANE_URL)")->capture_default_str();
+  app.add_option("--key", key, "Your API key (env FAIRLANE_KEY)");
+
+  fairlane::cli::EnqueueOptions enqueue_options;
+  bool watch_after = false;
+  CLI::App* enqueue_command =
+      app.add_subcommand("enqueue", "Upload PDFs (or pages as JSON); prints the door's answer");
+  enqueue_command->add_option("files", enqueue_options.files, "The PDFs")->check(CLI::ExistingFile);
+  enqueue_command
+      ->add_option("--pages-json", enqueue_options.pages_json,
+                   "A JSON file {\"name\": ..., \"pages\": [\"text\", ...]} instead of PDFs")
+      ->check(CLI::ExistingFile);
+  enqueue_command->add_option("--name", enqueue_options.name,
+                              "The job's name (one upload; default the file's name)");
+  enqueue_command
+      ->add_option("--max-tokens", enqueue_options.max_tokens,
+                   "Output tokens asked per page (default the service's)")
+      ->check(CLI::Range(1, 1'000'000));
+  enqueue_command->add_option("--idempotency-key", enqueue_options.idempotency_key,
+                              "Makes a retried upload return the first job");
+  enqueue_command->add_flag("--watch", watch_after, "Follow the jobs until they end");
+
+  std::vector<std::string> watch_jobs;
+  CLI::App* watch_command =
+      app.add_subcommand("watch", "Live progress of jobs until they end, then a summary");
+  watch_command->add_option("jobs", watch_jobs, "Job ids")->required();
+
+  CLI::App* status_command =
+      app.add_subcommand("status", "The service's queue and your jobs (the admin: the queue)");
+
+  std::string result_job;
+  std::optional<std::string> result_file;
+  bool result_json = false;
+  CLI::App* result_command = app.add_subcommand("result", "A job's pages, as Markdown (or --json)");
+  result_command->add_option("job", result_job, "The job id")->required();
+  result_command->add_option("-o,--output", result_file, "Write to this file, not stdout");
+  result_command->add_flag("--json", result_json, "The service's JSON as it is");
+
+  std::string cancel_job;
+  CLI::App* cancel_command =
+      app.add_subcommand("cancel", "Cancel a job's queued pages (calls in flight finish)");
+  cancel_command->add_option("job", cancel_job, "The job id")->required();
+
+  std::int64_t estimate_pages = 0;
+  std::optional<std::int64_t> tokens_per_page;
+  CLI::App* estimate_command =
+      app.add_subcommand("estimate", "What the door would say to an upload now");
+  estimate_command->add_option("--pages", estimate_pages, "Pages in the upload")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  estimate_command->add_option("--tokens-per-page", tokens_per_page,
+                               "Tokens one page reserves, input and output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -237,7 +200,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   try {
-    if (serve_command->parsed()) return serve(o);
+    if (serve_command->parsed()) return fairlane::cli::serve(o);
     if (add_command->parsed()) {
       auto store = fairlane::Store::open(user_db);
       if (!store.ok()) return fail(store.status().message());
@@ -245,6 +208,39 @@ int main(int argc, char** argv) {
       if (!added.ok()) return fail(added.status().message());
       std::cout << added->key << '\n';
       return kExitOk;
+    }
+    if (!on_command_line(argc, argv, "--server")) {
+      if (const char* env = std::getenv("FAIRLANE_URL"); env != nullptr && *env != '\0')
+        server = env;
+    }
+    if (!on_command_line(argc, argv, "--key")) {
+      if (const char* env = std::getenv("FAIRLANE_KEY"); env != nullptr && *env != '\0') key = env;
+    }
+    const fairlane::cli::Output output{std::cout, std::cerr, isatty(STDOUT_FILENO) == 1};
+    const bool client = enqueue_command->parsed() || watch_command->parsed() ||
+                        status_command->parsed() || result_command->parsed() ||
+                        cancel_command->parsed() || estimate_command->parsed();
+    if (client && key.empty()) {
+      std::cerr << "fairlane: this needs your API key: pass --key KEY or set FAIRLANE_KEY "
+                   "(`fairlane user add NAME` makes one)\n";
+      return fairlane::cli::kExitUnauthorized;
+    }
+    fairlane::cli::HttpClient http(server, key);
+    if (enqueue_command->parsed()) {
+      std::vector<std::string> accepted;
+      const int code = fairlane::cli::enqueue(http, enqueue_options, output, accepted);
+      if (!watch_after || accepted.empty()) return code;
+      const int watched = fairlane::cli::watch(http, accepted, output);
+      return code != kExitOk ? code : watched;
+    }
+    if (watch_command->parsed()) return fairlane::cli::watch(http, watch_jobs, output);
+    if (status_command->parsed()) return fairlane::cli::status(http, output);
+    if (result_command->parsed()) {
+      return fairlane::cli::result(http, result_job, result_file, result_json, output);
+    }
+    if (cancel_command->parsed()) return fairlane::cli::cancel(http, cancel_job, output);
+    if (estimate_command->parsed()) {
+      return fairlane::cli::estimate(http, estimate_pages, tokens_per_page, output);
     }
   } catch (const std::exception& e) {
     return fail(e.what());

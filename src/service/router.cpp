@@ -106,6 +106,24 @@ std::int64_t Router::estimate_tokens(std::string_view page_text, std::int64_t ma
   return (bytes + 3) / 4 + max_tokens;
 }
 
+ApiResponse Router::queue() {
+  const Budget& budget = dispatcher_.budget();
+  const auto level = [](const TokenBucket& bucket) -> json::value {
+    if (bucket.unlimited()) return nullptr;
+    return bucket.level();
+  };
+  json::object body{{"lanes", dispatcher_.scheduler().lane_count()},
+                    {"queued", dispatcher_.scheduler().size()},
+                    {"held", dispatcher_.held()},
+                    {"in_flight", dispatcher_.in_flight()},
+                    {"mu", dispatcher_.estimator().mu()},
+                    {"binding", to_string(dispatcher_.estimator().binding())},
+                    {"buckets", json::object{{"requests", level(budget.requests())},
+                                             {"tokens", level(budget.tokens())}}},
+                    {"paused", dispatcher_.paused_until().has_value()}};
+  return json_response(200, body);
+}
+
 ApiResponse Router::accepted(const JobView& job) {
   ApiResponse response =
       json_response(202, job_json(job, dispatcher_.estimator().job(job.user_id, job.id),
@@ -232,6 +250,12 @@ ApiResponse Router::handle(ApiRequest request) {
     return json_response(
         201, json::object{
                  {"name", added->user.name}, {"weight", added->user.weight}, {"key", added->key}});
+  }
+
+  // The queue is the admin's too (`fairlane status` with the admin key).
+  if (path == "/v1/queue" && request.method == "GET" && !config_.admin_key.empty() &&
+      same_key(key, config_.admin_key)) {
+    return queue();
   }
 
   auto user = store_.find_user_by_key(key);
@@ -401,23 +425,7 @@ ApiResponse Router::handle(ApiRequest request) {
         json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
   }
 
-  if (path == "/v1/queue" && request.method == "GET") {
-    const Budget& budget = dispatcher_.budget();
-    const auto level = [](const TokenBucket& bucket) -> json::value {
-      if (bucket.unlimited()) return nullptr;
-      return bucket.level();
-    };
-    json::object body{{"lanes", dispatcher_.scheduler().lane_count()},
-                      {"queued", dispatcher_.scheduler().size()},
-                      {"held", dispatcher_.held()},
-                      {"in_flight", dispatcher_.in_flight()},
-                      {"mu", dispatcher_.estimator().mu()},
-                      {"binding", to_string(dispatcher_.estimator().binding())},
-                      {"buckets", json::object{{"requests", level(budget.requests())},
-                                               {"tokens", level(budget.tokens())}}},
-                      {"paused", dispatcher_.paused_until().has_value()}};
-    return json_response(200, body);
-  }
+  if (path == "/v1/queue" && request.method == "GET") return queue();
 
   return error(404, "not_found", fmt::format("there is no {} {}", request.method, path));
 }

@@ -120,6 +120,8 @@ class Router {
                                              std::int64_t max_tokens) const;
 
  private:
+  // GET /v1/queue: lanes, pages, the rate, the binding limit, the buckets, the pause.
+  ApiResponse queue();
   // 202 with the job and its Location.
   ApiResponse accepted(const JobView& job);
   // The first job of a retried upload (same Idempotency-Key), or nullopt.

@@ -16,12 +16,17 @@ alice=$(add_user alice)
 bob=$(add_user bob)
 [[ $alice == fl_* ]] || fail "user add printed '$alice', not a key"
 
-start_serve --rpm 6000 --tpm 600000 --max-in-flight 4 --max-tokens 100
+start_serve --rpm 6000 --tpm 600000 --max-in-flight 4 --max-tokens 100 --price-per-mtok 3
 
 id=$(upload "$alice" e2e one two three)
 
 view=$(wait_ended "$alice" "$id" 20)
 [[ $(field state <<<"$view") == done ]] || fail "the job ended as: $view"
+# Its cost is its tokens at $3 a million.
+tokens=$(( $(count input_tokens <<<"$view") + $(count output_tokens <<<"$view") ))
+cost=$(grep -o '"cost_usd":[^,}]*' <<<"$view" | cut -d: -f2)
+awk -v c="$cost" -v t="$tokens" 'BEGIN { exit !(t > 0 && c > 0 && (c - t * 3e-6) ^ 2 < 1e-12) }' ||
+  fail "the cost $cost is not $tokens tokens at \$3 a million: $view"
 
 result=$(curl -sS "$base/v1/jobs/$id/result" -H "Authorization: Bearer $alice")
 for text in one two three; do

@@ -421,3 +421,12 @@ TEST_CASE("A door that would refuse one page refuses a PDF before it is read") {
                  {{"Content-Type", "application/pdf"}})
             .document.has_value());
 }
+
+TEST_CASE("The admin key reads the queue, and nothing else of the users'") {
+  Api api;
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3)).status == 202);
+  const auto queue = api.send("GET", "/v1/queue", "admin-secret");
+  CHECK(queue.status == 200);
+  CHECK(Api::body(queue).at("queued") == 3);
+  CHECK(api.send("GET", "/v1/jobs", "admin-secret").status == 401);
+}

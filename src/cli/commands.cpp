@@ -1,0 +1,366 @@
+#include "cli/commands.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "cli/display.hpp"
+
+namespace fairlane::cli {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+std::string encode(std::string_view text) {
+  return boost::urls::encode(text, boost::urls::unreserved_chars);
+}
+
+json::value parse_or_null(std::string_view body) {
+  boost::system::error_code error;
+  json::value value = json::parse(body, error);
+  return error ? json::value(nullptr) : value;
+}
+
+// The error object of an answer, or an empty one.
+json::object error_of(const HttpReply& reply) {
+  const json::value value = parse_or_null(reply.body);
+  if (const auto* o = value.if_object()) {
+    if (const auto* e = o->if_contains("error"); e && e->is_object()) return e->as_object();
+  }
+  return {};
+}
+
+std::string string_of(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+double number_of(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_number() ? v->to_number<double>() : 0.0;
+}
+
+// Prints what the service refused and why; returns the exit status for it.
+int refused(const HttpReply& reply, std::string_view what, const Output& output) {
+  const json::object e = error_of(reply);
+  const std::string type = string_of(e, "type");
+  std::string message = string_of(e, "message");
+  if (message.empty()) {
+    message = fmt::format("the service answered {}: {}", reply.status, reply.body.substr(0, 200));
+  }
+  if (type == "busy") {
+    output.err << fmt::format(
+        "{}: busy: {}\n  position {}, estimated wait {}, most accepted {}; try again in {}\n", what,
+        message, static_cast<std::int64_t>(number_of(e, "position")),
+        format_duration(number_of(e, "estimated_wait_seconds")),
+        format_duration(number_of(e, "max_wait_seconds")),
+        format_duration(reply.retry_after_s ? static_cast<double>(*reply.retry_after_s)
+                                            : number_of(e, "retry_after_seconds")));
+  } else {
+    output.err << fmt::format("{}: {}\n", what, message);
+  }
+  return exit_code_for(reply.status);
+}
+
+int failed(const Status& status, const Output& output) {
+  output.err << "fairlane: " << status.message() << '\n';
+  return kExitFailure;
+}
+
+std::optional<std::string> read_file(const std::string& path, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = fmt::format("cannot read {}: check the path and that it is a readable file", path);
+    return std::nullopt;
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return std::move(bytes).str();
+}
+
+void print_accepted(const JobStatus& job, std::string_view file, const Output& output) {
+  output.out << fmt::format("accepted {} as {}: {} pages, position {}, eta {}\n", file, job.id,
+                            job.total, job.position ? std::to_string(*job.position) : "-",
+                            job.eta_s ? format_duration(*job.eta_s) : "-");
+}
+
+}  // namespace
+
+int exit_code_for(long http_status) {
+  switch (http_status) {
+    case 400:
+    case 413:
+    case 415:
+    case 422:
+      return kExitRejected;
+    case 401:
+      return kExitUnauthorized;
+    case 404:
+      return kExitNotFound;
+    case 429:
+    case 503:
+      return kExitBusy;
+    default:
+      return http_status >= 200 && http_status < 300 ? kExitOk : kExitFailure;
+  }
+}
+
+int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& output,
+            std::vector<std::string>& accepted) {
+  struct Upload {
+    std::string path;
+    std::string content_type;
+  };
+  std::vector<Upload> uploads;
+  if (options.pages_json) uploads.push_back({*options.pages_json, "application/json"});
+  for (const std::string& file : options.files) uploads.push_back({file, "application/pdf"});
+  if (uploads.empty()) {
+    output.err << "fairlane: name the PDFs to upload (or --pages-json FILE)\n";
+    return kExitUsage;
+  }
+  if (options.name && uploads.size() > 1) {
+    output.err << "fairlane: --name names one upload; leave it out to name each after its file\n";
+    return kExitUsage;
+  }
+  int exit_status = kExitOk;
+  for (const Upload& upload : uploads) {
+    std::string error;
+    auto bytes = read_file(upload.path, error);
+    if (!bytes) {
+      output.err << "fairlane: " << error << '\n';
+      exit_status = exit_status == kExitOk ? kExitUsage : exit_status;
+      continue;
+    }
+    std::string target = "/v1/jobs";
+    std::string separator = "?";
+    if (upload.content_type == "application/pdf") {
+      const std::string name =
+          options.name.value_or(std::filesystem::path(upload.path).filename().string());
+      target += "?name=" + encode(name);
+      separator = "&";
+    }
+    if (options.max_tokens)
+      target += separator + "max_tokens=" + std::to_string(*options.max_tokens);
+    std::vector<std::string> headers;
+    if (options.idempotency_key) headers.push_back("Idempotency-Key: " + *options.idempotency_key);
+    auto reply = client.post(target, upload.content_type, std::move(*bytes), headers);
+    if (!reply.ok()) return failed(reply.status(), output);
+    if (reply->status != 202) {
+      const int code = refused(reply.value(), upload.path, output);
+      if (exit_status == kExitOk) exit_status = code;
+      continue;
+    }
+    auto job = parse_job(reply->body);
+    if (!job.ok()) return failed(job.status(), output);
+    print_accepted(job.value(), upload.path, output);
+    accepted.push_back(job->id);
+  }
+  return exit_status;
+}
+
+int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output& output) {
+  struct Watched {
+    std::optional<JobStatus> job;
+    Clock::time_point event_at;  // when its last event came
+    Clock::time_point first_at;  // when its first event came, and its pages done then
+    std::int64_t first_done = 0;
+  };
+  std::map<std::string, Watched> watched;
+  std::vector<std::string> order;
+  EventStreams streams(client.server(), client.key());
+  for (const std::string& id : jobs) {
+    if (watched.contains(id)) continue;
+    watched[id] = {};
+    order.push_back(id);
+    streams.watch(id);
+  }
+  const auto rate = [](const Watched& w, Clock::time_point now) {
+    const double minutes = std::chrono::duration<double>(now - w.first_at).count() / 60.0;
+    if (!w.job || minutes < 1.0 / 60.0) return 0.0;
+    return static_cast<double>(w.job->done - w.first_done) / minutes;
+  };
+  const auto line = [&](const std::string& id, Clock::time_point now) {
+    const Watched& w = watched.at(id);
+    if (!w.job) return fmt::format("{}: waiting for its first event", id);
+    std::optional<double> eta = w.job->eta_s;
+    if (eta) eta = std::max(*eta - std::chrono::duration<double>(now - w.event_at).count(), 0.0);
+    return progress_line(*w.job, eta, rate(w, now), output.terminal);
+  };
+  const Clock::time_point start = Clock::now();
+  bool drawn = false;
+  while (streams.open() > 0) {
+    auto events = streams.poll(std::chrono::milliseconds(output.terminal ? 250 : 1'000));
+    if (!events.ok()) {
+      output.err << "fairlane: " << events.status().message() << '\n';
+      return events.status().code() == StatusCode::not_found ? kExitNotFound : kExitFailure;
+    }
+    const Clock::time_point now = Clock::now();
+    for (auto& [id, event] : events.value()) {
+      if (event.type != "job") continue;
+      auto job = parse_job(event.data);
+      if (!job.ok()) continue;
+      Watched& w = watched[id];
+      if (!w.job) {
+        w.first_at = now;
+        w.first_done = job->done;
+      }
+      w.job = std::move(job).value();
+      w.event_at = now;
+      if (w.job->ended()) streams.close(id);
+      if (!output.terminal) output.out << line(id, now) << '\n';
+    }
+    if (output.terminal) {
+      // Redraws the block of lines in place: up to its first line, then each line cleared.
+      if (drawn) output.out << fmt::format("\x1b[{}A", order.size());
+      for (const std::string& id : order) output.out << "\r\x1b[2K" << line(id, now) << '\n';
+      drawn = true;
+    }
+    output.out.flush();
+  }
+
+  std::vector<JobSummary> summaries;
+  bool all_done = true;
+  for (const std::string& id : order) {
+    JobSummary s;
+    s.job = *watched.at(id).job;
+    all_done = all_done && s.job.state == "done";
+    s.seconds = s.job.finished_at
+                    ? seconds_between(s.job.created_at, *s.job.finished_at)
+                          .value_or(std::chrono::duration<double>(Clock::now() - start).count())
+                    : 0.0;
+    if (s.job.failed > 0) {
+      auto reply = client.get("/v1/jobs/" + id + "/result");
+      if (reply.ok() && reply->status == 200) {
+        const json::value result = parse_or_null(reply->body);
+        if (const auto* pages =
+                result.is_object() ? result.as_object().if_contains("pages") : nullptr;
+            pages && pages->is_array()) {
+          for (const json::value& page : pages->as_array()) {
+            const json::object& p = page.as_object();
+            if (string_of(p, "state") != "failed") continue;
+            s.failures.push_back(fmt::format("page {}: {}", p.at("page").to_number<std::int64_t>(),
+                                             string_of(p, "error")));
+          }
+        }
+      }
+    }
+    summaries.push_back(std::move(s));
+  }
+  output.out << '\n' << summary(summaries);
+  return all_done ? kExitOk : kExitJobFailed;
+}
+
+int status(HttpClient& client, const Output& output) {
+  auto queue = client.get("/v1/queue");
+  if (!queue.ok()) return failed(queue.status(), output);
+  if (queue->status != 200) return refused(queue.value(), "status", output);
+  const json::value q = parse_or_null(queue->body);
+  if (const auto* o = q.if_object()) {
+    const auto bucket = [&](std::string_view name) {
+      const auto* buckets = o->if_contains("buckets");
+      const auto* level =
+          buckets && buckets->is_object() ? buckets->as_object().if_contains(name) : nullptr;
+      return level && level->is_number() ? fmt::format("{:.0f}", level->to_number<double>())
+                                         : std::string("unlimited");
+    };
+    const auto count = [&](std::string_view key) {
+      const auto* v = o->if_contains(key);
+      return v && v->is_number() ? v->to_number<std::int64_t>() : 0;
+    };
+    const auto* paused = o->if_contains("paused");
+    output.out << fmt::format(
+        "service: {} lanes, {} pages queued, {} held, {} in flight; binding limit: {}; buckets: "
+        "requests {}, tokens {}; provider pause: {}\n",
+        count("lanes"), count("queued"), count("held"), count("in_flight"),
+        string_of(*o, "binding"), bucket("requests"), bucket("tokens"),
+        paused && paused->is_bool() && paused->as_bool() ? "yes" : "no");
+  }
+  auto jobs = client.get("/v1/jobs?limit=50");
+  if (!jobs.ok()) return failed(jobs.status(), output);
+  if (jobs->status == 401) return kExitOk;  // the admin key has no jobs of its own
+  if (jobs->status != 200) return refused(jobs.value(), "status", output);
+  std::vector<JobStatus> list;
+  const json::value body = parse_or_null(jobs->body);
+  if (const auto* o = body.if_object(); o && o->contains("jobs") && o->at("jobs").is_array()) {
+    for (const json::value& j : o->at("jobs").as_array()) {
+      auto job = job_from(j);
+      if (job.ok()) list.push_back(std::move(job).value());
+    }
+  }
+  output.out << '\n' << jobs_table(list);
+  return kExitOk;
+}
+
+int result(HttpClient& client, const std::string& job, const std::optional<std::string>& file,
+           bool as_json, const Output& output) {
+  auto view = client.get("/v1/jobs/" + encode(job));
+  if (!view.ok()) return failed(view.status(), output);
+  if (view->status != 200) return refused(view.value(), job, output);
+  auto reply = client.get("/v1/jobs/" + encode(job) + "/result");
+  if (!reply.ok()) return failed(reply.status(), output);
+  if (reply->status != 200) return refused(reply.value(), job, output);
+  auto status = parse_job(view->body);
+  const std::string name = status.ok() ? status->name : job;
+  const std::string text =
+      as_json ? reply->body + "\n" : result_markdown(parse_or_null(reply->body), name);
+  if (file) {
+    std::ofstream out(*file, std::ios::binary);
+    out << text;
+    if (!out) {
+      output.err << fmt::format(
+          "fairlane: cannot write {}: check the folder exists and is "
+          "writable\n",
+          *file);
+      return kExitFailure;
+    }
+    output.out << fmt::format("wrote {} ({} pages, {})\n", *file, status.ok() ? status->total : 0,
+                              status.ok() ? status->state : "unknown");
+  } else {
+    output.out << text;
+  }
+  if (status.ok() && !status->ended()) {
+    output.err << fmt::format("note: {} has not ended: {} of {} pages are done so far\n", job,
+                              status->done, status->total);
+  }
+  return kExitOk;
+}
+
+int cancel(HttpClient& client, const std::string& job, const Output& output) {
+  auto reply = client.del("/v1/jobs/" + encode(job));
+  if (!reply.ok()) return failed(reply.status(), output);
+  if (reply->status != 202) return refused(reply.value(), job, output);
+  auto view = parse_job(reply->body);
+  if (!view.ok()) return failed(view.status(), output);
+  output.out << fmt::format(
+      "cancelled {}: its {} queued pages will not be sent; {} in flight finish; {} done stay\n",
+      job, view->queued, view->in_flight, view->done);
+  return kExitOk;
+}
+
+int estimate(HttpClient& client, std::int64_t pages, std::optional<std::int64_t> tokens_per_page,
+             const Output& output) {
+  std::string target = fmt::format("/v1/estimate?pages={}", pages);
+  if (tokens_per_page) target += fmt::format("&tokens_per_page={}", *tokens_per_page);
+  auto reply = client.get(target);
+  if (!reply.ok()) return failed(reply.status(), output);
+  if (reply->status != 200) return refused(reply.value(), fmt::format("{} pages", pages), output);
+  const json::value body = parse_or_null(reply->body);
+  const auto* o = body.if_object();
+  if (o == nullptr) return failed(Status(StatusCode::internal, "the estimate is not JSON"), output);
+  output.out << fmt::format("{} pages would be accepted now: position {}, eta {}\n", pages,
+                            static_cast<std::int64_t>(number_of(*o, "position")),
+                            format_duration(number_of(*o, "eta_seconds")));
+  return kExitOk;
+}
+
+}  // namespace fairlane::cli

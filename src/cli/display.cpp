@@ -1,0 +1,196 @@
+#include "cli/display.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <ctime>
+
+namespace fairlane::cli {
+namespace {
+
+namespace json = boost::json;
+
+std::int64_t int_at(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_int64() ? v->as_int64() : 0;
+}
+
+std::optional<double> number_at(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return v->to_number<double>();
+}
+
+std::string string_at(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// Cuts a name to `width` display cells (bytes; names are mostly ASCII), with "…" at the end.
+std::string fit(std::string_view text, std::size_t width) {
+  if (text.size() <= width) return std::string(text);
+  return std::string(text.substr(0, width - 1)) + "~";
+}
+
+}  // namespace
+
+Result<JobStatus> job_from(const json::value& value) {
+  const json::object* o = value.if_object();
+  if (o == nullptr || !o->contains("id") || !o->contains("pages") || !o->at("pages").is_object()) {
+    return Status(StatusCode::invalid_argument, "the service's answer is not a job object");
+  }
+  JobStatus job;
+  job.id = string_at(*o, "id");
+  job.name = string_at(*o, "name");
+  job.state = string_at(*o, "state");
+  const json::object& pages = o->at("pages").as_object();
+  job.total = int_at(pages, "total");
+  job.queued = int_at(pages, "queued");
+  job.in_flight = int_at(pages, "in_flight");
+  job.done = int_at(pages, "done");
+  job.failed = int_at(pages, "failed");
+  job.cancelled = int_at(pages, "cancelled");
+  if (const json::value* p = o->if_contains("position"); p != nullptr && p->is_int64()) {
+    job.position = p->as_int64();
+  }
+  job.eta_s = number_at(*o, "eta_seconds");
+  if (const json::value* u = o->if_contains("usage"); u != nullptr && u->is_object()) {
+    job.input_tokens = int_at(u->as_object(), "input_tokens");
+    job.output_tokens = int_at(u->as_object(), "output_tokens");
+    job.cost_usd = number_at(u->as_object(), "cost_usd").value_or(0.0);
+  }
+  job.created_at = string_at(*o, "created_at");
+  if (const json::value* f = o->if_contains("finished_at"); f != nullptr && f->is_string()) {
+    job.finished_at = std::string(f->as_string());
+  }
+  return job;
+}
+
+Result<JobStatus> parse_job(std::string_view text) {
+  boost::system::error_code error;
+  const json::value value = json::parse(text, error);
+  if (error) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("the service's answer is not JSON ({})", error.message()));
+  }
+  return job_from(value);
+}
+
+std::string format_duration(double seconds) {
+  seconds = std::max(seconds, 0.0);
+  if (seconds < 10) return fmt::format("{:.1f} s", seconds);
+  const auto whole = static_cast<std::int64_t>(std::llround(seconds));
+  if (whole < 60) return fmt::format("{} s", whole);
+  if (whole < 3'600) return fmt::format("{}m {:02}s", whole / 60, whole % 60);
+  return fmt::format("{}h {:02}m", whole / 3'600, (whole % 3'600) / 60);
+}
+
+std::string progress_bar(std::int64_t ended, std::int64_t total, int width) {
+  const auto cells = static_cast<std::int64_t>(std::max(width, 1));
+  const std::int64_t filled =
+      total <= 0 ? 0 : std::clamp<std::int64_t>(ended * cells / total, 0, cells);
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(cells - filled), '.') + "]";
+}
+
+std::string progress_line(const JobStatus& job, std::optional<double> eta_s, double pages_per_min,
+                          bool terminal) {
+  std::string where;
+  if (job.ended()) {
+    where = job.state;
+  } else {
+    where = fmt::format("position {}", job.position ? std::to_string(*job.position) : "-");
+    if (eta_s) where += fmt::format(", eta {}", format_duration(*eta_s));
+  }
+  const std::string rate = fmt::format("{:.1f} pages/min", pages_per_min);
+  if (terminal) {
+    return fmt::format("{:<24} {} {:>5}/{:<5} {:>3} failed  {:<28} {}", fit(job.name, 24),
+                       progress_bar(job.done + job.failed, job.total, 24), job.done, job.total,
+                       job.failed, where, rate);
+  }
+  return fmt::format("{} {}: {}/{} done, {} failed, {}, {}", job.id, job.name, job.done, job.total,
+                     job.failed, where, rate);
+}
+
+std::string jobs_table(const std::vector<JobStatus>& jobs) {
+  if (jobs.empty()) return "no jobs\n";
+  std::string out = fmt::format("{:<28}  {:<24}  {:<9}  {:>11}  {:>6}  {:>8}  {:>8}\n", "ID",
+                                "NAME", "STATE", "DONE/TOTAL", "FAILED", "POSITION", "ETA");
+  for (const JobStatus& job : jobs) {
+    out += fmt::format("{:<28}  {:<24}  {:<9}  {:>11}  {:>6}  {:>8}  {:>8}\n", job.id,
+                       fit(job.name, 24), job.state, fmt::format("{}/{}", job.done, job.total),
+                       job.failed, job.position ? std::to_string(*job.position) : "-",
+                       job.eta_s ? format_duration(*job.eta_s) : "-");
+  }
+  return out;
+}
+
+std::string summary(const std::vector<JobSummary>& jobs) {
+  std::string out = fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", "JOB", "STATE",
+                                "DONE/TOTAL", "TIME", "TOKENS", "COST");
+  std::int64_t tokens = 0;
+  double cost = 0.0;
+  for (const JobSummary& s : jobs) {
+    const JobStatus& job = s.job;
+    tokens += job.input_tokens + job.output_tokens;
+    cost += job.cost_usd;
+    out +=
+        fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", fit(job.name, 24), job.state,
+                    fmt::format("{}/{}", job.done, job.total), format_duration(s.seconds),
+                    job.input_tokens + job.output_tokens, fmt::format("${:.4f}", job.cost_usd));
+  }
+  if (jobs.size() > 1) {
+    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", "total", "", "", "",
+                       tokens, fmt::format("${:.4f}", cost));
+  }
+  for (const JobSummary& s : jobs) {
+    if (s.failures.empty()) continue;
+    out += fmt::format("\n{} ({}): {} failed\n", s.job.name, s.job.id, s.failures.size());
+    for (const std::string& failure : s.failures) out += "  " + failure + "\n";
+  }
+  return out;
+}
+
+std::string result_markdown(const json::value& result, std::string_view name) {
+  std::string out = fmt::format("# {}\n", name);
+  const json::object* o = result.if_object();
+  const json::value* pages = o ? o->if_contains("pages") : nullptr;
+  if (pages == nullptr || !pages->is_array()) return out;
+  for (const json::value& page : pages->as_array()) {
+    const json::object* p = page.if_object();
+    if (p == nullptr) continue;
+    out += fmt::format("\n## Page {}\n\n", int_at(*p, "page"));
+    if (const json::value* output = p->if_contains("output"); output && output->is_string()) {
+      std::string text(output->as_string());
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      out += text + "\n";
+    } else {
+      const std::string error = string_at(*p, "error");
+      out += fmt::format("_{}{}_\n", string_at(*p, "state"), error.empty() ? "" : ": " + error);
+    }
+  }
+  return out;
+}
+
+std::optional<double> seconds_between(std::string_view from, std::string_view to) {
+  const auto parse = [](std::string_view text) -> std::optional<double> {
+    std::tm tm{};
+    int millis = 0;
+    const std::string s(text);
+    if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis) < 6) {
+      return std::nullopt;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return static_cast<double>(timegm(&tm)) + millis / 1000.0;
+  };
+  const auto a = parse(from);
+  const auto b = parse(to);
+  if (!a || !b) return std::nullopt;
+  return *b - *a;
+}
+
+}  // namespace fairlane::cli

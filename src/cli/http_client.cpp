@@ -1,0 +1,301 @@
+#include "cli/http_client.hpp"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <charconv>
+#include <cstring>
+
+namespace fairlane::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// libcurl wants curl_global_init before any thread starts; the first client does it.
+void global_init() {
+  static const bool done = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
+  (void)done;
+}
+
+std::size_t append_body(char* data, std::size_t size, std::size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+// Keeps Retry-After from the headers (delta-seconds; the service sends only those).
+std::size_t read_header(char* data, std::size_t size, std::size_t count, void* user) {
+  const std::string_view line(data, size * count);
+  constexpr std::string_view kName = "retry-after:";
+  if (line.size() > kName.size()) {
+    std::string lower(line.substr(0, kName.size()));
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lower == kName) {
+      std::string_view value = line.substr(kName.size());
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+        value.remove_prefix(1);
+      }
+      std::int64_t seconds = 0;
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+      if (error == std::errc()) static_cast<HttpReply*>(user)->retry_after_s = seconds;
+    }
+  }
+  return size * count;
+}
+
+// A curl header list, freed with its owner.
+struct Headers {
+  Headers() = default;
+  Headers(const Headers&) = delete;
+  Headers& operator=(const Headers&) = delete;
+  ~Headers() { clear(); }
+  void add(const std::string& line) { list = curl_slist_append(list, line.c_str()); }
+  void clear() {
+    curl_slist_free_all(list);
+    list = nullptr;
+  }
+  curl_slist* list = nullptr;
+};
+
+// The service's error message in an error answer, or the body's start.
+std::string message_of(std::string_view body) {
+  boost::system::error_code error;
+  const boost::json::value value = boost::json::parse(body, error);
+  if (!error && value.is_object()) {
+    if (const auto* e = value.as_object().if_contains("error"); e && e->is_object()) {
+      if (const auto* m = e->as_object().if_contains("message"); m && m->is_string()) {
+        return std::string(m->as_string());
+      }
+    }
+  }
+  return std::string(body.substr(0, 200));
+}
+
+}  // namespace
+
+Status unreachable(std::string_view server, std::string_view why) {
+  return Status(StatusCode::io_error,
+                fmt::format("could not reach the service at {} ({}): is `fairlane serve` running "
+                            "there? Set the address with --server or FAIRLANE_URL",
+                            server, why));
+}
+
+HttpClient::HttpClient(std::string server, std::string key, std::chrono::milliseconds timeout)
+    : server_([&] {
+        while (!server.empty() && server.back() == '/') server.pop_back();
+        return server;
+      }()),
+      key_(std::move(key)),
+      timeout_(timeout),
+      curl_((global_init(), curl_easy_init())) {}
+
+HttpClient::~HttpClient() {
+  curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+Result<HttpReply> HttpClient::get(std::string_view path) {
+  return perform("GET", path, std::nullopt, {}, {});
+}
+
+Result<HttpReply> HttpClient::del(std::string_view path) {
+  return perform("DELETE", path, std::nullopt, {}, {});
+}
+
+Result<HttpReply> HttpClient::post(std::string_view path, std::string_view content_type,
+                                   std::string body, const std::vector<std::string>& headers) {
+  return perform("POST", path, content_type, std::move(body), headers);
+}
+
+Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view path,
+                                      std::optional<std::string_view> content_type,
+                                      std::string body, const std::vector<std::string>& headers) {
+  auto* curl = static_cast<CURL*>(curl_);
+  if (curl == nullptr) return Status(StatusCode::internal, "libcurl could not start");
+  curl_easy_reset(curl);
+  const std::string url = server_ + std::string(path);
+  HttpReply reply;
+  Headers list;
+  list.add("Authorization: Bearer " + key_);
+  list.add("Expect:");  // no 100-continue round trip before a large upload
+  if (content_type) list.add("Content-Type: " + std::string(*content_type));
+  for (const std::string& header : headers) list.add(header);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list.list);
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
+  if (method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  }
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  const CURLcode code = curl_easy_perform(curl);
+  if (code != CURLE_OK) return unreachable(server_, curl_easy_strerror(code));
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
+  return reply;
+}
+
+// ---- EventStreams ------------------------------------------------------------------
+
+struct EventStreams::Impl {
+  struct Stream {
+    std::string job;
+    std::string url;
+    CURL* handle = nullptr;
+    Headers headers;
+    SseParser parser;
+    std::vector<SseEvent> pending;
+    std::string error_body;  // the body of an answer other than 200
+    int reconnects = 0;      // in a row, since the last event
+    std::optional<Clock::time_point> reconnect_at;
+  };
+
+  Impl(std::string s, std::string k, int max)
+      : server(std::move(s)), key(std::move(k)), max_reconnects(max) {
+    global_init();
+    multi = curl_multi_init();
+  }
+  ~Impl() {
+    for (auto& [job, stream] : streams) detach(*stream);
+    curl_multi_cleanup(multi);
+  }
+
+  static std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user) {
+    auto& stream = *static_cast<Stream*>(user);
+    long status = 0;
+    curl_easy_getinfo(stream.handle, CURLINFO_RESPONSE_CODE, &status);
+    const std::string_view bytes(data, size * count);
+    if (status != 200) {
+      stream.error_body.append(bytes);
+    } else {
+      for (SseEvent& event : stream.parser.feed(bytes)) stream.pending.push_back(std::move(event));
+    }
+    return size * count;
+  }
+
+  void attach(Stream& stream) {
+    stream.handle = curl_easy_init();
+    stream.error_body.clear();
+    stream.parser = SseParser{};
+    stream.headers.clear();
+    stream.headers.add("Authorization: Bearer " + key);
+    stream.headers.add("Accept: text/event-stream");
+    curl_easy_setopt(stream.handle, CURLOPT_URL, stream.url.c_str());
+    curl_easy_setopt(stream.handle, CURLOPT_HTTPHEADER, stream.headers.list);
+    curl_easy_setopt(stream.handle, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(stream.handle, CURLOPT_WRITEDATA, &stream);
+    curl_easy_setopt(stream.handle, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
+    curl_easy_setopt(stream.handle, CURLOPT_NOSIGNAL, 1L);
+    // A stream that stays silent for a minute (heartbeats come every 15 s) is dead.
+    curl_easy_setopt(stream.handle, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(stream.handle, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_multi_add_handle(multi, stream.handle);
+  }
+
+  void detach(Stream& stream) {
+    if (stream.handle == nullptr) return;
+    curl_multi_remove_handle(multi, stream.handle);
+    curl_easy_cleanup(stream.handle);
+    stream.handle = nullptr;
+  }
+
+  const std::string server;
+  const std::string key;
+  const int max_reconnects;
+  CURLM* multi = nullptr;
+  std::map<std::string, std::unique_ptr<Stream>> streams;
+};
+
+EventStreams::EventStreams(std::string server, std::string key, int max_reconnects)
+    : impl_(std::make_unique<Impl>(
+          [&] {
+            while (!server.empty() && server.back() == '/') server.pop_back();
+            return server;
+          }(),
+          std::move(key), max_reconnects)) {}
+
+EventStreams::~EventStreams() = default;
+
+void EventStreams::watch(const std::string& job_id) {
+  auto stream = std::make_unique<Impl::Stream>();
+  stream->job = job_id;
+  stream->url = impl_->server + "/v1/jobs/" + job_id + "/events";
+  impl_->attach(*stream);
+  impl_->streams[job_id] = std::move(stream);
+}
+
+void EventStreams::close(const std::string& job_id) {
+  const auto it = impl_->streams.find(job_id);
+  if (it == impl_->streams.end()) return;
+  impl_->detach(*it->second);
+  impl_->streams.erase(it);
+}
+
+std::size_t EventStreams::open() const {
+  return impl_->streams.size();
+}
+
+Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
+    std::chrono::milliseconds timeout) {
+  Impl& d = *impl_;
+  const Clock::time_point now = Clock::now();
+  // Streams due to reconnect are opened again; the wait ends at the next one due.
+  for (auto& [job, stream] : d.streams) {
+    if (stream->reconnect_at && *stream->reconnect_at <= now) {
+      stream->reconnect_at.reset();
+      d.attach(*stream);
+    } else if (stream->reconnect_at) {
+      timeout = std::min(timeout, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      *stream->reconnect_at - now));
+    }
+  }
+  int running = 0;
+  curl_multi_perform(d.multi, &running);
+  curl_multi_poll(d.multi, nullptr, 0, static_cast<int>(std::max<std::int64_t>(timeout.count(), 0)),
+                  nullptr);
+  curl_multi_perform(d.multi, &running);
+
+  std::vector<std::pair<std::string, SseEvent>> events;
+  for (auto& [job, stream] : d.streams) {
+    if (!stream->pending.empty()) stream->reconnects = 0;
+    for (SseEvent& event : stream->pending) events.emplace_back(job, std::move(event));
+    stream->pending.clear();
+  }
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(d.multi, &left)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    const auto it = std::find_if(d.streams.begin(), d.streams.end(), [&](const auto& entry) {
+      return entry.second->handle == message->easy_handle;
+    });
+    if (it == d.streams.end()) continue;
+    Impl::Stream& stream = *it->second;
+    long status = 0;
+    curl_easy_getinfo(stream.handle, CURLINFO_RESPONSE_CODE, &status);
+    const CURLcode code = message->data.result;
+    d.detach(stream);
+    if (code == CURLE_OK && status != 200) {
+      return Status(status == 404   ? StatusCode::not_found
+                    : status == 401 ? StatusCode::invalid_argument
+                                    : StatusCode::io_error,
+                    fmt::format("{} answered {} for the events of {}: {}", d.server, status,
+                                stream.job, message_of(stream.error_body)));
+    }
+    // Ended or dropped before the caller closed it: open it again after the retry.
+    if (++stream.reconnects > d.max_reconnects) {
+      return unreachable(
+          d.server, code == CURLE_OK ? "the live events keep ending" : curl_easy_strerror(code));
+    }
+    stream.reconnect_at =
+        Clock::now() + std::chrono::milliseconds(stream.parser.retry_ms().value_or(2'000));
+  }
+  return events;
+}
+
+}  // namespace fairlane::cli

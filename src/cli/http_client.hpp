@@ -1,0 +1,94 @@
+// HttpClient: the `fairlane` client commands' side of the HTTP API, on libcurl's easy
+// interface (one request at a time, which is all a command needs), and EventStreams, the
+// live events of several jobs at once on libcurl's multi interface.
+//
+// Every request carries `Authorization: Bearer <key>`. A transport failure (nothing
+// listening, a timeout) is a Status naming the URL and the remedy; any HTTP answer,
+// 4xx and 5xx included, is a reply for the caller to read.
+//
+// Thread safety: one object per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cli/sse.hpp"
+#include "fairlane/result.hpp"
+
+namespace fairlane::cli {
+
+struct HttpReply {
+  long status = 0;
+  std::string body;
+  std::optional<std::int64_t> retry_after_s;  // the Retry-After header, when sent
+};
+
+class HttpClient {
+ public:
+  // `server`: "http://127.0.0.1:8080" (a trailing slash is dropped).
+  HttpClient(std::string server, std::string key,
+             std::chrono::milliseconds timeout = std::chrono::seconds(120));
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  Result<HttpReply> get(std::string_view path);
+  Result<HttpReply> del(std::string_view path);
+  // `headers`: extra "Name: value" lines.
+  Result<HttpReply> post(std::string_view path, std::string_view content_type, std::string body,
+                         const std::vector<std::string>& headers = {});
+
+  [[nodiscard]] const std::string& server() const { return server_; }
+  [[nodiscard]] const std::string& key() const { return key_; }
+
+ private:
+  Result<HttpReply> perform(std::string_view method, std::string_view path,
+                            std::optional<std::string_view> content_type, std::string body,
+                            const std::vector<std::string>& headers);
+
+  const std::string server_;
+  const std::string key_;
+  const std::chrono::milliseconds timeout_;
+  void* curl_;  // CURL*, reused so that the connection is kept alive
+};
+
+// The live events of several jobs at once: one GET /v1/jobs/{id}/events each, read with
+// SseParser. A stream that drops before its job ended is opened again after the retry
+// the service asked for (2 s), up to `max_reconnects` times in a row.
+class EventStreams {
+ public:
+  EventStreams(std::string server, std::string key, int max_reconnects = 5);
+  ~EventStreams();
+  EventStreams(const EventStreams&) = delete;
+  EventStreams& operator=(const EventStreams&) = delete;
+
+  void watch(const std::string& job_id);
+
+  // Waits up to `timeout` for events; returns those that came as (job id, event).
+  // A stream the service ended is closed; one answered with an error (404, 401) fails
+  // with the service's message.
+  Result<std::vector<std::pair<std::string, SseEvent>>> poll(std::chrono::milliseconds timeout);
+
+  // Streams still open (or waiting to reconnect).
+  [[nodiscard]] std::size_t open() const;
+
+  // Called by a stream that ended normally; watch() of another job may follow.
+  void close(const std::string& job_id);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "could not reach the service at URL (why): is `fairlane serve` running there? ...".
+[[nodiscard]] Status unreachable(std::string_view server, std::string_view why);
+
+}  // namespace fairlane::cli

@@ -1,0 +1,117 @@
+#include "cli/serve.hpp"
+
+#include <sys/resource.h>
+
+#include <boost/asio.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "fairlane/curl_provider.hpp"
+#include "fairlane/store.hpp"
+#include "service/dispatcher.hpp"
+#include "service/http_server.hpp"
+#include "service/router.hpp"
+
+namespace fairlane::cli {
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "fairlane: " << message << '\n';
+  return kExitFailure;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o) {
+  const auto colon = o.listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) {
+    try {
+      port = std::stoi(o.listen.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (port < 0 || port > 65535) {
+    std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
+              << "'\n";
+    return kExitUsage;
+  }
+  const auto dialect = fairlane::dialect_from(o.provider_dialect);
+  if (!dialect) {
+    std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
+              << "'\n";
+    return kExitUsage;
+  }
+  // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  boost::asio::io_context io;
+  fairlane::StoreOptions store_options;
+  store_options.usd_per_million_tokens = o.price_per_mtok;
+  auto store = fairlane::Store::open(o.db, store_options);
+  if (!store.ok()) return fail(store.status().message());
+  std::string admin_key;
+  if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
+
+  fairlane::CurlProviderConfig client;
+  client.base_url = o.provider_url;
+  client.dialect = *dialect;
+  client.api_key_env = o.api_key_env;
+  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
+  auto provider = fairlane::make_curl_provider(io, client);
+  if (!provider.ok()) return fail(provider.status().message());
+
+  fairlane::service::DispatcherConfig config;
+  config.limits = {o.rpm, o.tpm, o.max_in_flight};
+  config.prompt = o.prompt;
+  config.model = o.model;
+  config.max_attempts = o.max_attempts;
+  config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.backoff_base));
+  config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.backoff_max));
+  config.door.max_wait_s = o.max_wait;
+  config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
+  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
+  if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
+    return fail(started.message());
+  }
+  fairlane::service::Router router(*store.value(), dispatcher,
+                                   {admin_key, o.prompt, o.max_tokens, 10'000});
+  fairlane::service::HttpLimits limits;
+  limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
+  limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.heartbeat));
+  fairlane::service::HttpServer server(io, router, limits);
+  auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
+  if (!bound.ok()) return fail(bound.status().message());
+
+  int exit_status = kExitOk;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& error, int) {
+    if (error) return;
+    std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
+    server.stop();
+    const auto deadline = std::chrono::duration_cast<fairlane::Clock::duration>(
+        std::chrono::duration<double>(o.stop_deadline));
+    dispatcher.stop(deadline, [&](const fairlane::Status& status) {
+      if (!status.ok()) {
+        std::cerr << "fairlane: " << status.message() << '\n';
+        exit_status = kExitFailure;
+      }
+      io.stop();
+    });
+  });
+  std::cout << "listening on http://" << o.listen.substr(0, colon) << ':' << bound.value()
+            << std::endl;
+  io.run();
+  return exit_status;
+}
+
+}  // namespace fairlane::cli

@@ -1,0 +1,37 @@
+// `fairlane serve`: the service (store, provider client, dispatcher, API, HTTP server) on
+// one io_context until SIGTERM or SIGINT.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fairlane::cli {
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:8080";
+  std::string db = "fairlane.db";
+  std::string provider_url;
+  std::string provider_dialect = "openai";
+  std::string model = "default";
+  std::string api_key_env;
+  std::string admin_key_env = "FAIRLANE_ADMIN_KEY";
+  std::string prompt = "Extract the text of this page and structure it as Markdown.";
+  std::int64_t rpm = 1'500;
+  std::int64_t tpm = 300'000;
+  std::int64_t max_in_flight = 200;
+  std::int64_t max_tokens = 1'000;
+  double max_wait = 60.0;
+  std::int64_t max_attempts = 5;
+  std::int64_t max_queued_pages_per_user = 10'000;
+  std::int64_t max_body_mb = 100;
+  double stop_deadline = 30.0;
+  double backoff_base = 1.0;
+  double backoff_max = 60.0;
+  double heartbeat = 15.0;
+  double price_per_mtok = 0.0;
+};
+
+// Runs the service; returns the exit status (README.md, "Exit codes").
+int serve(const ServeOptions& options);
+
+}  // namespace fairlane::cli

@@ -1,0 +1,92 @@
+#include "cli/display.hpp"
+
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <string>
+
+using namespace fairlane::cli;
+
+namespace {
+
+const char* kRunning =
+    R"({"id":"job_1","name":"book.pdf","user":"alice","state":"running",)"
+    R"("pages":{"total":100,"queued":60,"in_flight":10,"done":29,"failed":1,"cancelled":0},)"
+    R"("position":412,"eta_seconds":37.5,"usage":{"input_tokens":1000,"output_tokens":500,)"
+    R"("cost_usd":0.0045},"created_at":"2026-11-29T14:03:07.250Z","finished_at":null})";
+
+}  // namespace
+
+TEST_CASE("A job object is read with its counts, position, ETA and usage") {
+  const auto job = parse_job(kRunning);
+  REQUIRE(job.ok());
+  CHECK(job->id == "job_1");
+  CHECK(job->total == 100);
+  CHECK(job->done == 29);
+  CHECK(job->failed == 1);
+  CHECK(job->position == 412);
+  CHECK(job->eta_s == doctest::Approx(37.5));
+  CHECK(job->input_tokens == 1000);
+  CHECK(job->cost_usd == doctest::Approx(0.0045));
+  CHECK_FALSE(job->finished_at.has_value());
+  CHECK_FALSE(job->ended());
+  CHECK_FALSE(parse_job("{\"error\":{}}").ok());
+  CHECK_FALSE(parse_job("not json").ok());
+}
+
+TEST_CASE("Durations read as people say them") {
+  CHECK(format_duration(0.44) == "0.4 s");
+  CHECK(format_duration(42.4) == "42 s");
+  CHECK(format_duration(200) == "3m 20s");
+  CHECK(format_duration(7'500) == "2h 05m");
+  CHECK(format_duration(-3) == "0.0 s");
+}
+
+TEST_CASE("The progress bar fills with the pages ended") {
+  CHECK(progress_bar(0, 100, 10) == "[..........]");
+  CHECK(progress_bar(30, 100, 10) == "[###.......]");
+  CHECK(progress_bar(100, 100, 10) == "[##########]");
+  CHECK(progress_bar(5, 0, 4) == "[....]");
+}
+
+TEST_CASE("A progress line: plain for logs, with a bar on a terminal") {
+  const auto job = parse_job(kRunning).value();
+  CHECK(progress_line(job, 30.0, 12.5, false) ==
+        "job_1 book.pdf: 29/100 done, 1 failed, position 412, eta 30 s, 12.5 pages/min");
+  const std::string tty = progress_line(job, 30.0, 12.5, true);
+  CHECK(tty.find("[######") != std::string::npos);
+  CHECK(tty.find("29/100") != std::string::npos);
+  CHECK(tty.find("eta 30 s") != std::string::npos);
+  auto done = job;
+  done.state = "done";
+  CHECK(progress_line(done, std::nullopt, 0, false).find(", done,") != std::string::npos);
+}
+
+TEST_CASE("The jobs table and the summary show each job and the failures with reasons") {
+  const auto job = parse_job(kRunning).value();
+  const std::string table = jobs_table({job});
+  CHECK(table.find("DONE/TOTAL") != std::string::npos);
+  CHECK(table.find("29/100") != std::string::npos);
+  CHECK(table.find("412") != std::string::npos);
+  CHECK(jobs_table({}) == "no jobs\n");
+
+  const std::string s = summary({JobSummary{job, 75.0, {"page 7: the provider answered 500"}}});
+  CHECK(s.find("1m 15s") != std::string::npos);
+  CHECK(s.find("1500") != std::string::npos);
+  CHECK(s.find("$0.0045") != std::string::npos);
+  CHECK(s.find("page 7: the provider answered 500") != std::string::npos);
+}
+
+TEST_CASE("A result reads as Markdown, pages in order, failures marked") {
+  const auto result = boost::json::parse(
+      R"({"id":"job_1","state":"failed","pages":[{"page":1,"state":"done","output":"Hello.\n"},)"
+      R"({"page":2,"state":"failed","error":"timed out"}]})");
+  CHECK(result_markdown(result, "book.pdf") ==
+        "# book.pdf\n\n## Page 1\n\nHello.\n\n## Page 2\n\n_failed: timed out_\n");
+}
+
+TEST_CASE("Seconds between two of the API's times") {
+  CHECK(seconds_between("2026-11-29T14:03:07.250Z", "2026-11-29T14:04:08.750Z") ==
+        doctest::Approx(61.5));
+  CHECK_FALSE(seconds_between("yesterday", "2026-11-29T14:04:08.750Z").has_value());
+}
