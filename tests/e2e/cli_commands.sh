@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End to end: every `fairlane` client command against a running service, with its exit
+# status: enqueue (accepted, busy, a rejected file) and --watch with its non-TTY output and
+# summary, result (Markdown, -o, --json), status, cancel, estimate, watch of an unknown job,
+# a bad key, no key, an unreachable service; and the order flags > FAIRLANE_URL > --config.
+#
+#   cli_commands.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+pdfgen=$3
+source "$(dirname "$0")/lib.sh"
+
+# One call at a time, 0.2 s each; 120 requests a minute, so a long backlog is busy.
+start_stand_in --latency-ms 200 --rpm 6000 --tpm 6000000 --max-in-flight 1
+alice=$(add_user alice)
+bob=$(add_user bob)
+start_serve --rpm 120 --tpm 6000000 --max-in-flight 1 --max-tokens 100 --max-wait 60 \
+  --price-per-mtok 3 --heartbeat 1
+export FAIRLANE_URL=$base
+
+# run EXPECTED-EXIT ARGS...: runs `fairlane ARGS`, stdout to $work/out, stderr to $work/err.
+run() {
+  local want=$1 got=0
+  shift
+  timeout 60 "$fairlane" "$@" >"$work/out" 2>"$work/err" || got=$?
+  [[ $got == "$want" ]] ||
+    fail "fairlane $* exited $got, not $want; out: $(cat "$work/out"); err: $(cat "$work/err")"
+}
+has() { grep -q -- "$2" "$work/$1" || fail "no '$2' in the $1 of the last command: $(cat "$work/$1")"; }
+
+"$pdfgen" --pages 6 --out "$work/book.pdf"
+run 0 enqueue "$work/book.pdf" --watch --key "$alice"
+has out "accepted $work/book.pdf as job_"
+has out "book.pdf: 6/6 done, 0 failed, done"
+has out "DONE/TOTAL"
+id=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+# Non-TTY: one plain line per update, no escape sequences.
+if grep -q $'\x1b' "$work/out"; then fail "the watch wrote escape codes to a pipe"; fi
+[[ $(grep -c "^$id book.pdf: " "$work/out") -ge 2 ]] || fail "fewer than two updates: $(cat "$work/out")"
+
+run 0 result "$id" --key "$alice"
+has out "^# book.pdf"
+has out "^## Page 6"
+has out "^Page 6 of 6"
+run 0 result "$id" -o "$work/book.md" --key "$alice"
+grep -q '^Page 1 of 6' "$work/book.md" || fail "result -o wrote: $(head -5 "$work/book.md")"
+run 0 result "$id" --json --key "$alice"
+has out '"pages":\[{"page":1,"state":"done"'
+
+run 0 status --key "$alice"
+has out "^service: "
+has out "^$id  book.pdf .* done .* 6/6"
+
+run 0 estimate --pages 3 --key "$bob"
+has out "3 pages would be accepted now: position"
+# 3,000 pages at 120 a minute: 25 minutes, over the 60 s the door accepts.
+run 3 estimate --pages 3000 --key "$bob"
+has err "busy"
+has err "try again in"
+pages=$(for n in $(seq 3000); do printf '"p%d",' "$n"; done)
+echo "{\"name\":\"huge\",\"pages\":[${pages%,}]}" >"$work/huge.json"
+run 3 enqueue --pages-json "$work/huge.json" --key "$bob"
+has err "busy"
+
+echo "not a PDF at all" >"$work/fake.pdf"
+run 4 enqueue "$work/fake.pdf" --key "$bob"
+has err "could not be read"
+
+# Cancel: twenty pages queue behind the one call in flight; cancel takes the rest out.
+run 0 enqueue --pages-json <(echo '{"name":"long","pages":['"$(for n in $(seq 20); do printf '"q%d",' "$n"; done | sed 's/,$//')"']}') --key "$bob"
+long=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+run 0 cancel "$long" --key "$bob"
+has out "cancelled $long"
+view=$(wait_ended "$bob" "$long" 20)
+[[ $(field state <<<"$view") == cancelled ]] || fail "the cancelled job ended as: $view"
+run 7 watch "$long" --key "$bob"
+has out "cancelled"
+
+run 6 result job_000000000000000000000000 --key "$alice"
+has err "you have no job"
+run 6 cancel "$id" --key "$bob"
+run 6 watch job_000000000000000000000000 --key "$alice"
+run 5 status --key fl_wrong
+has err "not known"
+(unset FAIRLANE_KEY; run 5 status)
+run 1 status --key "$alice" --server http://127.0.0.1:9
+has err "could not reach the service at http://127.0.0.1:9"
+
+# --server on the command line beats FAIRLANE_URL, which beats the config file.
+echo 'server = "http://127.0.0.1:9"' >"$work/client.toml"
+FAIRLANE_URL=http://127.0.0.1:9 run 0 status --key "$alice" --server "$base"
+run 0 status --key "$alice" --config "$work/client.toml"
+(unset FAIRLANE_URL; run 1 status --key "$alice" --config "$work/client.toml")
+echo "1 passed, 0 failed"
