@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/serve.hpp"
@@ -40,6 +41,32 @@ bool on_command_line(int argc, char** argv, std::string_view flag) {
     }
   }
   return false;
+}
+
+// The arguments with "--config FILE" moved to the front. CLI11 applies a config file's
+// [serve] and [user.add] sections only when --config comes before the subcommand; people
+// write it anywhere.
+std::vector<std::string> config_first(int argc, char** argv) {
+  std::vector<std::string> config;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--") {
+      for (; i < argc; ++i) rest.emplace_back(argv[i]);
+      break;
+    }
+    if (arg == "--config" && i + 1 < argc) {
+      config = {std::string(arg), argv[++i]};
+    } else if (arg.rfind("--config=", 0) == 0) {
+      config = {std::string(arg)};
+    } else {
+      rest.emplace_back(arg);
+    }
+  }
+  std::vector<std::string> args{argc > 0 ? argv[0] : "fairlane"};
+  args.insert(args.end(), config.begin(), config.end());
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
 }
 
 }  // namespace
@@ -194,7 +221,10 @@ int main(int argc, char** argv) {
                                "Tokens one page reserves, input and output");
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = config_first(argc, argv);
+    std::vector<char*> pointers;
+    for (std::string& arg : args) pointers.push_back(arg.data());
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::ParseError& e) {
     // CLI11 prints help, the version, or what was wrong with the command line.
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
