@@ -214,6 +214,13 @@ ApiResponse Router::handle(ApiRequest request) {
     return response;
   }
   if (path == "/healthz") return json_response(200, json::object{{"status", "ok"}});
+  if ((path == "/ui" || path == "/ui/") && request.method == "GET") {
+    // A static page; the key is typed into it and sent by its script, never in this URL.
+    ApiResponse page;
+    page.content_type = "text/html; charset=utf-8";
+    page.body = std::string(ui_page());
+    return page;
+  }
   if (path == "/readyz") {
     const Status& store = dispatcher_.store_error();
     if (store.ok()) return json_response(200, json::object{{"status", "ready"}});

@@ -66,6 +66,9 @@ struct Document {
   std::vector<std::string> pages;
 };
 
+// The /ui page: samples/web/index.html, compiled in.
+[[nodiscard]] std::string_view ui_page();
+
 // Reads an uploaded document: the multipart part, then the PDF's pages (poppler). Safe on
 // any thread; invalid_argument with the sentence for the client when it cannot be read.
 [[nodiscard]] Result<Document> read_document(std::string_view content_type, std::string body);

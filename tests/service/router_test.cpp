@@ -430,3 +430,12 @@ TEST_CASE("The admin key reads the queue, and nothing else of the users'") {
   CHECK(Api::body(queue).at("queued") == 3);
   CHECK(api.send("GET", "/v1/jobs", "admin-secret").status == 401);
 }
+
+TEST_CASE("/ui serves the progress page without a key") {
+  Api api;
+  const auto page = api.send("GET", "/ui");
+  CHECK(page.status == 200);
+  CHECK(page.content_type == "text/html; charset=utf-8");
+  CHECK(page.body.find("/v1/jobs/${encodeURIComponent(id)}/events") != std::string::npos);
+  CHECK(api.send("GET", "/ui/").status == 200);
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The /ui page in a real browser (Debian's chromium, headless): opened on a running job it
+# shows the job's name, state and pages done; opened again once the job has ended it shows
+# every page done and marks the body data-ended="done". A screenshot of the last view is
+# saved as a test artifact.
+#
+#   ui_page.sh FAIRLANE FAIRLANE_PROVIDER_SIM SAMPLE_BOOK SCREENSHOT
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+book=$3
+screenshot=$4
+source "$(dirname "$0")/lib.sh"
+
+browser=$(command -v chromium || true)
+[[ -n $browser ]] || fail "chromium is not installed: run tools/bootstrap tools/packages/test.txt"
+
+# One call at a time, 0.4 s each: the 12-page book takes about five seconds.
+start_stand_in --latency-ms 400 --rpm 6000 --tpm 6000000 --max-in-flight 1
+alice=$(add_user alice)
+start_serve --max-in-flight 1 --max-tokens 100 --heartbeat 1
+answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs?name=short-stories.pdf" \
+  -H "Authorization: Bearer $alice" -H 'Content-Type: application/pdf' --data-binary "@$book")
+id=$(field id <<<"$answer")
+[[ $id == job_* ]] || fail "the upload answered: $answer"
+total=$(count total <<<"$answer")
+
+# show [chromium args...]: the page's DOM after it settled, on stdout.
+show() {
+  timeout 60 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+    --user-data-dir="$work/profile" --virtual-time-budget=10000 "$@" \
+    "$base/ui#job=$id&key=$alice" 2>>"$work/browser.err"
+}
+text_of() { grep -o "<$1 id=\"$2\">[^<]*" | head -1 | sed 's/.*>//'; }
+
+running=$(show --dump-dom) || fail "chromium failed: $(tail -5 "$work/browser.err")"
+[[ $(text_of h2 name <<<"$running") == short-stories.pdf ]] ||
+  fail "the page does not name the job: $(grep -o '<section.*' <<<"$running" | head -c 600)"
+state=$(text_of dd state <<<"$running")
+[[ $state == queued || $state == running || $state == done ]] || fail "the page shows state '$state'"
+grep -q "<dd id=\"pages\">[0-9]* of $total done" <<<"$running" ||
+  fail "the page shows no pages done of $total: $(text_of dd pages <<<"$running")"
+
+wait_ended "$alice" "$id" 60 >/dev/null
+ended=$(show --dump-dom)
+grep -q 'data-ended="done"' <<<"$ended" || fail "the page did not see the job end: $(text_of p status <<<"$ended")"
+[[ $(text_of dd pages <<<"$ended") == "$total of $total done" ]] ||
+  fail "the page shows '$(text_of dd pages <<<"$ended")' at the end"
+[[ $(text_of dd state <<<"$ended") == done ]] || fail "the page's state is not done"
+
+mkdir -p "$(dirname "$screenshot")"
+(cd "$work" && show --screenshot="$screenshot" --window-size=800,600 >/dev/null) || true
+[[ -s $screenshot ]] || fail "no screenshot at $screenshot"
+echo "1 passed, 0 failed (screenshot: $screenshot)"
