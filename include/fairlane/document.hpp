@@ -8,6 +8,7 @@
 // why poppler allows it).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,11 @@ namespace fairlane {
 // '\n', and a page's text ends with exactly one. A page without text is kept as an empty
 // string, so element i is always page i + 1.
 // Fails when the bytes are not a readable PDF (not a PDF, damaged or truncated), when the
-// PDF is encrypted, when it has no pages, or when no page has any text (a scan).
+// PDF is encrypted, when it has no pages or more than `max_pages` (0: any number; checked
+// before any text is read), or when no page has any text (a scan).
 // `bytes` is only read, and only during the call.
-[[nodiscard]] Result<std::vector<std::string>> split_pdf(std::string_view bytes);
+[[nodiscard]] Result<std::vector<std::string>> split_pdf(std::string_view bytes,
+                                                         std::int64_t max_pages = 0);
 
 // One part of a multipart/form-data body (RFC 7578).
 struct MultipartFile {

@@ -59,6 +59,9 @@ struct PageInput {
   std::int64_t estimated_tokens = 0;  // input estimate + max_tokens
 };
 
+// An Idempotency-Key is 1 to this many bytes.
+inline constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
+
 struct JobRequest {
   UserId user_id = 0;
   std::string name = {};

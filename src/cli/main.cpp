@@ -15,6 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/serve.hpp"
+#include "fairlane/pdf_reader.hpp"
 #include "fairlane/store.hpp"
 #include "fairlane/version.hpp"
 
@@ -145,10 +146,30 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   serve_command
+      ->add_option("--pdf-timeout", o.pdf_timeout,
+                   "Seconds (of time and of CPU) reading one uploaded PDF may take")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  serve_command
+      ->add_option("--pdf-memory-mb", o.pdf_memory_mb, "Memory reading one uploaded PDF may use")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 1'000'000));
+  serve_command
       ->add_option("--heartbeat", o.heartbeat,
                    "Seconds without an event before a live-events stream gets a heartbeat")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.1, 3600.0));
+
+  // `fairlane read-pdf`: the child process serve reads an uploaded PDF in (not for people,
+  // so not in --help): the PDF on stdin, its pages on stdout.
+  std::int64_t reader_cpu_seconds = 60;
+  std::int64_t reader_memory_mb = 2048;
+  std::int64_t reader_max_pages = 10'000;
+  CLI::App* read_pdf_command = app.add_subcommand("read-pdf", "");
+  read_pdf_command->group("");
+  read_pdf_command->add_option("--cpu-seconds", reader_cpu_seconds);
+  read_pdf_command->add_option("--memory-mb", reader_memory_mb);
+  read_pdf_command->add_option("--max-pages", reader_max_pages);
 
   std::string user_name;
   std::int64_t weight = 1;
@@ -231,6 +252,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (serve_command->parsed()) return fairlane::cli::serve(o);
+    if (read_pdf_command->parsed()) {
+      return fairlane::read_pdf_child(std::cin, std::cout, reader_cpu_seconds, reader_memory_mb,
+                                      reader_max_pages);
+    }
     if (add_command->parsed()) {
       auto store = fairlane::Store::open(user_db);
       if (!store.ok()) return fail(store.status().message());

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <boost/asio.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -15,6 +16,9 @@
 
 namespace fairlane::cli {
 namespace {
+
+// Pages in one upload, JSON or PDF.
+constexpr std::int64_t kMaxPages = 10'000;
 
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
@@ -83,11 +87,21 @@ int serve(const ServeOptions& o) {
     return fail(started.message());
   }
   fairlane::service::Router router(*store.value(), dispatcher,
-                                   {admin_key, o.prompt, o.max_tokens, 10'000});
+                                   {admin_key, o.prompt, o.max_tokens, kMaxPages});
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
   limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.heartbeat));
+  // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
+  // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).
+  const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
+  limits.documents.max_pages = kMaxPages;
+  limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.pdf_timeout));
+  limits.documents.reader.command = {"/proc/self/exe", "read-pdf",
+                                     "--cpu-seconds",  std::to_string(pdf_seconds),
+                                     "--memory-mb",    std::to_string(o.pdf_memory_mb),
+                                     "--max-pages",    std::to_string(kMaxPages)};
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());

@@ -29,6 +29,8 @@ struct ServeOptions {
   double backoff_max = 60.0;
   double heartbeat = 15.0;
   double price_per_mtok = 0.0;
+  double pdf_timeout = 60.0;          // seconds a PDF's reader may take (and of CPU)
+  std::int64_t pdf_memory_mb = 2048;  // memory a PDF's reader may use
 };
 
 // Runs the service; returns the exit status (README.md, "Exit codes").

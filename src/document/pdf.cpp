@@ -23,6 +23,8 @@
 #include <memory>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "fairlane/document.hpp"
 
 namespace fairlane {
@@ -58,7 +60,7 @@ bool is_space(char c) {
 
 }  // namespace
 
-Result<std::vector<std::string>> split_pdf(std::string_view bytes) {
+Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages) {
   silence_poppler();
   if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
     return Status(StatusCode::invalid_argument,
@@ -78,6 +80,11 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes) {
   }
   const int page_count = document->pages();
   if (page_count <= 0) return Status(StatusCode::invalid_argument, "the PDF has no pages");
+  if (max_pages > 0 && page_count > max_pages) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("the PDF has {} pages; at most {} are taken in one upload: split it",
+                              page_count, max_pages));
+  }
 
   std::vector<std::string> pages;
   pages.reserve(static_cast<std::size_t>(page_count));

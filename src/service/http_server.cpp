@@ -27,8 +27,9 @@ constexpr ReportFailure report_failure{"fairlane: a connection failed"};
 
 // Runs on a worker thread: reads the document into `out`, which the awaiting session owns.
 awaitable<void> read_on_worker(std::string content_type, std::string body,
+                               const DocumentReading& reading, ReaderProcesses& processes,
                                std::optional<Result<Document>>& out) {
-  out.emplace(read_document(content_type, std::move(body)));
+  out.emplace(read_document(content_type, std::move(body), reading, &processes));
   co_return;
 }
 
@@ -59,14 +60,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
       : io(context),
         router(r),
         limits(l),
-        workers(limits.document_threads > 0
+        threads(limits.document_threads > 0
                     ? limits.document_threads
-                    : std::max<std::size_t>(1, std::thread::hardware_concurrency())) {}
+                    : std::max<std::size_t>(1, std::thread::hardware_concurrency())),
+        workers(threads) {}
 
   asio::io_context& io;
   Router& router;
   const HttpLimits limits;
-  asio::thread_pool workers;  // reads uploaded documents
+  const std::size_t threads;
+  asio::thread_pool workers;                    // reads uploaded documents
+  ReaderProcesses processes;                    // their reader processes, killed by stop()
+  std::size_t pending_documents = 0;            // read or waiting for a worker
+  std::map<UserId, std::size_t> event_streams;  // open, by user
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::size_t open = 0;
@@ -76,7 +82,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   // Streams a job's events until it ends, the client goes or the server stops. Returns
   // whether the connection may carry another request.
-  awaitable<bool> stream_events(beast::tcp_stream& stream, EventStream events, unsigned version);
+  awaitable<bool> stream_events(beast::tcp_stream& stream, EventStream events, unsigned version,
+                                bool keep_alive);
 };
 
 HttpServer::HttpServer(asio::io_context& io, Router& router, HttpLimits limits)
@@ -84,6 +91,9 @@ HttpServer::HttpServer(asio::io_context& io, Router& router, HttpLimits limits)
 
 HttpServer::~HttpServer() {
   stop();
+  // Reads still running end soon: their reader processes were killed, and those not started
+  // return at once. (With no reader process, a read in progress finishes first.)
+  if (impl_) impl_->workers.join();
 }
 
 Result<std::uint16_t> HttpServer::listen(const std::string& address, std::uint16_t port) {
@@ -106,10 +116,8 @@ void HttpServer::stop() {
   }
   impl_->connections.clear();
   impl_->router.watchers().notify();  // parked event streams see `stopped` and end
-  // A document being read finishes (its upload is then answered to a closed socket);
-  // those not started are dropped with their connections.
-  impl_->workers.stop();
-  impl_->workers.join();
+  // Uploads being read end now; their sessions resume, see `stopped` and close.
+  impl_->processes.stop();
 }
 
 awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
@@ -182,19 +190,43 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     const bool keep_alive = request.keep_alive();
     const unsigned version = request.version();
     ApiResponse answer = router.handle(std::move(api));
+    const std::size_t max_pending =
+        limits.max_pending_documents > 0 ? limits.max_pending_documents : 2 * threads;
+    if (answer.document && pending_documents >= max_pending) {
+      // Bounded: a body waiting for a worker holds its memory until it is read.
+      answer = ApiResponse{};
+      answer.status = 503;
+      answer.headers.emplace_back("Retry-After", "5");
+      answer.body = boost::json::serialize(error_json(
+          "busy", fmt::format("fairlane is reading {} other documents already: retry in 5 s",
+                              pending_documents)));
+    }
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it.
       DocumentUpload upload = std::move(*answer.document);
       std::optional<Result<Document>> document;
-      co_await asio::co_spawn(
-          workers, read_on_worker(std::move(upload.content_type), std::move(upload.body), document),
-          use_awaitable);
+      ++pending_documents;
+      co_await asio::co_spawn(workers,
+                              read_on_worker(std::move(upload.content_type), std::move(upload.body),
+                                             limits.documents, processes, document),
+                              use_awaitable);
+      --pending_documents;
       if (stopped) break;
       answer = router.finish_upload(upload.upload, std::move(*document));
     }
+    if (answer.events && event_streams[answer.events->user] >= limits.max_event_streams_per_user) {
+      answer = ApiResponse{};
+      answer.status = 429;
+      answer.body = boost::json::serialize(
+          error_json("too_many_streams",
+                     fmt::format("you have {} live-event streams open already: close one first",
+                                 limits.max_event_streams_per_user)));
+    }
     if (answer.events) {
       const EventStream events = *answer.events;
-      const bool reusable = co_await stream_events(*stream, events, version);
+      ++event_streams[events.user];
+      const bool reusable = co_await stream_events(*stream, events, version, keep_alive);
+      if (--event_streams[events.user] == 0) event_streams.erase(events.user);
       if (!reusable || !keep_alive) break;
       continue;
     }
@@ -207,7 +239,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
 }
 
 awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, EventStream events,
-                                                unsigned version) {
+                                                unsigned version, bool keep_alive) {
   boost::system::error_code error;
   // HTTP/1.1 gets a chunked stream; an HTTP/1.0 client gets the bytes and a close at the end.
   const bool chunked = version >= 11;
@@ -216,12 +248,14 @@ awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, Event
   head.set(http::field::content_type, "text/event-stream");
   head.set(http::field::cache_control, "no-cache");
   head.set("X-Accel-Buffering", "no");  // nginx: pass events through as they come
-  head.keep_alive(chunked);
+  head.keep_alive(chunked && keep_alive);
   head.chunked(chunked);
   http::response_serializer<http::empty_body> serializer{head};
   stream.expires_after(limits.write_timeout);
   co_await http::async_write_header(stream, serializer, asio::redirect_error(use_awaitable, error));
 
+  // The heartbeat is due `heartbeat` after the last write, whatever woke the stream since.
+  auto last_write = std::chrono::steady_clock::now();
   const auto send = [&](const std::string& text) -> awaitable<void> {
     stream.expires_after(limits.write_timeout);
     if (chunked) {
@@ -231,6 +265,7 @@ awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, Event
       const auto bytes = asio::buffer(text);
       co_await asio::async_write(stream, bytes, asio::redirect_error(use_awaitable, error));
     }
+    last_write = std::chrono::steady_clock::now();
   };
 
   // A reconnecting EventSource waits 2 s; each event carries the whole job, so a new
@@ -242,6 +277,8 @@ awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, Event
   std::string last;
   bool ended = false;
   while (!error && !stopped) {
+    // Changes notified while this render is written find nobody parked: the count shows them.
+    const std::uint64_t seen = router.watchers().changes();
     const std::optional<JobEvent> event = router.job_event(events);
     if (!event) break;  // the job cannot be read any more
     if (event->data != last) {
@@ -254,12 +291,17 @@ awaitable<bool> HttpServer::Impl::stream_events(beast::tcp_stream& stream, Event
       break;
     }
     if (error) break;
-    wake->expires_after(limits.heartbeat);
+    boost::system::error_code waited;
+    if (router.watchers().changes() != seen) {
+      wake->expires_after(limits.event_interval);
+      co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
+      continue;
+    }
+    wake->expires_at(last_write + limits.heartbeat);
     const Watchers::Ticket ticket =
         router.watchers().park([weak = std::weak_ptr<asio::steady_timer>(wake)] {
           if (auto timer = weak.lock()) timer->cancel();
         });
-    boost::system::error_code waited;
     co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
     router.watchers().unpark(ticket);
     if (stopped) break;

@@ -141,7 +141,11 @@ std::optional<ApiResponse> Router::uploaded_before(const Upload& upload) {
   return std::nullopt;
 }
 
-Result<Document> read_document(std::string_view content_type, std::string body) {
+Result<Document> read_document(std::string_view content_type, std::string body,
+                               const DocumentReading& reading, ReaderProcesses* processes) {
+  if (processes != nullptr && processes->stopping()) {
+    return Status(StatusCode::internal, "the service is stopping");
+  }
   Document document;
   if (media_type(content_type) == "multipart/form-data") {
     auto file = multipart_file(content_type, std::move(body));
@@ -149,13 +153,16 @@ Result<Document> read_document(std::string_view content_type, std::string body) 
     document.filename = std::move(file->filename);
     body = std::move(file->data);
   }
-  auto pages = split_pdf(body);
+  auto pages = reading.reader.command.empty() ? split_pdf(body, reading.max_pages)
+                                              : read_pdf_in_child(body, reading.reader, processes);
   if (!pages.ok()) return pages.status();
   document.pages = std::move(pages).value();
   return document;
 }
 
 ApiResponse Router::finish_upload(const Upload& upload, Result<Document> document) {
+  // The same upload may have been retried and committed while this one was being read.
+  if (auto earlier = uploaded_before(upload)) return std::move(*earlier);
   if (!document.ok()) {
     if (document.status().code() == StatusCode::invalid_argument) {
       return error(400, "invalid_document", document.status().message());
@@ -298,6 +305,13 @@ ApiResponse Router::handle(ApiRequest request) {
       const auto n = number(*text);
       if (!n || *n < 1 || *n > kMaxTokensCeiling) return bad_max_tokens(config_.max_tokens);
       upload.max_tokens = *n;
+    }
+    if (upload.idempotency_key && (upload.idempotency_key->empty() ||
+                                   upload.idempotency_key->size() > kMaxIdempotencyKeyBytes)) {
+      return error(400, "invalid_request",
+                   fmt::format("an Idempotency-Key is 1 to {} bytes: send a shorter one, such "
+                               "as a UUID",
+                               kMaxIdempotencyKeyBytes));
     }
     if (auto earlier = uploaded_before(upload)) return std::move(*earlier);
     if (!json_pages) {

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "fairlane/pdf_reader.hpp"
 #include "fairlane/result.hpp"
 #include "fairlane/store.hpp"
 #include "service/dispatcher.hpp"
@@ -69,9 +70,20 @@ struct Document {
 // The /ui page: samples/web/index.html, compiled in.
 [[nodiscard]] std::string_view ui_page();
 
-// Reads an uploaded document: the multipart part, then the PDF's pages (poppler). Safe on
-// any thread; invalid_argument with the sentence for the client when it cannot be read.
-[[nodiscard]] Result<Document> read_document(std::string_view content_type, std::string body);
+// How uploaded PDFs are read.
+struct DocumentReading {
+  // The child process that reads them (`fairlane read-pdf`, under limits of CPU, memory and
+  // time); with no command, they are read in this process (tests that have no binary).
+  PdfReaderOptions reader;
+  std::int64_t max_pages = 10'000;  // more: refused before any text is read
+};
+
+// Reads an uploaded document: the multipart part, then the PDF's pages (poppler, in the
+// reader's child process when there is one, registered with `processes`). Safe on any
+// thread; invalid_argument with the sentence for the client when it cannot be read.
+[[nodiscard]] Result<Document> read_document(std::string_view content_type, std::string body,
+                                             const DocumentReading& reading = {},
+                                             ReaderProcesses* processes = nullptr);
 
 struct ApiResponse {
   int status = 200;

@@ -18,7 +18,6 @@ namespace {
 
 constexpr std::int64_t kMaxWeight = 1000;
 constexpr std::size_t kMaxUserNameBytes = 64;
-constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
 constexpr std::size_t kMaxListLimit = 1'000;
 // Spend older than this is pruned; the budgets only ever look back a minute.
 constexpr std::chrono::hours kSpendRetention{1};

@@ -43,6 +43,19 @@ start_serve() {
   base="http://127.0.0.1:$(port_of "$out")"
 }
 
+# wait_exit PID SECONDS: waits up to SECONDS for a child process to exit and sets `exited`
+# to its exit status, or fails. (Not in $(...): a subshell cannot wait for this shell's
+# children.)
+wait_exit() {
+  for _ in $(seq $(($2 * 20))); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$1" 2>/dev/null && fail "process $1 is still running after $2 s"
+  exited=0
+  wait "$1" || exited=$?
+}
+
 add_user() { "$fairlane" user add "$1" --db "$work/fairlane.db"; }
 
 # upload KEY NAME PAGE...: a JSON upload; prints the job id or fails with the answer.

@@ -26,7 +26,6 @@ pids+=("$serve_pid")
 port=$(port_of "$work/serve.out")
 [[ $(curl -sS --max-time 10 "http://127.0.0.1:$port/healthz") == *ok* ]] || fail "serve with $toml does not answer"
 kill -TERM "$serve_pid"
-status=0
-wait "$serve_pid" || status=$?
-[[ $status == 0 ]] || fail "serve with $toml exited $status: $(cat "$work/serve.out")"
+wait_exit "$serve_pid" 40
+[[ $exited == 0 ]] || fail "serve with $toml exited $exited: $(cat "$work/serve.out")"
 echo "1 passed, 0 failed"

@@ -20,7 +20,7 @@ expect() {
   local want=$1 type=$2
   shift 2
   local got
-  got=$(curl -sS -o "$work/body" -w '%{http_code}' -X POST "$base/v1/jobs" \
+  got=$(curl -sS --max-time 60 -o "$work/body" -w '%{http_code}' -X POST "$base/v1/jobs" \
     -H "Authorization: Bearer $alice" "$@")
   [[ $got == "$want" ]] || fail "wanted $want $type, got $got: $(cat "$work/body")"
   grep -q "\"type\":\"$type\"" "$work/body" || fail "wanted $type: $(cat "$work/body")"

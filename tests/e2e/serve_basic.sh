@@ -47,7 +47,6 @@ grep -qx 'fairlane_call_latency_seconds_count 3' <<<"$metrics" ||
   fail "/metrics does not time 3 calls: $metrics"
 
 kill -TERM "$serve_pid"
-status=0
-wait "$serve_pid" || status=$?
-[[ $status == 0 ]] || fail "fairlane serve exited $status on SIGTERM: $(cat "$work/serve.1.out")"
+wait_exit "$serve_pid" 40
+[[ $exited == 0 ]] || fail "fairlane serve exited $exited on SIGTERM: $(cat "$work/serve.1.out")"
 echo "1 passed, 0 failed"

@@ -21,9 +21,8 @@ id=$(upload "$alice" book p1 p2 p3 p4)
 curl -sSN --max-time 60 "$base/v1/jobs/$id/events" -H "Authorization: Bearer $alice" \
   >"$work/events" 2>"$work/events.err" &
 curl_pid=$!
-status=0
-wait "$curl_pid" || status=$?
-[[ $status == 0 ]] || fail "the stream did not end by itself (curl exit $status): $(cat "$work/events.err")"
+wait_exit "$curl_pid" 70
+[[ $exited == 0 ]] || fail "the stream did not end by itself (curl exit $exited): $(cat "$work/events.err")"
 
 grep -qx 'retry: 2000' "$work/events" || fail "no retry line: $(cat "$work/events")"
 grep -qx ': heartbeat' "$work/events" || fail "no heartbeat between changes: $(cat "$work/events")"
@@ -51,18 +50,35 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$base/v1/jobs/$id/e
   -H "Authorization: Bearer $bob")
 [[ $code == 404 ]] || fail "bob's stream of alice's job answered $code"
 
-# A stream still open when the service stops ends with it.
-long=$(upload "$alice" long a b c d e f g h i j)
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 20
+[[ $exited == 0 ]] || fail "fairlane serve exited $exited on SIGTERM: $(cat "$work/serve.$serve_starts.out")"
+
+# Calls of 3 s and a heartbeat of 30 s: the event that ends a stream comes with the change,
+# not with a heartbeat.
+start_stand_in --latency-ms 3000 --rpm 6000 --tpm 600000 --max-in-flight 1
+start_serve --rpm 6000 --tpm 600000 --max-in-flight 1 --max-tokens 100 --heartbeat 30 \
+  --stop-deadline 20
+one=$(upload "$alice" one-page p1)
+curl -sSN --max-time 60 "$base/v1/jobs/$one/events" -H "Authorization: Bearer $alice" \
+  >"$work/one" 2>&1 &
+one_pid=$!
+wait_ended "$alice" "$one" 30 >/dev/null
+wait_exit "$one_pid" 3
+[[ $exited == 0 ]] || fail "the stream did not end with its job: $(cat "$work/one")"
+grep -q '"state":"done"' "$work/one" || fail "the stream's last event is not done: $(cat "$work/one")"
+
+# A stream still open when the service stops ends at once, while the service itself waits
+# for its call in flight (up to --stop-deadline).
+long=$(upload "$alice" long a b c)
 curl -sSN --max-time 60 "$base/v1/jobs/$long/events" -H "Authorization: Bearer $alice" \
   >"$work/long" 2>&1 &
 long_pid=$!
-for _ in $(seq 100); do grep -q '^event: job$' "$work/long" && break; sleep 0.05; done
-grep -q '^event: job$' "$work/long" || fail "the second stream showed nothing: $(cat "$work/long")"
+for _ in $(seq 100); do grep -q '"in_flight":1' "$work/long" && break; sleep 0.05; done
+grep -q '"in_flight":1' "$work/long" || fail "no call in flight seen: $(cat "$work/long")"
 kill -TERM "$serve_pid"
-status=0
-wait "$serve_pid" || status=$?
-[[ $status == 0 ]] || fail "fairlane serve exited $status on SIGTERM: $(cat "$work/serve.1.out")"
-status=0
-wait "$long_pid" || status=$?
-[[ $status != 28 ]] || fail "the open stream outlived the service"
+wait_exit "$long_pid" 2
+kill -0 "$serve_pid" 2>/dev/null || fail "the service had ended before the stream: the test proves nothing"
+wait_exit "$serve_pid" 20
+[[ $exited == 0 ]] || fail "fairlane serve exited $exited on SIGTERM: $(cat "$work/serve.$serve_starts.out")"
 echo "1 passed, 0 failed"

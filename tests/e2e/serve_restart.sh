@@ -31,7 +31,7 @@ done
 # but not yet committed) are the only ones the restart may make again.
 calls_before=$(curl -sS --max-time 10 "$stand_in_url/stats" | count requests)
 kill -KILL "$serve_pid"
-wait "$serve_pid" 2>/dev/null || true
+wait_exit "$serve_pid" 10
 
 start_serve "${limits[@]}"
 view=$(wait_ended "$alice" "$id" 30)

@@ -25,7 +25,10 @@ id=$(field id <<<"$answer")
 [[ $id == job_* ]] || fail "the upload answered: $answer"
 total=$(count total <<<"$answer")
 
-# show [chromium args...]: the page's DOM after it settled, on stdout.
+# show [chromium args...]: the page's DOM after it settled, on stdout. Headless chromium
+# dumps the DOM when its virtual-time budget runs out, which can come before the body of a
+# stream that is still arriving; so the checks below load the page again (a few times,
+# bounded) until it shows what they wait for.
 show() {
   timeout 60 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
     --user-data-dir="$work/profile" --virtual-time-budget=10000 "$@" \
@@ -33,7 +36,10 @@ show() {
 }
 text_of() { grep -o "<$1 id=\"$2\">[^<]*" | head -1 | sed 's/.*>//'; }
 
-running=$(show --dump-dom) || fail "chromium failed: $(tail -5 "$work/browser.err")"
+for _ in 1 2 3 4 5; do
+  running=$(show --dump-dom) || fail "chromium failed: $(tail -5 "$work/browser.err")"
+  [[ $(text_of h2 name <<<"$running") == short-stories.pdf ]] && break
+done
 [[ $(text_of h2 name <<<"$running") == short-stories.pdf ]] ||
   fail "the page does not name the job: $(grep -o '<section.*' <<<"$running" | head -c 600)"
 state=$(text_of dd state <<<"$running")
@@ -42,7 +48,10 @@ grep -q "<dd id=\"pages\">[0-9]* of $total done" <<<"$running" ||
   fail "the page shows no pages done of $total: $(text_of dd pages <<<"$running")"
 
 wait_ended "$alice" "$id" 60 >/dev/null
-ended=$(show --dump-dom)
+for _ in 1 2 3 4 5; do
+  ended=$(show --dump-dom)
+  grep -q 'data-ended="done"' <<<"$ended" && break
+done
 grep -q 'data-ended="done"' <<<"$ended" || fail "the page did not see the job end: $(text_of p status <<<"$ended")"
 [[ $(text_of dd pages <<<"$ended") == "$total of $total done" ]] ||
   fail "the page shows '$(text_of dd pages <<<"$ended")' at the end"

@@ -277,7 +277,7 @@ TEST_CASE("Events: uploads, cancels and committed changes wake the watchers, and
   CHECK(woken == 2);
   // The cancellation commits on the group commit's timer; the commit wakes watchers too.
   api.router->watchers().park([&] { ++woken; });
-  api.io.run_for(50ms);
+  for (int i = 0; i < 500 && woken < 3; ++i) api.io.run_one_for(10ms);
   CHECK(woken == 3);
   const auto last = api.router->job_event(*stream);
   REQUIRE(last.has_value());
@@ -315,7 +315,7 @@ TEST_CASE("An upload may ask its own max_tokens: stored with the job, counted by
   CHECK(api.dispatcher->scheduler().size() == 3);
 }
 
-TEST_CASE("A PDF upload is authorised, read off the io thread, then enqueued page by page") {
+TEST_CASE("A PDF upload is authorised first, then read, then enqueued page by page") {
   Api api;
   const std::string pdf = fairlane::write_pdf({"First page.", "Second page."});
   const auto pending = api.send("POST", "/v1/jobs?name=novel.pdf&max_tokens=50", api.alice, pdf,
@@ -438,4 +438,38 @@ TEST_CASE("/ui serves the progress page without a key") {
   CHECK(page.content_type == "text/html; charset=utf-8");
   CHECK(page.body.find("/v1/jobs/${encodeURIComponent(id)}/events") != std::string::npos);
   CHECK(api.send("GET", "/ui/").status == 200);
+}
+
+TEST_CASE("A PDF retried while the first was being read gets the first job, whatever the door") {
+  Api api;
+  // Alice's queue is one page short of its cap of 500: the retry, if it met the door, would
+  // be refused with user_queue_full although its job exists.
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(499)).status == 202);
+  const std::string pdf = fairlane::write_pdf({"One."});
+  const std::vector<std::pair<std::string, std::string>> headers{
+      {"Content-Type", "application/pdf"}, {"Idempotency-Key", "book-1"}};
+  // Both are authorised before either is read.
+  const auto first = api.send("POST", "/v1/jobs", api.alice, pdf, headers);
+  const auto retry = api.send("POST", "/v1/jobs", api.alice, pdf, headers);
+  REQUIRE(first.document.has_value());
+  REQUIRE(retry.document.has_value());
+  const auto accepted = api.router->finish_upload(
+      first.document->upload,
+      fairlane::service::read_document("application/pdf", first.document->body));
+  REQUIRE(accepted.status == 202);
+  const auto again = api.router->finish_upload(
+      retry.document->upload,
+      fairlane::service::read_document("application/pdf", retry.document->body));
+  CHECK(again.status == 202);
+  CHECK(Api::body(again).at("id") == Api::body(accepted).at("id"));
+  CHECK(api.dispatcher->scheduler().size() == 500);
+}
+
+TEST_CASE("An Idempotency-Key too long is refused before the body is read") {
+  Api api;
+  const auto refused =
+      api.send("POST", "/v1/jobs", api.alice, fairlane::write_pdf({"x"}),
+               {{"Content-Type", "application/pdf"}, {"Idempotency-Key", std::string(256, 'k')}});
+  CHECK(refused.status == 400);
+  CHECK_FALSE(refused.document.has_value());
 }

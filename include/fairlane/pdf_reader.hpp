@@ -1,0 +1,69 @@
+// Reading untrusted PDFs in a child process. poppler can be driven by a small, valid PDF
+// into minutes of CPU and gigabytes of memory, and a crash in it would take the service
+// down; so the service hands each uploaded PDF to a child (`fairlane read-pdf`), which
+// limits its own CPU time and memory, and kills it when it overruns a wall-clock timeout.
+//
+//   parent: read_pdf_in_child(bytes, options)  --stdin: the PDF-->  child: read_pdf_child()
+//                                             <--stdout: pages---
+//
+// Thread safety: read_pdf_in_child may run on any number of threads at once; a
+// ReaderProcesses is shared by them (it locks).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fairlane/result.hpp"
+
+namespace fairlane {
+
+struct PdfReaderOptions {
+  // The child's argv; it must read a PDF on stdin and answer as read_pdf_child does.
+  std::vector<std::string> command;
+  // A child that has not answered in this long is killed and the PDF refused.
+  std::chrono::milliseconds timeout{60'000};
+};
+
+// The children reading now, so that a stopping service can end them at once.
+class ReaderProcesses {
+ public:
+  // False once stopping: no child is started, the read fails.
+  bool add(pid_t pid);
+  void remove(pid_t pid);
+  // Kills every child reading, and any started later.
+  void stop();
+  [[nodiscard]] bool stopping() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<pid_t> pids_;  // guarded by mutex_
+  bool stopping_ = false;
+};
+
+// Runs the reader on `bytes` and returns each page's text, as split_pdf would. A refusal
+// of the reader (a damaged, encrypted, empty or text-less PDF) comes back as its
+// invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
+// timeout is an invalid_argument naming the limit; a reader that cannot be started is
+// internal. Ignores SIGPIPE in the process (once), so that a reader dying while it is sent
+// the PDF is an error, not the end of the service.
+[[nodiscard]] Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
+                                                                 const PdfReaderOptions& options,
+                                                                 ReaderProcesses* processes);
+
+// The reader's side (`fairlane read-pdf`): limits this process to `cpu_seconds` of CPU and
+// `memory_mb` of address space (not under AddressSanitizer, which needs terabytes of it),
+// reads a PDF from `in`, splits it (at most `max_pages` pages) and writes the answer to
+// `out`: "ok N\n" then N times "LENGTH\n" and the page's bytes, or "refused MESSAGE\n".
+// Returns the process's exit status (0 for both).
+int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
+                   std::int64_t memory_mb, std::int64_t max_pages);
+
+}  // namespace fairlane

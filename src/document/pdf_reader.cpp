@@ -1,0 +1,228 @@
+#include "fairlane/pdf_reader.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <istream>
+#include <iterator>
+#include <ostream>
+
+#include "fairlane/document.hpp"
+
+extern char** environ;
+
+namespace fairlane {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status refused(std::string message) {
+  return Status(StatusCode::invalid_argument, std::move(message));
+}
+
+// A file descriptor, closed with its owner.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { close(); }
+  void close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+// Reads "ok N\n" + N x ("LENGTH\n" + bytes), or "refused MESSAGE\n".
+Result<std::vector<std::string>> parse_answer(std::string_view answer) {
+  const auto line_end = answer.find('\n');
+  if (line_end == std::string_view::npos) return Status(StatusCode::internal, "no answer");
+  const std::string_view head = answer.substr(0, line_end);
+  if (head.rfind("refused ", 0) == 0) return refused(std::string(head.substr(8)));
+  if (head.rfind("ok ", 0) != 0) return Status(StatusCode::internal, "an unknown answer");
+  const std::size_t count = std::stoul(std::string(head.substr(3)));
+  std::vector<std::string> pages;
+  pages.reserve(count);
+  std::size_t at = line_end + 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto end = answer.find('\n', at);
+    if (end == std::string_view::npos) return Status(StatusCode::internal, "a cut answer");
+    const std::size_t length = std::stoul(std::string(answer.substr(at, end - at)));
+    if (end + 1 + length > answer.size()) return Status(StatusCode::internal, "a cut answer");
+    pages.emplace_back(answer.substr(end + 1, length));
+    at = end + 1 + length;
+  }
+  return pages;
+}
+
+}  // namespace
+
+bool ReaderProcesses::add(pid_t pid) {
+  const std::lock_guard lock(mutex_);
+  if (stopping_) return false;
+  pids_.insert(pid);
+  return true;
+}
+
+void ReaderProcesses::remove(pid_t pid) {
+  const std::lock_guard lock(mutex_);
+  pids_.erase(pid);
+}
+
+void ReaderProcesses::stop() {
+  const std::lock_guard lock(mutex_);
+  stopping_ = true;
+  for (const pid_t pid : pids_) ::kill(pid, SIGKILL);
+}
+
+bool ReaderProcesses::stopping() const {
+  const std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
+Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
+                                                   const PdfReaderOptions& options,
+                                                   ReaderProcesses* processes) {
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
+  if (options.command.empty()) return Status(StatusCode::internal, "no PDF reader is set");
+  if (processes != nullptr && processes->stopping()) {
+    return Status(StatusCode::internal, "the service is stopping");
+  }
+
+  int to_child[2];
+  int from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0)
+    return Status(StatusCode::internal, "no pipe for the reader");
+  Fd child_in(to_child[0]);
+  Fd pdf_out(to_child[1]);
+  if (pipe2(from_child, O_CLOEXEC) != 0)
+    return Status(StatusCode::internal, "no pipe for the reader");
+  Fd answer_in(from_child[0]);
+  Fd child_out(from_child[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, child_in.fd, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, child_out.fd, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv;
+  std::vector<std::string> args = options.command;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    return Status(StatusCode::internal, fmt::format("the PDF reader {} could not start: {}",
+                                                    argv[0], std::strerror(spawned)));
+  }
+  if (processes != nullptr && !processes->add(pid)) ::kill(pid, SIGKILL);
+  child_in.close();
+  child_out.close();
+  fcntl(pdf_out.fd, F_SETFL, O_NONBLOCK);
+
+  // Sends the PDF and reads the answer at once (the reader may answer before it has read
+  // everything, when it refuses), until the answer ends or the time is up.
+  const Clock::time_point deadline = Clock::now() + options.timeout;
+  std::string answer;
+  std::size_t sent = 0;
+  bool timed_out = false;
+  char buffer[65536];
+  while (answer_in.fd >= 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{answer_in.fd, POLLIN, 0}, {pdf_out.fd, POLLOUT, 0}};
+    const nfds_t count = pdf_out.fd >= 0 ? 2 : 1;
+    const int ready = ::poll(fds, count, static_cast<int>(std::min<std::int64_t>(left, 1'000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    if (count == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      const ssize_t n = ::write(pdf_out.fd, bytes.data() + sent, bytes.size() - sent);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == bytes.size()) pdf_out.close();
+    }
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      const ssize_t n = ::read(answer_in.fd, buffer, sizeof buffer);
+      if (n > 0) {
+        answer.append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        answer_in.close();
+      }
+    }
+  }
+  if (timed_out) ::kill(pid, SIGKILL);
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+  }
+  if (processes != nullptr) processes->remove(pid);
+  if (processes != nullptr && processes->stopping()) {
+    return Status(StatusCode::internal, "the service is stopping");
+  }
+  if (timed_out) {
+    return refused(fmt::format(
+        "the PDF took longer than {} s to read, more than fairlane allows: it may be damaged or "
+        "far too complex; export it again (print to PDF) or split it",
+        options.timeout.count() / 1000));
+  }
+  if (WIFSIGNALED(wait_status) || !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return refused(fmt::format(
+        "the PDF could not be read within fairlane's limits on time and memory (the reader "
+        "ended with {}): it may be damaged or far too complex; export it again or split it",
+        WIFSIGNALED(wait_status) ? fmt::format("signal {}", WTERMSIG(wait_status))
+                                 : fmt::format("status {}", WEXITSTATUS(wait_status))));
+  }
+  try {
+    return parse_answer(answer);
+  } catch (const std::exception&) {
+    return Status(StatusCode::internal, "the PDF reader's answer could not be read");
+  }
+}
+
+int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
+                   std::int64_t memory_mb, std::int64_t max_pages) {
+  if (cpu_seconds > 0) {
+    // The soft limit sends SIGXCPU (the process ends); the hard one a second later, SIGKILL.
+    const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};
+    setrlimit(RLIMIT_CPU, &cpu);
+  }
+#if !defined(__SANITIZE_ADDRESS__)
+  if (memory_mb > 0) {
+    const auto bytes = static_cast<rlim_t>(memory_mb) * 1024 * 1024;
+    const rlimit memory{bytes, bytes};
+    setrlimit(RLIMIT_AS, &memory);
+  }
+#else
+  (void)memory_mb;
+#endif
+  const std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto pages = split_pdf(pdf, max_pages);
+  if (!pages.ok()) {
+    std::string message = pages.status().message();
+    for (char& c : message) {
+      if (c == '\n') c = ' ';
+    }
+    out << "refused " << message << '\n';
+  } else {
+    out << "ok " << pages->size() << '\n';
+    for (const std::string& page : pages.value()) out << page.size() << '\n' << page;
+  }
+  out.flush();
+  return out ? 0 : 1;
+}
+
+}  // namespace fairlane

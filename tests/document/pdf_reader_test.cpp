@@ -1,0 +1,92 @@
+// read_pdf_in_child against stand-in readers (small shell scripts), so that each way a
+// reader can answer, refuse, die or hang is driven on purpose; and read_pdf_child itself.
+#include "fairlane/pdf_reader.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include "fairlane/pdf_writer.hpp"
+
+using fairlane::PdfReaderOptions;
+using fairlane::read_pdf_in_child;
+using fairlane::StatusCode;
+
+namespace {
+
+PdfReaderOptions shell(const std::string& script,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  return PdfReaderOptions{{"/bin/sh", "-c", script}, timeout};
+}
+
+}  // namespace
+
+TEST_CASE("Reader: the pages the child answers come back in order, bytes exact") {
+  const auto pages = read_pdf_in_child(
+      "%PDF", shell("cat >/dev/null; printf 'ok 3\\n2\\nab0\\n5\\nx\\ny\\nz'"), nullptr);
+  REQUIRE(pages.ok());
+  CHECK(pages.value() == std::vector<std::string>{"ab", "", "x\ny\nz"});
+}
+
+TEST_CASE("Reader: a refusal comes back as invalid_argument with the child's sentence") {
+  const auto pages = read_pdf_in_child(
+      "%PDF", shell("cat >/dev/null; echo 'refused the PDF is encrypted: remove it'"), nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() == "the PDF is encrypted: remove it");
+}
+
+TEST_CASE("Reader: a child that dies, even before reading its input, is a refusal naming limits") {
+  // 4 MB of input to a child that never reads it: the write fails, the service does not.
+  const std::string big(4 * 1024 * 1024, 'x');
+  const auto pages = read_pdf_in_child(big, shell("kill -SEGV $$"), nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message().find("limits on time and memory") != std::string::npos);
+  CHECK(pages.status().message().find("signal 11") != std::string::npos);
+}
+
+TEST_CASE("Reader: a child past its timeout is killed and the PDF refused") {
+  const auto pages =
+      read_pdf_in_child("%PDF", shell("exec sleep 30", std::chrono::milliseconds(200)), nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message().find("took longer than") != std::string::npos);
+}
+
+TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
+  fairlane::ReaderProcesses processes;
+  processes.stop();
+  const auto pages = read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::internal);
+}
+
+TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
+  const auto pages =
+      read_pdf_in_child("%PDF", PdfReaderOptions{{"/nonexistent/reader"}, {}}, nullptr);
+  REQUIRE_FALSE(pages.ok());
+  // posix_spawn reports a missing program either as its own failure or as the child's
+  // exit 127; both leave the PDF unread.
+  CHECK((pages.status().code() == StatusCode::internal ||
+         pages.status().code() == StatusCode::invalid_argument));
+}
+
+TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one cut short") {
+  std::istringstream pdf(fairlane::write_pdf({"One.", "Two."}));
+  std::ostringstream out;
+  CHECK(fairlane::read_pdf_child(pdf, out, 0, 0, 10) == 0);
+  CHECK(out.str().rfind("ok 2\n5\nOne.\n5\nTwo.\n", 0) == 0);
+
+  std::istringstream junk("not a pdf");
+  std::ostringstream refused;
+  CHECK(fairlane::read_pdf_child(junk, refused, 0, 0, 10) == 0);
+  CHECK(refused.str().rfind("refused the PDF could not be read", 0) == 0);
+
+  std::istringstream three(fairlane::write_pdf({"a", "b", "c"}));
+  std::ostringstream too_many;
+  CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, 2) == 0);
+  CHECK(too_many.str() ==
+        "refused the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+}
