@@ -194,7 +194,8 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     if (!w.job) return fmt::format("{}: waiting for its first event", id);
     std::optional<double> eta = w.job->eta_s;
     if (eta) eta = std::max(*eta - std::chrono::duration<double>(now - w.event_at).count(), 0.0);
-    return progress_line(*w.job, eta, rate(w, now), output.terminal);
+    // An ended job's rate stays what it was at its end.
+    return progress_line(*w.job, eta, rate(w, w.job->ended() ? w.event_at : now), output.terminal);
   };
   const Clock::time_point start = Clock::now();
   bool drawn = false;
