@@ -91,18 +91,22 @@ class Estimator {
  private:
   // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
   [[nodiscard]] double others_ahead(UserId user, double t) const;
-  // `others` average pages and `own` pages of cost `scale`, in average pages' time under the
-  // limits: each limit counts its own total (a page is one request and one call whatever
-  // its size, and `scale` pages' worth of tokens) and the slowest sets the time. So a cheap
-  // page still costs a whole request under an RPM limit.
-  [[nodiscard]] double pages_equivalent(double others, double own, double scale) const;
+  // `others` average pages and `own` pages worth `own_units` average pages of tokens, in
+  // average pages' time under the limits: each limit counts its own total (a page is one
+  // request and one call whatever its size, and its tokens in average pages) and the
+  // slowest sets the time. So a cheap page still costs a whole request under an RPM limit.
+  [[nodiscard]] double pages_equivalent(double others, double own, double own_units) const;
   // Seconds until the n-th page from now is answered.
   [[nodiscard]] double seconds_for(double pages) const;
-  // `scale`: the job's page cost over the average reservation. Deficit round robin shares
-  // tokens, so while u sends k pages of scale s, another lane sends k * s of its own.
+  // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
+  // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
+  // Deficit round robin shares tokens: while u sends pages worth t average pages, another
+  // lane sends t of its own (times the weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                     double scale) const;
+                                     double units_to_next, double units_to_last) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
+  // `tokens` of `pages` pages in average reservations (the pages themselves without one).
+  [[nodiscard]] double units(std::int64_t tokens, std::int64_t pages) const;
 
   // Constant after construction.
   const FairScheduler& scheduler_;

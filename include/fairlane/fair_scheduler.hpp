@@ -75,14 +75,18 @@ class FairScheduler {
   [[nodiscard]] std::int64_t size() const { return size_; }
   [[nodiscard]] std::size_t lane_count() const { return ring_.size(); }
   [[nodiscard]] std::int64_t lane_length(UserId user) const;
+  // The tokens (costs) of every page queued in the user's lane.
+  [[nodiscard]] std::int64_t lane_tokens(UserId user) const;
 
   // Where a job's queued pages stand in its lane: the 1-based index of its next page and
-  // of its last, how many are queued and their tokens. std::nullopt when none is queued.
+  // of its last, how many are queued and their tokens, and the tokens of the lane's pages
+  // ahead of it (its user's earlier jobs). std::nullopt when none is queued.
   struct JobPlace {
     std::int64_t next_index;
     std::int64_t last_index;
     std::int64_t queued;
     std::int64_t tokens;
+    std::int64_t tokens_before;
   };
   [[nodiscard]] std::optional<JobPlace> job_place(UserId user, JobId job) const;
 
@@ -105,6 +109,7 @@ class FairScheduler {
     bool credited = false;      // has earned its credit for the current visit
     std::int64_t consumed = 0;  // absolute position of the head, minus one
     std::int64_t enqueued = 0;  // absolute position of the tail
+    std::int64_t tokens = 0;    // the costs of `pages`
     std::unordered_map<JobId, JobMarks> jobs;
     std::optional<std::list<UserId>::iterator> in_ring;
   };

@@ -81,17 +81,22 @@ double Estimator::scale_for(double tokens_per_page) const {
   return tokens_per_page / avg_reserved_;
 }
 
-double Estimator::pages_equivalent(double others, double own, double scale) const {
+double Estimator::units(std::int64_t tokens, std::int64_t pages) const {
+  return avg_reserved_ > 0 ? static_cast<double>(tokens) / avg_reserved_
+                           : static_cast<double>(pages);
+}
+
+double Estimator::pages_equivalent(double others, double own, double own_units) const {
   const double steady = mu();
-  if (std::isinf(steady)) return others + own * scale;
+  if (std::isinf(steady)) return others + own_units;
   // [requests, concurrency, tokens] in average pages a second. Each limit has its own
-  // total: every page takes one request and one call, the job's own pages `scale` pages'
-  // worth of tokens; the slowest limit sets the time, in average pages at mu.
+  // total: every page takes one request and one call, the user's own pages `own_units`
+  // average pages' worth of tokens; the slowest limit sets the time, in average pages at mu.
   const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
   double seconds = 0.0;
   if (!std::isinf(r[0])) seconds = std::max(seconds, (others + own) / r[0]);
   if (!std::isinf(r[1])) seconds = std::max(seconds, (others + own) / r[1]);
-  if (!std::isinf(r[2])) seconds = std::max(seconds, (others + own * scale) / r[2]);
+  if (!std::isinf(r[2])) seconds = std::max(seconds, (others + own_units) / r[2]);
   return seconds * steady;
 }
 
@@ -121,12 +126,13 @@ double Estimator::seconds_for(double pages) const {
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                double scale) const {
+                                double units_to_next, double units_to_last) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
-  const double position = others_ahead(user, j * scale) + (j - 1.0);
+  const double position = others_ahead(user, units_to_next) + (j - 1.0);
   // In pages of the average size: the others', then the user's own k.
-  const double ahead_with_last = pages_equivalent(others_ahead(user, k * scale), k, scale);
+  const double ahead_with_last =
+      pages_equivalent(others_ahead(user, units_to_last), k, units_to_last);
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
                      seconds_for(ahead_with_last) + avg_latency_s_};
 }
@@ -134,17 +140,22 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
   const auto place = scheduler_.job_place(user, job);
   if (!place) return std::nullopt;
-  const double tokens_per_page =
-      place->queued > 0 ? static_cast<double>(place->tokens) / static_cast<double>(place->queued)
-                        : 0.0;
-  return estimate(user, place->next_index, place->last_index, scale_for(tokens_per_page));
+  // The user's earlier jobs at their own costs, then this one's.
+  const double before = units(place->tokens_before, place->next_index - 1);
+  const double job_units = units(place->tokens, place->queued);
+  const double first = place->queued > 0 ? job_units / static_cast<double>(place->queued) : 0.0;
+  return estimate(user, place->next_index, place->last_index, before + first, before + job_units);
 }
 
 JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
                                     std::int64_t tokens_per_page) const {
   const std::int64_t queued = scheduler_.lane_length(user);
-  return estimate(user, queued + 1, queued + std::max<std::int64_t>(pages, 1),
-                  scale_for(static_cast<double>(tokens_per_page)));
+  const std::int64_t count = std::max<std::int64_t>(pages, 1);
+  // The user's queued pages at their own costs, then the new ones at theirs.
+  const double before = units(scheduler_.lane_tokens(user), queued);
+  const double scale = scale_for(static_cast<double>(tokens_per_page));
+  return estimate(user, queued + 1, queued + count, before + scale,
+                  before + static_cast<double>(count) * scale);
 }
 
 }  // namespace fairlane

@@ -36,6 +36,11 @@ std::int64_t FairScheduler::lane_length(UserId user) const {
   return it == lanes_.end() ? 0 : static_cast<std::int64_t>(it->second.pages.size());
 }
 
+std::int64_t FairScheduler::lane_tokens(UserId user) const {
+  const auto it = lanes_.find(user);
+  return it == lanes_.end() ? 0 : it->second.tokens;
+}
+
 void FairScheduler::join_ring(UserId user, Lane& lane) {
   if (lane.in_ring) return;
   // A lane that joins goes to the end of the current round: just before the lane being
@@ -84,6 +89,7 @@ void FairScheduler::add(const QueuedPage& page) {
   marks.last = lane.enqueued;
   ++marks.queued;
   marks.tokens += page.cost;
+  lane.tokens += page.cost;
   ++size_;
   changed(lane, length_before, head_before);
   join_ring(page.user_id, lane);
@@ -117,6 +123,7 @@ void FairScheduler::put_back(const QueuedPage& page) {
   }
   ++marks.queued;
   marks.tokens += page.cost;
+  lane.tokens += page.cost;
   ++size_;
   changed(lane, length_before, head_before);
   if (lane.in_ring) {
@@ -152,6 +159,7 @@ std::optional<QueuedPage> FairScheduler::take() {
   QueuedPage page = lane.pages.front();
   lane.pages.pop_front();
   lane.credit -= page.cost;
+  lane.tokens -= page.cost;
   ++lane.consumed;
   --size_;
   auto marks = lane.jobs.find(page.job_id);
@@ -198,6 +206,7 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
     }
   }
   lane.enqueued -= count;
+  lane.tokens -= gone.tokens;
   size_ -= count;
   changed(lane, length_before, head_before);
   leave_ring_if_empty(lane);
@@ -210,8 +219,14 @@ std::optional<FairScheduler::JobPlace> FairScheduler::job_place(UserId user, Job
   const auto marks = lane->second.jobs.find(job);
   if (marks == lane->second.jobs.end()) return std::nullopt;
   const std::int64_t head = lane->second.consumed;
+  // A lane's jobs hold contiguous stretches of it, in order: those that start earlier are
+  // ahead. (A lane holds a few jobs; this walks them.)
+  std::int64_t tokens_before = 0;
+  for (const auto& [other, other_marks] : lane->second.jobs) {
+    if (other_marks.first < marks->second.first) tokens_before += other_marks.tokens;
+  }
   return JobPlace{marks->second.first - head, marks->second.last - head, marks->second.queued,
-                  marks->second.tokens};
+                  marks->second.tokens, tokens_before};
 }
 
 }  // namespace fairlane

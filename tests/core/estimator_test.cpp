@@ -203,3 +203,23 @@ TEST_CASE("A cheap page still costs a whole request when requests bind") {
   // pages' worth, take 1.2 s): eta = 1.35 + 2 = 3.35 s.
   CHECK(by_tokens.estimate_new(2, 30, 100).eta_seconds == doctest::Approx(3.35));
 }
+
+TEST_CASE("A user's own queued pages count at their own cost, not at the new job's") {
+  // B has 10 pages of 3,200 tokens queued (four average pages each) and asks about one page
+  // of 800. Its own 10 go first: 40 average pages of tokens, 11 requests and calls.
+  //   tokens: (40 + 1) / 6.25 = 6.56 s; requests: 11 / 25 = 0.44 s; eta = 6.56 + 2 = 8.56 s
+  // Counted at the new page's size, the backlog would look like 11 pages: 11 / 6.25 + 2.
+  FairScheduler scheduler;
+  for (int i = 1; i <= 10; ++i) scheduler.add(QueuedPage{20'000 + i, 20, 2, 3'200});
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  const auto one = estimator.estimate_new(2, 1, 800);
+  CHECK(one.position == 10);
+  CHECK(one.eta_seconds == doctest::Approx(8.56));
+
+  // The same for a job already queued behind that backlog.
+  scheduler.add(QueuedPage{21'001, 21, 2, 800});
+  const auto queued = estimator.job(2, 21);
+  REQUIRE(queued);
+  CHECK(queued->position == 10);
+  CHECK(queued->eta_seconds == doctest::Approx(8.56));
+}

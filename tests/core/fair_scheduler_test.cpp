@@ -263,3 +263,26 @@ TEST_CASE("A big page at one head makes turns coarser only while it waits there"
   // Once it has gone, turns are one page again.
   CHECK(take_users(scheduler, 6) == "ABABAB");
 }
+
+TEST_CASE("A lane's tokens, and the tokens ahead of a job, follow adds, takes and cancels") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 3, 500);  // 1,500
+  add_pages(scheduler, kA, 2, 2, 100);  // 200
+  add_pages(scheduler, kA, 3, 1, 40);
+  CHECK(scheduler.lane_tokens(kA) == 1'740);
+  CHECK(scheduler.lane_tokens(kB) == 0);
+  CHECK(scheduler.job_place(kA, 1)->tokens_before == 0);
+  CHECK(scheduler.job_place(kA, 2)->tokens_before == 1'500);
+  CHECK(scheduler.job_place(kA, 3)->tokens_before == 1'700);
+
+  const auto first = scheduler.take();
+  REQUIRE(first);
+  CHECK(scheduler.lane_tokens(kA) == 1'240);
+  CHECK(scheduler.job_place(kA, 3)->tokens_before == 1'200);
+  scheduler.put_back(*first);
+  CHECK(scheduler.lane_tokens(kA) == 1'740);
+
+  scheduler.remove_job(kA, 1);
+  CHECK(scheduler.lane_tokens(kA) == 240);
+  CHECK(scheduler.job_place(kA, 3)->tokens_before == 200);
+}
