@@ -30,8 +30,12 @@ std::string string_at(const json::object& o, std::string_view key) {
 
 // Cuts a name to `width` display cells (bytes; names are mostly ASCII), with "…" at the end.
 std::string fit(std::string_view text, std::size_t width) {
-  if (text.size() <= width) return std::string(text);
-  return std::string(text.substr(0, width - 1)) + "~";
+  std::string fitted(text.substr(0, std::min(text.size(), width - 1)));
+  if (text.size() > width)
+    fitted += '~';
+  else
+    fitted = std::string(text);
+  return fitted;
 }
 
 }  // namespace
@@ -91,8 +95,11 @@ std::string progress_bar(std::int64_t ended, std::int64_t total, int width) {
   const auto cells = static_cast<std::int64_t>(std::max(width, 1));
   const std::int64_t filled =
       total <= 0 ? 0 : std::clamp<std::int64_t>(ended * cells / total, 0, cells);
-  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
-         std::string(static_cast<std::size_t>(cells - filled), '.') + "]";
+  std::string bar = "[";
+  bar.append(static_cast<std::size_t>(filled), '#');
+  bar.append(static_cast<std::size_t>(cells - filled), '.');
+  bar += ']';
+  return bar;
 }
 
 std::string progress_line(const JobStatus& job, std::optional<double> eta_s, double pages_per_min,

@@ -1,0 +1,72 @@
+// The lab's report, from records made by hand: its sums, quantiles and chart.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "lab.hpp"
+
+using namespace fairlane::lab;
+
+namespace {
+
+BookRecord book(int user, int users, double uploaded, std::vector<PageRecord> pages) {
+  BookRecord b;
+  b.user = user;
+  b.users_at_upload = users;
+  b.uploaded_s = uploaded;
+  b.pages = std::move(pages);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("Lab: quantiles by nearest rank, and the ramp's users at a time") {
+  CHECK(quantile({}, 0.5) == std::nullopt);
+  CHECK(quantile({3, 1, 2}, 0.5) == 2);
+  CHECK(quantile({1, 2, 3, 4}, 0.95) == 4);
+  CHECK(quantile({1, 2, 3, 4}, 0.25) == 1);
+  LabConfig config;
+  config.time_scale = 10;  // steps every 0.3 s
+  CHECK(users_at(config, 0.0) == 1);
+  CHECK(users_at(config, 0.31) == 2);
+  CHECK(users_at(config, 1.0) == 5);
+  CHECK(users_at(config, 1.21) == 8);
+  CHECK(users_at(config, 100.0) == 80);
+}
+
+TEST_CASE("Lab: a book is clean when every page is done, refused when the door said busy") {
+  const auto whole = book(0, 1, 0, {{Fate::done, 1.0, 10}, {Fate::done, 2.0, 10}});
+  CHECK(whole.clean());
+  CHECK(whole.finished_s() == 2.0);
+  const auto broken = book(1, 2, 0, {{Fate::done, 1.0, 10}, {Fate::provider_503, 1.5, 0}});
+  CHECK_FALSE(broken.clean());
+  CHECK(broken.finished_s() == 1.5);
+  const auto refused = book(2, 3, 0, {{Fate::door_busy, 0.1, 0}});
+  CHECK(refused.refused());
+  CHECK_FALSE(book(3, 3, 0, {{Fate::pending, 0, 0}}).finished_s().has_value());
+}
+
+TEST_CASE("Lab: the report sums deaths, refusals, clean books and wasted spend per case") {
+  LabConfig config;
+  config.ramp = {1, 2};
+  config.pages_per_book = 2;
+  CaseResult r;
+  r.which = Case::all_at_once;
+  // Book 1 whole (waits 1 and 3 s); book 2 lost a page to a 429, so its done page of
+  // 1,000,000 tokens ($3) is wasted.
+  r.books = {book(0, 1, 0, {{Fate::done, 1.0, 10}, {Fate::done, 3.0, 10}}),
+             book(1, 2, 3, {{Fate::done, 4.0, 1'000'000}, {Fate::provider_429_tokens, 3.5, 0}})};
+  r.first_failure = FirstFailure{3.5, 2, Fate::provider_429_tokens};
+  r.spend_usd = 3.0;
+  r.peak_in_flight = 3;
+  const std::string md = markdown({r}, config);
+  INFO(md);
+  CHECK(
+      md.find("| 2. all pages at once | provider 429 on tokens at 3.5 s, 2 users | 1 | 0 | 1 / 2 | "
+              "$3.00 | $3.00 | 1.0 s / 3.0 s | 3.0 s / 3.0 s | 3 |") != std::string::npos);
+
+  const std::string chart = svg_chart({r}, config);
+  CHECK(chart.rfind("<svg", 0) == 0);
+  CHECK(chart.find("<polyline") != std::string::npos);
+  CHECK(chart.find("2. all pages at once") != std::string::npos);
+}

@@ -1,0 +1,105 @@
+// fairlane-lab: runs the lab's cases (docs/lab.md) and writes the report.
+//
+//   fairlane-lab --fairlane build/release/src/cli/fairlane [--case 2 --case 4] [--time-scale 10]
+//                [--max-users 12] [--pages 100] [--out lab-report]
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "fairlane/version.hpp"
+#include "lab.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "fairlane-lab: the five ways of sending book pages to a rate-limited provider, "
+      "on a ramp of users, against the provider stand-in on loopback",
+      "fairlane-lab"};
+  app.set_version_flag("--version", std::string("fairlane-lab ") + fairlane::kVersion);
+  fairlane::lab::LabConfig config;
+  std::vector<int> cases;
+  int max_users = 0;
+  std::string out = "lab-report";
+  app.add_option("--case", cases, "The cases to run, 1 to 5 (repeatable; default all)")
+      ->check(CLI::Range(1, 5));
+  app.add_option("--fairlane", config.fairlane_binary, "The fairlane binary (case 4)");
+  app.add_option("--time-scale", config.time_scale,
+                 "Multiplies every limit by K and divides every duration by K")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1000.0));
+  app.add_option("--max-users", max_users, "Stop the ramp at this many users (0: all 80)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--pages", config.pages_per_book, "Pages in each book")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000));
+  app.add_option("--max-wait", config.max_wait_s, "fairlane's --max-wait, in real-world seconds")
+      ->capture_default_str();
+  app.add_option("--deadline", config.case_deadline_s,
+                 "Cut a case short after this many real-world seconds")
+      ->capture_default_str();
+  app.add_option("--out", out, "Folder for report.md and chart.svg")->capture_default_str();
+  bool check = false;
+  app.add_flag("--check", check,
+               "Exit 1 unless fairlane (case 4) had no provider 429 or 503 and every book it "
+               "accepted came out whole, and all pages at once (case 2) lost pages");
+  CLI11_PARSE(app, argc, argv);
+
+  if (max_users > 0) {
+    std::vector<int> ramp;
+    for (int users : config.ramp) {
+      if (users >= max_users) {
+        ramp.push_back(max_users);
+        break;
+      }
+      ramp.push_back(users);
+    }
+    config.ramp = ramp;
+  }
+  if (cases.empty()) cases = {1, 2, 3, 4, 5};
+  // Case 2 opens a connection per page: thousands of descriptors.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  std::vector<fairlane::lab::CaseResult> results;
+  for (const int c : cases) {
+    const auto which = static_cast<fairlane::lab::Case>(c);
+    std::cerr << "fairlane-lab: running " << fairlane::lab::case_name(which) << std::endl;
+    results.push_back(fairlane::lab::run_case(which, config));
+  }
+  const std::string report = fairlane::lab::markdown(results, config);
+  std::cout << report;
+  std::filesystem::create_directories(out);
+  std::ofstream(std::filesystem::path(out) / "report.md") << report;
+  std::ofstream(std::filesystem::path(out) / "chart.svg")
+      << fairlane::lab::svg_chart(results, config);
+  std::cerr << "fairlane-lab: wrote " << out << "/report.md and " << out << "/chart.svg\n";
+  int status = 0;
+  for (const auto& r : results) {
+    if (!r.error.empty()) status = 1;
+    if (!check || !r.error.empty()) continue;
+    if (r.which == fairlane::lab::Case::fairlane) {
+      const bool whole = std::all_of(r.books.begin(), r.books.end(), [](const auto& book) {
+        return book.refused() || book.clean();
+      });
+      if (r.provider_429 != 0 || r.provider_503 != 0 || !whole || r.cut_short) {
+        std::cerr << "CHECK FAILED: fairlane saw provider refusals or broke a book\n";
+        status = 1;
+      }
+    }
+    if (r.which == fairlane::lab::Case::all_at_once) {
+      const bool lost = std::any_of(r.books.begin(), r.books.end(),
+                                    [](const auto& book) { return !book.clean(); });
+      if (!lost) {
+        std::cerr << "CHECK FAILED: all pages at once lost nothing: the load was too light\n";
+        status = 1;
+      }
+    }
+  }
+  return status;
+}

@@ -1,0 +1,286 @@
+// Case 4: the real `fairlane serve` in front of the stand-in. The stand-in runs on its own
+// io_context thread; the service is a child process; the users are this thread, uploading
+// books as JSON pages on the ramp's schedule and reading their jobs until every accepted one
+// has ended.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <boost/asio.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "cli/http_client.hpp"
+#include "lab_internal.hpp"
+
+extern char** environ;
+
+namespace fairlane::lab {
+namespace {
+
+namespace json = boost::json;
+using SteadyClock = std::chrono::steady_clock;
+
+// `fairlane serve` as a child; stopped (SIGTERM, then SIGKILL) when this goes.
+class Service {
+ public:
+  ~Service() { stop(); }
+
+  // Starts it and waits (up to 30 s) for its "listening on" line; returns the base URL.
+  std::optional<std::string> start(const std::vector<std::string>& args, const std::string& log) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    setenv("FAIRLANE_ADMIN_KEY", "lab-admin-key", 1);
+    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (spawned != 0) {
+      close(out[0]);
+      pid_ = -1;
+      return std::nullopt;
+    }
+    std::string text;
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
+    char buffer[256];
+    while (SteadyClock::now() < deadline && text.find('\n') == std::string::npos) {
+      pollfd fd{out[0], POLLIN, 0};
+      if (::poll(&fd, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+      if (n <= 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(out[0]);
+    const auto at = text.find("http://");
+    if (at == std::string::npos) return std::nullopt;
+    return text.substr(at, text.find('\n', at) - at);
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct Job {
+  std::size_t book = 0;
+  std::string id;
+  std::string key;
+  std::int64_t done = 0;
+  std::int64_t failed = 0;
+  bool ended = false;
+};
+
+}  // namespace
+
+CaseResult run_fairlane(const LabConfig& config) {
+  CaseResult result;
+  result.which = Case::fairlane;
+  if (config.fairlane_binary.empty()) {
+    result.error = "case 4 needs the fairlane binary: pass --fairlane PATH";
+    return result;
+  }
+  boost::asio::io_context io;
+  provider_sim::Server stand_in(io, stand_in_config(config));
+  const auto port = stand_in.listen("127.0.0.1", 0);
+  if (!port.ok()) {
+    result.error = port.status().message();
+    return result;
+  }
+  auto work = boost::asio::make_work_guard(io);
+  std::thread io_thread([&io] { io.run(); });
+  // Stats are read on the stand-in's thread.
+  const auto stats = [&] {
+    std::promise<std::string> json;
+    boost::asio::post(io, [&] { json.set_value(stand_in.stats_json()); });
+    return json.get_future().get();
+  };
+
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("fairlane-lab-{}", static_cast<long>(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto fmt_double = [](double x) { return fmt::format("{:.6f}", x); };
+  Service service;
+  const auto base = service.start({config.fairlane_binary,
+                                   "serve",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--db",
+                                   (dir / "lab.db").string(),
+                                   "--provider-url",
+                                   fmt::format("http://127.0.0.1:{}", port.value()),
+                                   "--rpm",
+                                   std::to_string(config.per_minute(config.requests_per_minute)),
+                                   "--tpm",
+                                   std::to_string(config.per_minute(config.tokens_per_minute)),
+                                   "--max-in-flight",
+                                   std::to_string(config.max_in_flight),
+                                   "--max-tokens",
+                                   std::to_string(config.max_tokens),
+                                   "--max-wait",
+                                   fmt_double(config.seconds(config.max_wait_s)),
+                                   "--max-queued-pages-per-user",
+                                   "100000",
+                                   "--price-per-mtok",
+                                   fmt_double(config.price_per_mtok),
+                                   "--backoff-base",
+                                   fmt_double(config.seconds(1.0)),
+                                   "--backoff-max",
+                                   fmt_double(config.seconds(60.0)),
+                                   "--stop-deadline",
+                                   "5"},
+                                  (dir / "serve.log").string());
+  const auto finish = [&] {
+    service.stop();
+    read_stand_in_stats(stats(), config, result);
+    work.reset();
+    io.stop();
+    io_thread.join();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  };
+  if (!base) {
+    result.error =
+        fmt::format("fairlane serve did not start (its log: {})", (dir / "serve.log").string());
+    finish();
+    return result;
+  }
+
+  // Every user, made with the admin key before the clock starts.
+  cli::HttpClient admin(*base, "lab-admin-key");
+  std::vector<std::string> keys;
+  for (int user = 0; user < config.ramp.back(); ++user) {
+    auto reply = admin.post("/v1/users", "application/json",
+                            fmt::format(R"({{"name":"user-{}"}})", user + 1));
+    if (!reply.ok() || reply->status != 201) {
+      result.error = "could not add the lab's users";
+      finish();
+      return result;
+    }
+    keys.emplace_back(json::parse(reply->body).at("key").as_string());
+  }
+  // The books' bodies, made before the clock starts too.
+  const auto body_of = [&](int user) {
+    json::array pages;
+    for (int page = 0; page < config.pages_per_book; ++page) {
+      pages.emplace_back(page_text(user, page, static_cast<std::size_t>(config.page_bytes)));
+    }
+    return json::serialize(
+        json::object{{"name", fmt::format("book-{}", user + 1)}, {"pages", std::move(pages)}});
+  };
+
+  std::vector<Job> jobs;
+  const auto start = SteadyClock::now();
+  const auto now_s = [&] {
+    return std::chrono::duration<double>(SteadyClock::now() - start).count();
+  };
+  const auto fail_first = [&](double at, Fate fate) {
+    if (!result.first_failure) result.first_failure = FirstFailure{at, users_at(config, at), fate};
+  };
+  const double poll_s = std::max(0.02, config.seconds(0.5));
+  std::size_t step = 0;
+  while (true) {
+    const double t = now_s();
+    if (t > config.seconds(config.case_deadline_s)) {
+      result.cut_short = true;
+      break;
+    }
+    // The ramp: the users of every step that is due upload their book.
+    while (step < config.ramp.size() &&
+           t >= config.seconds(config.step_s * static_cast<double>(step))) {
+      const int before = step == 0 ? 0 : config.ramp[step - 1];
+      for (int user = before; user < config.ramp[step]; ++user) {
+        BookRecord book;
+        book.user = user;
+        book.users_at_upload = config.ramp[step];
+        book.uploaded_s = now_s();
+        book.pages.resize(static_cast<std::size_t>(config.pages_per_book));
+        cli::HttpClient as_user(*base, keys[static_cast<std::size_t>(user)]);
+        auto reply = as_user.post("/v1/jobs", "application/json", body_of(user));
+        const double at = now_s();
+        if (reply.ok() && reply->status == 202) {
+          const auto job = json::parse(reply->body).as_object();
+          if (const auto* eta = job.if_contains("eta_seconds"); eta && eta->is_number()) {
+            book.eta_s = eta->to_number<double>();
+          }
+          jobs.push_back(Job{result.books.size(), std::string(job.at("id").as_string()),
+                             keys[static_cast<std::size_t>(user)]});
+        } else {
+          const Fate fate = reply.ok() && reply->status == 503 ? Fate::door_busy : Fate::failed;
+          for (PageRecord& page : book.pages) page = PageRecord{fate, at, 0};
+          fail_first(at, fate);
+        }
+        result.books.push_back(std::move(book));
+      }
+      ++step;
+    }
+    // Every job not ended: pages newly done or failed end now, in page order.
+    bool open = false;
+    for (Job& job : jobs) {
+      if (job.ended) continue;
+      cli::HttpClient as_user(*base, job.key);
+      auto reply = as_user.get("/v1/jobs/" + job.id);
+      if (!reply.ok() || reply->status != 200) {
+        open = true;
+        continue;
+      }
+      const auto view = json::parse(reply->body).as_object();
+      const auto& pages = view.at("pages").as_object();
+      const std::int64_t done = pages.at("done").to_number<std::int64_t>();
+      const std::int64_t failed = pages.at("failed").to_number<std::int64_t>();
+      const double at = now_s();
+      BookRecord& book = result.books[job.book];
+      const auto& usage = view.at("usage").as_object();
+      const std::int64_t tokens = usage.at("input_tokens").to_number<std::int64_t>() +
+                                  usage.at("output_tokens").to_number<std::int64_t>();
+      for (std::int64_t i = job.done + job.failed; i < done + failed; ++i) {
+        const bool ok = i - (job.done + job.failed) < done - job.done;
+        book.pages[static_cast<std::size_t>(i)] =
+            PageRecord{ok ? Fate::done : Fate::failed, at, done > 0 ? tokens / done : 0};
+        if (!ok) fail_first(at, Fate::failed);
+      }
+      job.done = done;
+      job.failed = failed;
+      const std::string state(view.at("state").as_string());
+      job.ended = state == "done" || state == "failed" || state == "cancelled";
+      open = open || !job.ended;
+    }
+    if (step >= config.ramp.size() && !open) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+  }
+  result.duration_s = now_s();
+  finish();
+  return result;
+}
+
+}  // namespace fairlane::lab
