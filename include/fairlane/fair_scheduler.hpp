@@ -12,8 +12,9 @@
 //
 // Cost: next page O(1) whatever the number of lanes (the quantum is at least the largest
 // head-of-lane cost, so a visit to a backlogged lane always yields a page); a job's place
-// in its lane O(1); returning a page O(pages returned before it); removing a cancelled job
-// O(its lane). Lanes are kept in page-id order, so a job's pages stay together.
+// in its lane O(jobs queued in that lane, for the tokens ahead of it); returning a page O(pages
+// returned before it); removing a cancelled job O(its lane). Lanes are kept in page-id order, so a
+// job's pages stay together.
 //
 // Thread safety: none, by design; only the io_context thread touches it.
 #pragma once

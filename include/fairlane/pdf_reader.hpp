@@ -41,6 +41,8 @@ class ReaderProcesses {
   // Kills every child reading, and any started later.
   void stop();
   [[nodiscard]] bool stopping() const;
+  // Children reading now.
+  [[nodiscard]] std::size_t reading() const;
 
  private:
   mutable std::mutex mutex_;

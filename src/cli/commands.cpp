@@ -58,7 +58,7 @@ int refused(const HttpReply& reply, std::string_view what, const Output& output)
   if (message.empty()) {
     message = fmt::format("the service answered {}: {}", reply.status, reply.body.substr(0, 200));
   }
-  if (type == "busy") {
+  if (type == "busy" && e.contains("position")) {
     output.err << fmt::format(
         "{}: busy: {}\n  position {}, estimated wait {}, most accepted {}; try again in {}\n", what,
         message, static_cast<std::int64_t>(number_of(e, "position")),
@@ -132,6 +132,11 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
     output.err << "fairlane: --name names one upload; leave it out to name each after its file\n";
     return kExitUsage;
   }
+  if (options.idempotency_key && uploads.size() > 1) {
+    output.err << "fairlane: --idempotency-key names one upload (the same key would give every "
+                  "file the first one's job): upload the files one by one\n";
+    return kExitUsage;
+  }
   int exit_status = kExitOk;
   for (const Upload& upload : uploads) {
     std::string error;
@@ -147,6 +152,9 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
       const std::string name =
           options.name.value_or(std::filesystem::path(upload.path).filename().string());
       target += "?name=" + encode(name);
+      separator = "&";
+    } else if (options.name) {  // a pages file's own "name" wins over it
+      target += "?name=" + encode(*options.name);
       separator = "&";
     }
     if (options.max_tokens)
@@ -176,6 +184,7 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     std::int64_t first_done = 0;
   };
   std::map<std::string, Watched> watched;
+  std::map<std::string, std::string> last_event;
   std::vector<std::string> order;
   EventStreams streams(client.server(), client.key());
   for (const std::string& id : jobs) {
@@ -203,11 +212,14 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     auto events = streams.poll(std::chrono::milliseconds(output.terminal ? 250 : 1'000));
     if (!events.ok()) {
       output.err << "fairlane: " << events.status().message() << '\n';
-      return events.status().code() == StatusCode::not_found ? kExitNotFound : kExitFailure;
+      return streams.failed_status() != 0 ? exit_code_for(streams.failed_status()) : kExitFailure;
     }
     const Clock::time_point now = Clock::now();
     for (auto& [id, event] : events.value()) {
       if (event.type != "job") continue;
+      // A stream opened again starts with the job as it is: not news if nothing changed.
+      if (last_event[id] == event.data) continue;
+      last_event[id] = event.data;
       auto job = parse_job(event.data);
       if (!job.ok()) continue;
       Watched& w = watched[id];
@@ -317,7 +329,8 @@ int result(HttpClient& client, const std::string& job, const std::optional<std::
   if (file) {
     std::ofstream out(*file, std::ios::binary);
     out << text;
-    if (!out) {
+    out.close();  // a full disk shows only once the data is flushed
+    if (out.fail()) {
       output.err << fmt::format(
           "fairlane: cannot write {}: check the folder exists and is "
           "writable\n",

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
 #include <charconv>
 #include <cstring>
+#include <deque>
 
 namespace fairlane::cli {
 namespace {
@@ -82,13 +85,15 @@ Status unreachable(std::string_view server, std::string_view why) {
                             server, why));
 }
 
-HttpClient::HttpClient(std::string server, std::string key, std::chrono::milliseconds timeout)
+HttpClient::HttpClient(std::string server, std::string key, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds upload_timeout)
     : server_([&] {
         while (!server.empty() && server.back() == '/') server.pop_back();
         return server;
       }()),
       key_(std::move(key)),
       timeout_(timeout),
+      upload_timeout_(upload_timeout),
       curl_((global_init(), curl_easy_init())) {}
 
 HttpClient::~HttpClient() {
@@ -133,10 +138,20 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
+  const auto timeout = method == "POST" ? upload_timeout_ : timeout_;
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   const CURLcode code = curl_easy_perform(curl);
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    return Status(StatusCode::io_error,
+                  fmt::format("{} did not answer within {} s{}", server_,
+                              std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                              method == "POST"
+                                  ? ": the upload may have been accepted all the same; look with "
+                                    "`fairlane status` before sending it again"
+                                  : ""));
+  }
   if (code != CURLE_OK) return unreachable(server_, curl_easy_strerror(code));
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
   return reply;
@@ -157,8 +172,8 @@ struct EventStreams::Impl {
     std::optional<Clock::time_point> reconnect_at;
   };
 
-  Impl(std::string s, std::string k, int max)
-      : server(std::move(s)), key(std::move(k)), max_reconnects(max) {
+  Impl(std::string s, std::string k, int max, std::size_t open)
+      : server(std::move(s)), key(std::move(k)), max_reconnects(max), max_open(open) {
     global_init();
     multi = curl_multi_init();
   }
@@ -209,24 +224,33 @@ struct EventStreams::Impl {
   const std::string server;
   const std::string key;
   const int max_reconnects;
+  const std::size_t max_open;
+  std::deque<std::string> waiting;  // jobs whose stream waits for a free place
+  long failed_status = 0;
   CURLM* multi = nullptr;
   std::map<std::string, std::unique_ptr<Stream>> streams;
 };
 
-EventStreams::EventStreams(std::string server, std::string key, int max_reconnects)
+EventStreams::EventStreams(std::string server, std::string key, int max_reconnects,
+                           std::size_t max_open)
     : impl_(std::make_unique<Impl>(
           [&] {
             while (!server.empty() && server.back() == '/') server.pop_back();
             return server;
           }(),
-          std::move(key), max_reconnects)) {}
+          std::move(key), max_reconnects, std::max<std::size_t>(max_open, 1))) {}
 
 EventStreams::~EventStreams() = default;
 
 void EventStreams::watch(const std::string& job_id) {
+  if (impl_->streams.size() >= impl_->max_open) {
+    impl_->waiting.push_back(job_id);
+    return;
+  }
   auto stream = std::make_unique<Impl::Stream>();
   stream->job = job_id;
-  stream->url = impl_->server + "/v1/jobs/" + job_id + "/events";
+  stream->url = impl_->server + "/v1/jobs/" +
+                boost::urls::encode(job_id, boost::urls::unreserved_chars) + "/events";
   impl_->attach(*stream);
   impl_->streams[job_id] = std::move(stream);
 }
@@ -236,10 +260,19 @@ void EventStreams::close(const std::string& job_id) {
   if (it == impl_->streams.end()) return;
   impl_->detach(*it->second);
   impl_->streams.erase(it);
+  if (!impl_->waiting.empty()) {
+    const std::string next = impl_->waiting.front();
+    impl_->waiting.pop_front();
+    watch(next);
+  }
 }
 
 std::size_t EventStreams::open() const {
-  return impl_->streams.size();
+  return impl_->streams.size() + impl_->waiting.size();
+}
+
+long EventStreams::failed_status() const {
+  return impl_->failed_status;
 }
 
 Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
@@ -280,14 +313,16 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
     curl_easy_getinfo(stream.handle, CURLINFO_RESPONSE_CODE, &status);
     const CURLcode code = message->data.result;
     d.detach(stream);
-    if (code == CURLE_OK && status != 200) {
+    if (code == CURLE_OK && status != 200 && status != 429) {
+      d.failed_status = status;
       return Status(status == 404   ? StatusCode::not_found
                     : status == 401 ? StatusCode::invalid_argument
                                     : StatusCode::io_error,
                     fmt::format("{} answered {} for the events of {}: {}", d.server, status,
                                 stream.job, message_of(stream.error_body)));
     }
-    // Ended or dropped before the caller closed it: open it again after the retry.
+    // Ended, dropped or refused for now (429) before the caller closed it: open it again
+    // after the retry.
     if (++stream.reconnects > d.max_reconnects) {
       return unreachable(
           d.server, code == CURLE_OK ? "the live events keep ending" : curl_easy_strerror(code));

@@ -33,9 +33,12 @@ struct HttpReply {
 
 class HttpClient {
  public:
-  // `server`: "http://127.0.0.1:8080" (a trailing slash is dropped).
+  // `server`: "http://127.0.0.1:8080" (a trailing slash is dropped). `timeout` bounds a GET
+  // or DELETE; a POST (an upload, up to 100 MB, then read on the service's side) gets
+  // `upload_timeout`.
   HttpClient(std::string server, std::string key,
-             std::chrono::milliseconds timeout = std::chrono::seconds(120));
+             std::chrono::milliseconds timeout = std::chrono::seconds(120),
+             std::chrono::milliseconds upload_timeout = std::chrono::minutes(10));
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -57,15 +60,19 @@ class HttpClient {
   const std::string server_;
   const std::string key_;
   const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds upload_timeout_;
   void* curl_;  // CURL*, reused so that the connection is kept alive
 };
 
 // The live events of several jobs at once: one GET /v1/jobs/{id}/events each, read with
-// SseParser. A stream that drops before its job ended is opened again after the retry
-// the service asked for (2 s), up to `max_reconnects` times in a row.
+// SseParser, at most `max_open` at a time (the service allows a user 16): the others wait
+// their turn, each opened as an earlier one is closed. A stream that drops before its job
+// ended, or is answered 429, is opened again after the retry the service asked for (2 s),
+// up to `max_reconnects` times in a row.
 class EventStreams {
  public:
-  EventStreams(std::string server, std::string key, int max_reconnects = 5);
+  EventStreams(std::string server, std::string key, int max_reconnects = 5,
+               std::size_t max_open = 8);
   ~EventStreams();
   EventStreams(const EventStreams&) = delete;
   EventStreams& operator=(const EventStreams&) = delete;
@@ -77,8 +84,12 @@ class EventStreams {
   // with the service's message.
   Result<std::vector<std::pair<std::string, SseEvent>>> poll(std::chrono::milliseconds timeout);
 
-  // Streams still open (or waiting to reconnect).
+  // Streams not closed yet: open, waiting to reconnect, or waiting their turn.
   [[nodiscard]] std::size_t open() const;
+
+  // The HTTP status of the answer that made poll() fail (404, 401...); 0 when it was not an
+  // answer (the service unreachable).
+  [[nodiscard]] long failed_status() const;
 
   // Called by a stream that ended normally; watch() of another job may follow.
   void close(const std::string& job_id);

@@ -15,10 +15,9 @@
 #include <istream>
 #include <iterator>
 #include <ostream>
+#include <thread>
 
 #include "fairlane/document.hpp"
-
-extern char** environ;
 
 namespace fairlane {
 namespace {
@@ -85,6 +84,11 @@ void ReaderProcesses::stop() {
   for (const pid_t pid : pids_) ::kill(pid, SIGKILL);
 }
 
+std::size_t ReaderProcesses::reading() const {
+  const std::lock_guard lock(mutex_);
+  return pids_.size();
+}
+
 bool ReaderProcesses::stopping() const {
   const std::lock_guard lock(mutex_);
   return stopping_;
@@ -116,12 +120,17 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   posix_spawn_file_actions_adddup2(&actions, child_in.fd, STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, child_out.fd, STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  // The reader is there to contain a hostile PDF: it gets none of the service's descriptors
+  // (its listening socket, its clients' connections, the database) and none of its
+  // environment (the admin and provider keys).
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   std::vector<char*> argv;
   std::vector<std::string> args = options.command;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  char* no_environment[] = {nullptr};
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
     return Status(StatusCode::internal, fmt::format("the PDF reader {} could not start: {}",
@@ -165,11 +174,29 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
       }
     }
   }
+  // The answer has ended (or the time is up, or poll failed): the child gets what is left
+  // of the time to exit, then is killed. It is reaped only after it has left `processes`,
+  // so that a stop() meanwhile cannot kill another process that reused its pid.
+  siginfo_t info{};
+  while (!timed_out) {
+    info.si_pid = 0;
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (timed_out) ::kill(pid, SIGKILL);
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+  }
+  if (processes != nullptr) processes->remove(pid);
   int wait_status = 0;
   while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
-  if (processes != nullptr) processes->remove(pid);
   if (processes != nullptr && processes->stopping()) {
     return Status(StatusCode::internal, "the service is stopping");
   }

@@ -4,8 +4,15 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "fairlane/pdf_writer.hpp"
 
@@ -57,20 +64,59 @@ TEST_CASE("Reader: a child past its timeout is killed and the PDF refused") {
 
 TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   fairlane::ReaderProcesses processes;
+  // A reader that would take 30 s, with 20 s allowed: only the stop can end it as internal.
+  std::optional<fairlane::Result<std::vector<std::string>>> pages;
+  std::thread reading(
+      [&] { pages.emplace(read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes)); });
+  for (int i = 0; i < 5'000 && processes.reading() == 0; ++i) std::this_thread::yield();
   processes.stop();
-  const auto pages = read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes);
+  reading.join();
+  REQUIRE(pages.has_value());
+  REQUIRE_FALSE(pages->ok());
+  CHECK(pages->status().code() == StatusCode::internal);
+  CHECK(processes.reading() == 0);
+
+  const auto later = read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes);
+  REQUIRE_FALSE(later.ok());
+  CHECK(later.status().code() == StatusCode::internal);
+}
+
+TEST_CASE("Reader: a child that answers and then does not exit is killed at the timeout") {
+  const auto pages =
+      read_pdf_in_child("%PDF",
+                        shell("cat >/dev/null; printf 'ok 1\\n1\\nx'; exec >&-; exec sleep 30",
+                              std::chrono::milliseconds(300)),
+                        nullptr);
   REQUIRE_FALSE(pages.ok());
-  CHECK(pages.status().code() == StatusCode::internal);
+  CHECK(pages.status().message().find("took longer than") != std::string::npos);
+}
+
+TEST_CASE("Reader: the child gets no descriptor and no environment of its own parent") {
+  // A descriptor this process holds open (not close-on-exec), and a variable it has.
+  const int fd = ::open("/dev/null", O_RDONLY);
+  REQUIRE(fd > 2);
+  ::setenv("FAIRLANE_READER_TEST_SECRET", "s3cret", 1);
+  // Answers two pages: "yes" or "no" (is the descriptor open?), then the variable or "none".
+  const std::string script =
+      fmt::format(R"(cat >/dev/null; if [ -e /proc/self/fd/{} ]; then open=yes; else open=no; fi; )"
+                  R"(secret=${{FAIRLANE_READER_TEST_SECRET:-none}}; )"
+                  R"(printf 'ok 2\n%s\n%s%s\n%s' "${{#open}}" "$open" "${{#secret}}" "$secret")",
+                  fd);
+  const auto pages = read_pdf_in_child("%PDF", shell(script), nullptr);
+  ::close(fd);
+  ::unsetenv("FAIRLANE_READER_TEST_SECRET");
+  REQUIRE(pages.ok());
+  REQUIRE(pages->size() == 2);
+  CHECK((*pages)[0] == "no");
+  CHECK((*pages)[1] == "none");
 }
 
 TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
   const auto pages =
       read_pdf_in_child("%PDF", PdfReaderOptions{{"/nonexistent/reader"}, {}}, nullptr);
   REQUIRE_FALSE(pages.ok());
-  // posix_spawn reports a missing program either as its own failure or as the child's
-  // exit 127; both leave the PDF unread.
-  CHECK((pages.status().code() == StatusCode::internal ||
-         pages.status().code() == StatusCode::invalid_argument));
+  // glibc's posix_spawn reports the failed exec itself.
+  CHECK(pages.status().code() == StatusCode::internal);
 }
 
 TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one cut short") {

@@ -45,6 +45,8 @@ has out "^## Page 6"
 has out "^Page 6 of 6"
 run 0 result "$id" -o "$work/book.md" --key "$alice"
 grep -q '^Page 1 of 6' "$work/book.md" || fail "result -o wrote: $(head -5 "$work/book.md")"
+run 1 result "$id" -o /dev/full --key "$alice"
+has err "cannot write /dev/full"
 run 0 result "$id" --json --key "$alice"
 has out '"pages":\[{"page":1,"state":"done"'
 
@@ -83,13 +85,33 @@ run 6 cancel "$id" --key "$bob"
 run 6 watch job_000000000000000000000000 --key "$alice"
 run 5 status --key fl_wrong
 has err "not known"
+run 5 watch "$id" --key fl_wrong
+run 2 enqueue "$work/book.pdf" "$work/book.pdf" --idempotency-key same --key "$alice"
+
+# More jobs than the 16 live streams a user may hold: watch takes them a few at a time.
+ids=()
+for n in $(seq 18); do
+  echo "{\"name\":\"one-$n\",\"pages\":[\"p$n\"]}" >"$work/one-$n.json"
+  run 0 enqueue --pages-json "$work/one-$n.json" --key "$alice"
+  ids+=("$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)")
+done
+run 0 watch "${ids[@]}" --key "$alice"
+[[ $(grep -c ': 1/1 done, 0 failed, done' "$work/out") == 18 ]] ||
+  fail "watch did not see all 18 jobs done: $(cat "$work/out") $(cat "$work/err")"
 (unset FAIRLANE_KEY; run 5 status)
 run 1 status --key "$alice" --server http://127.0.0.1:9
 has err "could not reach the service at http://127.0.0.1:9"
 
-# --server on the command line beats FAIRLANE_URL, which beats the config file.
-echo 'server = "http://127.0.0.1:9"' >"$work/client.toml"
+# --server on the command line beats FAIRLANE_URL, which beats the config file, which is
+# read when nothing else says.
+echo 'server = "http://127.0.0.1:9"' >"$work/wrong.toml"
+echo "server = \"$base\"" >"$work/right.toml"
 FAIRLANE_URL=http://127.0.0.1:9 run 0 status --key "$alice" --server "$base"
-run 0 status --key "$alice" --config "$work/client.toml"
-(unset FAIRLANE_URL; run 1 status --key "$alice" --config "$work/client.toml")
+run 0 status --key "$alice" --config "$work/wrong.toml"
+(
+  unset FAIRLANE_URL
+  run 0 status --key "$alice" --config "$work/right.toml"
+  run 1 status --key "$alice" --config "$work/wrong.toml"
+  has err "could not reach the service at http://127.0.0.1:9"
+)
 echo "1 passed, 0 failed"

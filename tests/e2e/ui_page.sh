@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The /ui page in a real browser (Debian's chromium, headless): opened on a running job it
-# shows the job's name, state and pages done; opened again once the job has ended it shows
-# every page done and marks the body data-ended="done". A screenshot of the last view is
+# shows the job's name, state and pages done from the stream's events (the body's
+# data-events counts them); opened again once the job has ended it shows every page done
+# and marks the body data-ended="done". (Headless chromium dumps the DOM about a second
+# after the first event, so one load shows one or two events; that the page follows a
+# stream event by event is what the two loads at two moments show together.) A screenshot of the last view is
 # saved as a test artifact.
 #
 #   ui_page.sh FAIRLANE FAIRLANE_PROVIDER_SIM SAMPLE_BOOK SCREENSHOT
@@ -15,11 +18,11 @@ source "$(dirname "$0")/lib.sh"
 browser=$(command -v chromium || true)
 [[ -n $browser ]] || fail "chromium is not installed: run tools/bootstrap tools/packages/test.txt"
 
-# One call at a time, 0.4 s each: the 12-page book takes about five seconds.
+# One call at a time, 0.4 s each: the 25-page book takes about ten seconds.
 start_stand_in --latency-ms 400 --rpm 6000 --tpm 6000000 --max-in-flight 1
 alice=$(add_user alice)
 start_serve --max-in-flight 1 --max-tokens 100 --heartbeat 1
-answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs?name=short-stories.pdf" \
+answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs?name=letters-home.pdf" \
   -H "Authorization: Bearer $alice" -H 'Content-Type: application/pdf' --data-binary "@$book")
 id=$(field id <<<"$answer")
 [[ $id == job_* ]] || fail "the upload answered: $answer"
@@ -30,20 +33,22 @@ total=$(count total <<<"$answer")
 # stream that is still arriving; so the checks below load the page again (a few times,
 # bounded) until it shows what they wait for.
 show() {
-  timeout 60 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+  timeout 20 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
     --user-data-dir="$work/profile" --virtual-time-budget=10000 "$@" \
     "$base/ui#job=$id&key=$alice" 2>>"$work/browser.err"
 }
 text_of() { grep -o "<$1 id=\"$2\">[^<]*" | head -1 | sed 's/.*>//'; }
 
+events_of() { grep -o 'data-events="[0-9]*"' | head -1 | grep -o '[0-9]*'; }
 for _ in 1 2 3 4 5; do
   running=$(show --dump-dom) || fail "chromium failed: $(tail -5 "$work/browser.err")"
-  [[ $(text_of h2 name <<<"$running") == short-stories.pdf ]] && break
+  [[ $(text_of h2 name <<<"$running") == letters-home.pdf && $(events_of <<<"$running") -ge 1 ]] && break
 done
-[[ $(text_of h2 name <<<"$running") == short-stories.pdf ]] ||
+[[ $(text_of h2 name <<<"$running") == letters-home.pdf ]] ||
   fail "the page does not name the job: $(grep -o '<section.*' <<<"$running" | head -c 600)"
 state=$(text_of dd state <<<"$running")
 [[ $state == queued || $state == running || $state == done ]] || fail "the page shows state '$state'"
+[[ $(events_of <<<"$running") -ge 1 ]] || fail "the page counted no event"
 grep -q "<dd id=\"pages\">[0-9]* of $total done" <<<"$running" ||
   fail "the page shows no pages done of $total: $(text_of dd pages <<<"$running")"
 
