@@ -78,6 +78,7 @@ class Direct {
 
     result.books = std::move(books_);
     result.first_failure = first_failure_;
+    result.client_retries = client_retries_;
     result.duration_s = now_s();
     read_stand_in_stats(stand_in_.stats_json(), config_, result);
     provider_.reset();
@@ -160,6 +161,7 @@ class Direct {
     const std::int64_t tokens = billed_tokens(outcome);
     // Case 5's client gives up after its timeout and tries once more.
     if (fate == Fate::timeout && which_ == Case::client_pool && attempt == 0) {
+      ++client_retries_;
       send(book, page, then_next, attempt + 1);
       return;
     }
@@ -197,6 +199,7 @@ class Direct {
   SteadyClock::time_point start_;
   std::optional<FirstFailure> first_failure_;
   std::size_t ended_ = 0;
+  std::int64_t client_retries_ = 0;
   bool ramp_done_ = false;
 };
 

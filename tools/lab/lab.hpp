@@ -82,6 +82,8 @@ struct BookRecord {
   int users_at_upload = 0;  // how many users the ramp had reached
   double uploaded_s = 0;
   std::optional<double> eta_s;  // fairlane's promise at acceptance (case 4)
+  // The wait fairlane's door estimated when it said busy (case 4).
+  std::optional<double> refused_wait_s;
   std::vector<PageRecord> pages;
 
   [[nodiscard]] bool clean() const;                        // every page done
@@ -107,6 +109,7 @@ struct CaseResult {
   std::int64_t provider_503 = 0;
   std::int64_t peak_in_flight = 0;
   double spend_usd = 0;
+  std::int64_t client_retries = 0;  // case 5: calls sent again after the client timeout
   // The busiest full minute's billed tokens over the TPM limit (0 if no full minute).
   double busiest_minute_utilisation = 0;
   std::string error;  // set when the case could not be run at all

@@ -159,24 +159,33 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
         case_name(r.which), r.provider_requests, r.provider_429, r.provider_503,
         100.0 * r.busiest_minute_utilisation, r.duration_s,
         r.cut_short ? " (cut short at the deadline)" : "");
+    if (r.which == Case::client_pool) {
+      out +=
+          fmt::format(" The clients gave up on {} calls after their timeout and sent them again.",
+                      r.client_retries);
+    }
     if (r.which == Case::fairlane) {
       std::int64_t accepted = 0, busy = 0;
-      std::vector<double> late;
+      std::vector<double> late, promised, refused_waits;
       for (const BookRecord& book : r.books) {
         if (book.refused()) {
           ++busy;
+          if (book.refused_wait_s) refused_waits.push_back(*book.refused_wait_s);
           continue;
         }
         ++accepted;
+        if (book.eta_s) promised.push_back(*book.eta_s);
         if (book.eta_s && book.finished_s()) {
           late.push_back(*book.finished_s() - book.uploaded_s - *book.eta_s);
         }
       }
       out += fmt::format(
-          " The door accepted {} books and said busy to {}; books finished past "
-          "the ETA it gave them by p50 {} / p95 {}.",
-          accepted, busy, seconds_or_dash(quantile(late, 0.5)),
-          seconds_or_dash(quantile(late, 0.95)));
+          " The door accepted {} books (the longest ETA it promised: {}) and said busy to {} "
+          "(the shortest wait it then estimated: {}), against a maximum of {:.1f} s; books "
+          "finished past the ETA it gave them by p50 {} / p95 {}.",
+          accepted, seconds_or_dash(quantile(promised, 1.0)), busy,
+          seconds_or_dash(quantile(refused_waits, 0.0)), config.seconds(config.max_wait_s),
+          seconds_or_dash(quantile(late, 0.5)), seconds_or_dash(quantile(late, 0.95)));
     }
     out += "\n";
   }

@@ -237,6 +237,16 @@ CaseResult run_fairlane(const LabConfig& config) {
                              keys[static_cast<std::size_t>(user)]});
         } else {
           const Fate fate = reply.ok() && reply->status == 503 ? Fate::door_busy : Fate::failed;
+          if (fate == Fate::door_busy) {
+            boost::system::error_code error;
+            const auto answer = json::parse(reply->body, error);
+            const auto* e =
+                !error && answer.is_object() ? answer.as_object().if_contains("error") : nullptr;
+            const auto* wait = e && e->is_object()
+                                   ? e->as_object().if_contains("estimated_wait_seconds")
+                                   : nullptr;
+            if (wait && wait->is_number()) book.refused_wait_s = wait->to_number<double>();
+          }
           for (PageRecord& page : book.pages) page = PageRecord{fate, at, 0};
           fail_first(at, fate);
         }
