@@ -79,6 +79,7 @@ class Direct {
     result.books = std::move(books_);
     result.first_failure = first_failure_;
     result.client_retries = client_retries_;
+    result.retried_after_refusal = retried_after_refusal_;
     result.duration_s = now_s();
     read_stand_in_stats(stand_in_.stats_json(), config_, result);
     provider_.reset();
@@ -125,8 +126,12 @@ class Direct {
         send(index, 0, /*then_next=*/true, 0);
         break;
       case Case::all_at_once:
-      case Case::client_pool:
         for (int page = 0; page < config_.pages_per_book; ++page) send(index, page, false, 0);
+        break;
+      case Case::client_pool:
+        for (int page = 0; page < config_.pages_per_book; ++page) {
+          send(index, page, false, 0, SteadyClock::now());
+        }
         break;
       case Case::token_bucket:
         for (int page = 0; page < config_.pages_per_book; ++page) {
@@ -143,27 +148,52 @@ class Direct {
     }
   }
 
-  void send(std::size_t book, int page, bool then_next, int attempt) {
+  // `started`: when the client's current attempt at this page began (case 5 gives each
+  // attempt the client timeout, its own 429 retries included).
+  void send(std::size_t book, int page, bool then_next, int attempt,
+            SteadyClock::time_point started = {}) {
     ProviderRequest request{
         std::string(kPrompt),
         page_text(books_[book].user, page, static_cast<std::size_t>(config_.page_bytes)), "lab",
         config_.max_tokens};
-    provider_->call(request, [this, book, page, then_next, attempt](ProviderOutcome outcome) {
-      answered(book, page, then_next, attempt, outcome);
-    });
+    provider_->call(request,
+                    [this, book, page, then_next, attempt, started](ProviderOutcome outcome) {
+                      answered(book, page, then_next, attempt, started, outcome);
+                    });
   }
 
   // Not inlined into the callback: GCC 12 at -O3 then warns, wrongly, that the outcome's
   // variant may be uninitialized (-Wmaybe-uninitialized).
   [[gnu::noinline]] void answered(std::size_t book, int page, bool then_next, int attempt,
-                                  const ProviderOutcome& outcome) {
+                                  SteadyClock::time_point started, const ProviderOutcome& outcome) {
     const Fate fate = fate_of(outcome);
     const std::int64_t tokens = billed_tokens(outcome);
-    // Case 5's client gives up after its timeout and tries once more.
-    if (fate == Fate::timeout && which_ == Case::client_pool && attempt == 0) {
-      ++client_retries_;
-      send(book, page, then_next, attempt + 1);
-      return;
+    if (which_ == Case::client_pool && fate != Fate::done) {
+      // The pool's client is an SDK: it waits out a 429 or 503 (Retry-After, else 1 s) and
+      // calls again, within the client timeout of its attempt; an attempt that runs out of
+      // time is given up and, once, begun again.
+      const auto timeout = std::chrono::duration_cast<SteadyClock::duration>(
+          std::chrono::duration<double>(config_.seconds(config_.client_timeout_s)));
+      const auto now = SteadyClock::now();
+      if (fate != Fate::timeout) {
+        const auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+            outcome.limits.retry_after.value_or(std::chrono::duration_cast<Clock::duration>(
+                std::chrono::duration<double>(config_.seconds(1.0)))));
+        if (now + wait < started + timeout) {
+          ++retried_after_refusal_;
+          auto timer = std::make_shared<asio::steady_timer>(io_, wait);
+          timer->async_wait([this, book, page, then_next, attempt, started,
+                             timer](boost::system::error_code error) {
+            if (!error) send(book, page, then_next, attempt, started);
+          });
+          return;
+        }
+      }
+      if (attempt == 0) {
+        ++client_retries_;
+        send(book, page, then_next, 1, now);
+        return;
+      }
     }
     end_page(book, page, fate, tokens);
     if (then_next && page + 1 < config_.pages_per_book) send(book, page + 1, true, 0);
@@ -200,6 +230,7 @@ class Direct {
   std::optional<FirstFailure> first_failure_;
   std::size_t ended_ = 0;
   std::int64_t client_retries_ = 0;
+  std::int64_t retried_after_refusal_ = 0;
   bool ramp_done_ = false;
 };
 
