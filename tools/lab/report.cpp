@@ -203,7 +203,7 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
 std::string svg_chart(const std::vector<CaseResult>& results, const LabConfig& config) {
   // x: the ramp's steps, evenly spaced, labelled with the users; y: the median time a clean
   // book uploaded at that step took. A step where no book came out clean has no point.
-  constexpr double kWidth = 900, kHeight = 420, kLeft = 70, kRight = 330, kTop = 30, kBottom = 60;
+  constexpr double kWidth = 960, kHeight = 420, kLeft = 70, kRight = 390, kTop = 30, kBottom = 60;
   const double plot_w = kWidth - kLeft - kRight;
   const double plot_h = kHeight - kTop - kBottom;
   std::map<Case, std::vector<std::pair<std::size_t, double>>> lines;
