@@ -95,10 +95,7 @@ Router::~Router() {
 std::optional<JobEvent> Router::job_event(const EventStream& stream) {
   auto job = store_.job(stream.job);
   if (!job.ok() || job->user_id != stream.user) return std::nullopt;
-  const json::object body =
-      job_json(job.value(), dispatcher_.estimator().job(job->user_id, job->id),
-               dispatcher_.estimator().avg_latency_s());
-  return JobEvent{json::serialize(body), is_terminal(job->state)};
+  return JobEvent{json::serialize(job_object(job.value())), is_terminal(job->state)};
 }
 
 std::int64_t Router::estimate_tokens(std::string_view page_text, std::int64_t max_tokens) const {
@@ -124,10 +121,13 @@ ApiResponse Router::queue() {
   return json_response(200, body);
 }
 
+json::object Router::job_object(const JobView& job) const {
+  return job_json(job, dispatcher_.estimator().job(job.user_id, job.id),
+                  dispatcher_.estimator().avg_latency_s());
+}
+
 ApiResponse Router::accepted(const JobView& job) {
-  ApiResponse response =
-      json_response(202, job_json(job, dispatcher_.estimator().job(job.user_id, job.id),
-                                  dispatcher_.estimator().avg_latency_s()));
+  ApiResponse response = json_response(202, job_object(job));
   response.headers.emplace_back("Location", "/v1/jobs/" + job.public_id);
   return response;
 }
@@ -279,11 +279,6 @@ ApiResponse Router::handle(ApiRequest request) {
     }
     return from(answer_for(user.status()));
   }
-
-  const double latency_s = dispatcher_.estimator().avg_latency_s();
-  const auto job_object = [&](const JobView& job) {
-    return job_json(job, dispatcher_.estimator().job(job.user_id, job.id), latency_s);
-  };
 
   if (path == "/v1/jobs" && request.method == "POST") {
     const std::string type = request.header("Content-Type").value_or("");

@@ -12,6 +12,7 @@
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -135,6 +136,8 @@ class Router {
                                              std::int64_t max_tokens) const;
 
  private:
+  // The job object of the API, with its position and ETA now.
+  [[nodiscard]] boost::json::object job_object(const JobView& job) const;
   // GET /v1/queue: lanes, pages, the rate, the binding limit, the buckets, the pause.
   ApiResponse queue();
   // 202 with the job and its Location.

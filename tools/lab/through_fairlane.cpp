@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "cli/http_client.hpp"
@@ -95,7 +96,7 @@ class Service {
 struct Job {
   std::size_t book = 0;
   std::string id;
-  std::string key;
+  int user = 0;
   std::int64_t done = 0;
   std::int64_t failed = 0;
   bool ended = false;
@@ -179,6 +180,7 @@ CaseResult run_fairlane(const LabConfig& config) {
   // Every user, made with the admin key before the clock starts.
   cli::HttpClient admin(*base, "lab-admin-key");
   std::vector<std::string> keys;
+  std::vector<std::unique_ptr<cli::HttpClient>> users;  // one a user: its connection is kept
   for (int user = 0; user < config.ramp.back(); ++user) {
     auto reply = admin.post("/v1/users", "application/json",
                             fmt::format(R"({{"name":"user-{}"}})", user + 1));
@@ -188,6 +190,7 @@ CaseResult run_fairlane(const LabConfig& config) {
       return result;
     }
     keys.emplace_back(json::parse(reply->body).at("key").as_string());
+    users.push_back(std::make_unique<cli::HttpClient>(*base, keys.back()));
   }
   // The books' bodies, made before the clock starts too.
   const auto body_of = [&](int user) {
@@ -225,16 +228,15 @@ CaseResult run_fairlane(const LabConfig& config) {
         book.users_at_upload = config.ramp[step];
         book.uploaded_s = now_s();
         book.pages.resize(static_cast<std::size_t>(config.pages_per_book));
-        cli::HttpClient as_user(*base, keys[static_cast<std::size_t>(user)]);
-        auto reply = as_user.post("/v1/jobs", "application/json", body_of(user));
+        auto reply = users[static_cast<std::size_t>(user)]->post("/v1/jobs", "application/json",
+                                                                 body_of(user));
         const double at = now_s();
         if (reply.ok() && reply->status == 202) {
           const auto job = json::parse(reply->body).as_object();
           if (const auto* eta = job.if_contains("eta_seconds"); eta && eta->is_number()) {
             book.eta_s = eta->to_number<double>();
           }
-          jobs.push_back(Job{result.books.size(), std::string(job.at("id").as_string()),
-                             keys[static_cast<std::size_t>(user)]});
+          jobs.push_back(Job{result.books.size(), std::string(job.at("id").as_string()), user});
         } else {
           const Fate fate = reply.ok() && reply->status == 503 ? Fate::door_busy : Fate::failed;
           if (fate == Fate::door_busy) {
@@ -258,8 +260,7 @@ CaseResult run_fairlane(const LabConfig& config) {
     bool open = false;
     for (Job& job : jobs) {
       if (job.ended) continue;
-      cli::HttpClient as_user(*base, job.key);
-      auto reply = as_user.get("/v1/jobs/" + job.id);
+      auto reply = users[static_cast<std::size_t>(job.user)]->get("/v1/jobs/" + job.id);
       if (!reply.ok() || reply->status != 200) {
         open = true;
         continue;
