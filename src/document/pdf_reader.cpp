@@ -220,6 +220,16 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   }
 }
 
+// ASan and TSan reserve terabytes of address space for their shadow memory, so a limit on
+// the address space ends the reader at its first allocation: their builds go without it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FAIRLANE_SANITIZER_SHADOW_MEMORY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FAIRLANE_SANITIZER_SHADOW_MEMORY 1
+#endif
+#endif
+
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
                    std::int64_t memory_mb, std::int64_t max_pages) {
   if (cpu_seconds > 0) {
@@ -227,7 +237,7 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
     const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};
     setrlimit(RLIMIT_CPU, &cpu);
   }
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(FAIRLANE_SANITIZER_SHADOW_MEMORY)
   if (memory_mb > 0) {
     const auto bytes = static_cast<rlim_t>(memory_mb) * 1024 * 1024;
     const rlimit memory{bytes, bytes};

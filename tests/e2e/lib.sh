@@ -3,10 +3,20 @@
 # Expects $fairlane and $stand_in to name the binaries.
 work=$(mktemp -d)
 pids=()
+# A sanitizer's report in any process's output fails the test, even one that otherwise passed.
 cleanup() {
+  local status=$?
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  local reports
+  reports=$(grep -rlE --include='*.out' --include='*.err' --include='*.log' \
+    'ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|runtime error:' "$work" || true)
+  if [[ -n $reports ]]; then
+    for file in $reports; do echo "FAIL: a sanitizer reported in $file:" >&2; head -40 "$file" >&2; done
+    status=1
+  fi
   rm -rf "$work"
+  exit "$status"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
