@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -183,13 +184,22 @@ std::string result_markdown(const json::value& result, std::string_view name) {
 
 std::optional<double> seconds_between(std::string_view from, std::string_view to) {
   const auto parse = [](std::string_view text) -> std::optional<double> {
+    // YYYY-MM-DDTHH:MM:SS, then .mmm or not, as the service writes its times.
+    const auto number = [text](std::size_t at, std::size_t digits, int& out) {
+      if (text.size() < at + digits) return false;
+      const char* first = text.data() + at;
+      const auto [end, error] = std::from_chars(first, first + digits, out);
+      return error == std::errc{} && end == first + digits;
+    };
+    const auto is = [text](std::size_t at, char c) { return at < text.size() && text[at] == c; };
     std::tm tm{};
     int millis = 0;
-    const std::string s(text);
-    if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis) < 6) {
+    if (!number(0, 4, tm.tm_year) || !is(4, '-') || !number(5, 2, tm.tm_mon) || !is(7, '-') ||
+        !number(8, 2, tm.tm_mday) || !is(10, 'T') || !number(11, 2, tm.tm_hour) || !is(13, ':') ||
+        !number(14, 2, tm.tm_min) || !is(16, ':') || !number(17, 2, tm.tm_sec)) {
       return std::nullopt;
     }
+    if (is(19, '.') && !number(20, 3, millis)) return std::nullopt;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     return static_cast<double>(timegm(&tm)) + millis / 1000.0;

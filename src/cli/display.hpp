@@ -41,8 +41,8 @@ struct JobStatus {
 };
 
 // Reads a job object; invalid_argument naming what is missing when it is not one.
-[[nodiscard]] Result<JobStatus> parse_job(std::string_view json);
-[[nodiscard]] Result<JobStatus> job_from(const boost::json::value& json);
+[[nodiscard]] Result<JobStatus> parse_job(std::string_view text);
+[[nodiscard]] Result<JobStatus> job_from(const boost::json::value& value);
 
 // "0.4 s", "42 s", "3m 20s", "2h 05m".
 [[nodiscard]] std::string format_duration(double seconds);

@@ -214,7 +214,7 @@ struct EventStreams::Impl {
     curl_multi_add_handle(multi, stream.handle);
   }
 
-  void detach(Stream& stream) {
+  void detach(Stream& stream) const {
     if (stream.handle == nullptr) return;
     curl_multi_remove_handle(multi, stream.handle);
     curl_easy_cleanup(stream.handle);

@@ -15,6 +15,7 @@
 #include <istream>
 #include <iterator>
 #include <ostream>
+#include <system_error>
 #include <thread>
 
 #include "fairlane/document.hpp"
@@ -98,7 +99,7 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
                                                    const PdfReaderOptions& options,
                                                    ReaderProcesses* processes) {
   static std::once_flag ignore_sigpipe;
-  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
+  std::call_once(ignore_sigpipe, [] { (void)std::signal(SIGPIPE, SIG_IGN); });
   if (options.command.empty()) return Status(StatusCode::internal, "no PDF reader is set");
   if (processes != nullptr && processes->stopping()) {
     return Status(StatusCode::internal, "the service is stopping");
@@ -126,6 +127,7 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   std::vector<char*> argv;
   std::vector<std::string> args = options.command;
+  argv.reserve(args.size() + 1);
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
@@ -133,8 +135,9 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
-    return Status(StatusCode::internal, fmt::format("the PDF reader {} could not start: {}",
-                                                    argv[0], std::strerror(spawned)));
+    return Status(StatusCode::internal,
+                  fmt::format("the PDF reader {} could not start: {}", argv[0],
+                              std::system_category().message(spawned)));
   }
   if (processes != nullptr && !processes->add(pid)) ::kill(pid, SIGKILL);
   child_in.close();

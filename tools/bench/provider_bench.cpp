@@ -35,6 +35,8 @@ class StandIn {
   }
   StandIn(const StandIn&) = delete;
   StandIn& operator=(const StandIn&) = delete;
+  // A stand-in that cannot be stopped ends the benchmark: std::terminate is the right end.
+  // NOLINTNEXTLINE(bugprone-exception-escape)
   ~StandIn() {
     boost::asio::post(io_, [this] {
       server_.stop();

@@ -156,10 +156,10 @@ class Direct {
         std::string(kPrompt),
         page_text(books_[book].user, page, static_cast<std::size_t>(config_.page_bytes)), "lab",
         config_.max_tokens};
-    provider_->call(request,
-                    [this, book, page, then_next, attempt, started](ProviderOutcome outcome) {
-                      answered(book, page, then_next, attempt, started, outcome);
-                    });
+    provider_->call(
+        request, [this, book, page, then_next, attempt, started](const ProviderOutcome& outcome) {
+          answered(book, page, then_next, attempt, started, outcome);
+        });
   }
 
   // Not inlined into the callback: GCC 12 at -O3 then warns, wrongly, that the outcome's

@@ -13,7 +13,8 @@
 #include "fairlane/version.hpp"
 #include "lab.hpp"
 
-int main(int argc, char** argv) {
+// An exception that reaches here is a bug; it is reported, not left to std::terminate.
+int main(int argc, char** argv) try {
   CLI::App app{
       "fairlane-lab: the five ways of sending book pages to a rate-limited provider, "
       "on a ramp of users, against the provider stand-in on loopback",
@@ -102,4 +103,7 @@ int main(int argc, char** argv) {
     }
   }
   return status;
+} catch (const std::exception& e) {
+  std::cerr << "fairlane-lab: internal error: " << e.what() << '\n';
+  return 1;
 }

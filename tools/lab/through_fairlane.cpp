@@ -18,12 +18,11 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "cli/http_client.hpp"
 #include "lab_internal.hpp"
-
-extern char** environ;
 
 namespace fairlane::lab {
 namespace {
@@ -47,10 +46,18 @@ class Service {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     std::vector<std::string> copy = args;
     std::vector<char*> argv;
+    argv.reserve(copy.size() + 1);
     for (std::string& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
-    setenv("FAIRLANE_ADMIN_KEY", "lab-admin-key", 1);
-    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    // The lab's environment and the admin key, without setenv (not thread-safe).
+    std::string admin_key = "FAIRLANE_ADMIN_KEY=lab-admin-key";
+    std::vector<char*> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!std::string_view(*e).starts_with("FAIRLANE_ADMIN_KEY=")) env.push_back(*e);
+    }
+    env.push_back(admin_key.data());
+    env.push_back(nullptr);
+    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), env.data());
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
     if (spawned != 0) {

@@ -25,7 +25,7 @@ class SplitMix64 {
 
   // A whole number in [low, high]; the modulo bias is far too small to matter here.
   int between(int low, int high) {
-    const auto span = static_cast<std::uint64_t>(high - low + 1);
+    const auto span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low) + 1;
     return low + static_cast<int>(next() % span);
   }
 

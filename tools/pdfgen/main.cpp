@@ -10,13 +10,15 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "book.hpp"
 #include "fairlane/pdf_writer.hpp"
 #include "fairlane/version.hpp"
 
-int main(int argc, char** argv) {
+// An exception that reaches here is a bug; it is reported, not left to std::terminate.
+int main(int argc, char** argv) try {
   CLI::App app{
       "fairlane-pdfgen: writes a sample book, a PDF of generated text whose pages\n"
       "start with \"Page K of N\".",
@@ -56,8 +58,12 @@ int main(int argc, char** argv) {
   file.write(pdf.data(), static_cast<std::streamsize>(pdf.size()));
   file.close();
   if (!file) {
-    std::cerr << "fairlane-pdfgen: cannot write " << out << ": " << std::strerror(errno) << '\n';
+    std::cerr << "fairlane-pdfgen: cannot write " << out << ": "
+              << std::system_category().message(errno) << '\n';
     return 1;
   }
   return 0;
+} catch (const std::exception& e) {
+  std::cerr << "fairlane-pdfgen: internal error: " << e.what() << '\n';
+  return 1;
 }

@@ -14,7 +14,8 @@
 #include "scenario.hpp"
 #include "simulation.hpp"
 
-int main(int argc, char** argv) {
+// An exception that reaches here is a bug; it is reported, not left to std::terminate.
+int main(int argc, char** argv) try {
   CLI::App app{"fairlane-sim: fairlane's scheduler, budgets, estimator and door on virtual time.",
                "fairlane-sim"};
   app.set_version_flag("--version", std::string("fairlane-sim ") + fairlane::kVersion);
@@ -53,4 +54,7 @@ int main(int argc, char** argv) {
     std::cout << fairlane::sim::markdown_report(scenario.value(), runs);
   }
   return all_hold ? 0 : 1;
+} catch (const std::exception& e) {
+  std::cerr << "fairlane-sim: internal error: " << e.what() << '\n';
+  return 1;
 }

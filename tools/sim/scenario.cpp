@@ -250,11 +250,11 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
       } else if (name != nullptr && *name == "fifo") {
         s.schedulers.push_back(SchedulerKind::fifo);
       } else {
-        top.fail(fmt::format("scenario.schedulers[{}] must be \"fair\" or \"fifo\"", i));
+        top.fail(fmt::format(R"(scenario.schedulers[{}] must be "fair" or "fifo")", i));
       }
     }
     if (array == nullptr || s.schedulers.empty()) {
-      top.fail("scenario.schedulers must be a non-empty list of \"fair\" and \"fifo\"");
+      top.fail(R"(scenario.schedulers must be a non-empty list of "fair" and "fifo")");
     }
   }
   top.finish();

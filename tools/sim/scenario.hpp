@@ -94,6 +94,6 @@ struct Scenario {
 
 // Reads a scenario; the Status names the file and the field when something is wrong.
 Result<Scenario> load_scenario(const std::string& path);
-Result<Scenario> parse_scenario(const std::string& json, const std::string& origin);
+Result<Scenario> parse_scenario(const std::string& text, const std::string& origin);
 
 }  // namespace fairlane::sim

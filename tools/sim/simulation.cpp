@@ -151,8 +151,11 @@ class Run {
     for (const PoissonArrivals& p : scenario_.poisson) {
       std::exponential_distribution<double> gap(p.rate_per_s);
       std::uniform_int_distribution<std::int64_t> who(1, p.users);
-      for (double t = p.from_s + gap(rng_); t < p.until_s; t += gap(rng_)) {
+      // Arrival times, each a random gap after the last: a walk, not a counted loop.
+      double t = p.from_s + gap(rng_);
+      while (t < p.until_s) {
         add_book(p.user_prefix + std::to_string(who(rng_)), t, p.pages, p.input_tokens);
+        t += gap(rng_);
       }
     }
     std::stable_sort(books_.begin(), books_.end(),
