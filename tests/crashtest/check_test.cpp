@@ -142,6 +142,13 @@ TEST_CASE("An abandoned upload may leave no job or a whole one, never a part") {
     CHECK(f.abandoned == 1);
     CHECK(f.abandoned_committed == 1);
     CHECK(f.expected_pages == 2);
+    CHECK(f.abandoned_pages == 2);
+  }
+  SUBCASE("committed whole, then a page of it not done: lost") {
+    ledger.observed.results[3].state = "queued";
+    const auto f = ledger.check();
+    CHECK_FALSE(f.ok());
+    CHECK(f.lost == 1);
   }
   SUBCASE("absent: allowed") {
     ledger.observed.jobs.pop_back();
@@ -177,4 +184,14 @@ TEST_CASE(
     ledger.kills[0].open_not_in_flight = 1;
     CHECK_FALSE(ledger.check().ok());
   }
+}
+
+TEST_CASE("An upload request that failed with no kill to explain it fails the run") {
+  Ledger ledger;
+  ledger.uploads[0].failed_without_kill = 1;
+  ledger.uploads[0].last_error = "Connection reset by peer";
+  const auto f = ledger.check();
+  CHECK_FALSE(f.ok());
+  REQUIRE(f.problems.size() == 1);
+  CHECK(f.problems[0].find("Connection reset by peer") != std::string::npos);
 }

@@ -95,7 +95,10 @@ Findings check(const std::vector<UploadRecord>& uploads, const std::vector<KillR
         problems.add("{}'s book {} got 202 with job {}, which the database does not hold", u.user,
                      u.book, *u.job_id);
       }
-      if (!u.job_id && u.abandoned && !jobs.empty()) ++f.abandoned_committed;
+      if (!u.job_id && u.abandoned && !jobs.empty()) {
+        ++f.abandoned_committed;
+        f.abandoned_pages += u.pages;
+      }
     }
 
     // The total queue: every page of every 202 done exactly once in the results.
@@ -121,8 +124,8 @@ Findings check(const std::vector<UploadRecord>& uploads, const std::vector<KillR
                      u.book, page.output.substr(0, 60));
       }
     }
-    // (An abandoned upload's job, committed whole before the kill, is allowed: its pages
-    // count like anyone's, once.)
+    // (An abandoned upload's job, committed whole before the kill, is allowed; once stored
+    // it is owed like any other, so its pages count like those of a 202.)
     for (const auto& [page, times] : done) {
       if (times > 1) {
         const UploadRecord& u = uploads[page.first];
@@ -133,12 +136,13 @@ Findings check(const std::vector<UploadRecord>& uploads, const std::vector<KillR
     }
     for (std::size_t i = 0; i < uploads.size(); ++i) {
       const UploadRecord& u = uploads[i];
-      if (!u.job_id) continue;
+      if (!u.job_id && jobs_of_upload[i].empty()) continue;
+      const std::string& job = u.job_id ? *u.job_id : jobs_of_upload[i].front();
       for (std::int64_t page = 1; page <= u.pages; ++page) {
         if (done.find({i, page}) == done.end()) {
           ++f.lost;
           problems.add("page {} of {}'s book {} (job {}) is not done in the results", page, u.user,
-                       u.book, *u.job_id);
+                       u.book, job);
         }
       }
     }

@@ -83,7 +83,9 @@ struct Observed {
 struct Findings {
   std::int64_t uploads = 0, accepted = 0, abandoned = 0, abandoned_committed = 0;
   std::int64_t retried = 0, cut = 0;
-  std::int64_t expected_pages = 0, done_pages = 0;
+  std::int64_t expected_pages = 0;   // of the uploads answered 202
+  std::int64_t abandoned_pages = 0;  // of the abandoned uploads committed whole
+  std::int64_t done_pages = 0;
   std::int64_t lost = 0, duplicated = 0, unexpected = 0, wrong_outputs = 0;
   std::int64_t jobs = 0, partial_jobs = 0, jobs_without_upload = 0, second_jobs = 0;
   std::int64_t calls = 0, extra_calls = 0, in_flight_at_kills = 0, pages_over_bound = 0;

@@ -55,10 +55,12 @@ std::vector<std::pair<std::string, std::string>> figures(const Config& config, c
       {"jobs", fmt::format("{} in the database: {} partial, {} of no upload, {} second jobs of "
                            "one upload",
                            f.jobs, f.partial_jobs, f.jobs_without_upload, f.second_jobs)},
-      {"pages", fmt::format("{} expected from 202s, {} done in the results: lost {}, duplicated "
-                            "{}, unexpected {}, wrong outputs {}",
-                            f.expected_pages, f.done_pages, f.lost, f.duplicated, f.unexpected,
-                            f.wrong_outputs)},
+      {"pages",
+       fmt::format("{} owed ({} of 202s, {} of abandoned uploads committed whole), {} "
+                   "done in the results: lost {}, duplicated {}, unexpected {}, wrong "
+                   "outputs {}",
+                   f.expected_pages + f.abandoned_pages, f.expected_pages, f.abandoned_pages,
+                   f.done_pages, f.lost, f.duplicated, f.unexpected, f.wrong_outputs)},
       {"calls", fmt::format("{} at the stand-in ({} refused 429/503), {} extra; pages in flight "
                             "at the kills {}; pages called more than their kills allow {}; "
                             "calls of no page {}",
