@@ -346,14 +346,20 @@ Result<std::vector<std::pair<std::string, std::string>>> list_jobs(cli::HttpClie
       return Status(StatusCode::internal,
                     fmt::format("GET {} answered {}: {}", path, reply->status, reply->body));
     }
-    const json::object answer = json::parse(reply->body).as_object();
-    for (const json::value& job : answer.at("jobs").as_array()) {
-      jobs.emplace_back(std::string(job.at("id").as_string()),
-                        std::string(job.at("state").as_string()));
+    try {  // Boost.JSON's accessors throw on a missing or mistyped field
+      const json::object answer = json::parse(reply->body).as_object();
+      for (const json::value& job : answer.at("jobs").as_array()) {
+        jobs.emplace_back(std::string(job.at("id").as_string()),
+                          std::string(job.at("state").as_string()));
+      }
+      const json::value* next = answer.if_contains("next_cursor");
+      if (next == nullptr || !next->is_string()) return jobs;
+      path = "/v1/jobs?limit=1000&cursor=" + std::string(next->as_string());
+    } catch (const std::exception& e) {
+      return Status(StatusCode::internal,
+                    fmt::format("GET {} answered what is not a job list ({}): {}", path, e.what(),
+                                reply->body.substr(0, 300)));
     }
-    const json::value* next = answer.if_contains("next_cursor");
-    if (next == nullptr || !next->is_string()) return jobs;
-    path = "/v1/jobs?limit=1000&cursor=" + std::string(next->as_string());
   }
 }
 

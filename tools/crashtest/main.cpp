@@ -77,7 +77,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  const auto summary = fairlane::crashtest::run(config);
+  fairlane::crashtest::Summary summary;
+  try {
+    summary = fairlane::crashtest::run(config);
+  } catch (const std::exception& e) {  // an answer of the service that is not what the API says
+    std::cerr << "fairlane-crashtest: " << e.what() << '\n';
+    return 1;
+  }
   std::cout << fairlane::crashtest::summary_text(config, summary) << std::flush;
   if (!report.empty()) {
     std::string command = "fairlane-crashtest";
