@@ -295,6 +295,63 @@ TEST_CASE("A call that is never answered holds its in-flight place until the cli
   CHECK(rig.stats().at("in_flight") == 0);
 }
 
+TEST_CASE("The stand-in counts the calls of each page text: arrived, answered, in flight") {
+  Rig rig(quick());
+  const ProviderRequest other{"Extract the text.", "Another page.", "stand-in-model", 240};
+  std::vector<ProviderOutcome> done;
+  const auto collect = [&done](ProviderOutcome o) { done.push_back(std::move(o)); };
+  rig.provider->call(Rig::kPage, collect);
+  rig.provider->call(Rig::kPage, collect);
+  rig.provider->call(other, collect);
+  for (int i = 0; i < 500 && done.size() < 3; ++i) rig.io.run_for(10ms);
+  REQUIRE(done.size() == 3);
+  auto texts = rig.server.calls_by_text();
+  REQUIRE(texts.size() == 2);
+  const sim::TextCalls page = texts.at(std::string(Rig::kPage.page_text));
+  const sim::TextCalls another = texts.at("Another page.");
+  CHECK(page.calls == 2);
+  CHECK(page.answered == 2);
+  CHECK(another.calls == 1);
+  CHECK(another.answered == 1);
+  CHECK(page.in_flight == 0);
+  CHECK(another.in_flight == 0);
+  const sim::TextCalls totals = rig.server.call_totals();
+  CHECK(totals.calls == 3);
+  CHECK(totals.answered == 3);
+  CHECK(totals.in_flight == 0);
+  const auto json = boost::json::parse(rig.server.calls_json()).as_object();
+  const auto& pages = json.at("pages").as_array();
+  REQUIRE(pages.size() == 2);
+  CHECK(pages[0].at("text") == "Another page.");  // in text order
+  CHECK(pages[0].at("calls") == another.calls);
+  CHECK(pages[1].at("answered") == page.answered);
+}
+
+TEST_CASE("A call never answered is in flight for its text until its client goes") {
+  sim::Config config = quick();
+  config.timeout_rate = 1.0;
+  CurlProviderConfig client;
+  client.call_timeout = 500ms;
+  Rig rig(config, Dialect::openai, client);
+  std::vector<ProviderOutcome> done;
+  rig.provider->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+  const std::string text(Rig::kPage.page_text);
+  const auto in_flight = [&] {
+    const auto texts = rig.server.calls_by_text();
+    const auto found = texts.find(text);
+    return found == texts.end() ? -1 : found->second.in_flight;
+  };
+  for (int i = 0; i < 100 && in_flight() != 1; ++i) rig.io.run_for(10ms);
+  CHECK(in_flight() == 1);
+  CHECK(rig.server.call_totals().in_flight == 1);
+  for (int i = 0; i < 500 && done.empty(); ++i) rig.io.run_for(10ms);
+  REQUIRE(done.size() == 1);
+  for (int i = 0; i < 100 && in_flight() != 0; ++i) rig.io.run_for(10ms);
+  CHECK(in_flight() == 0);
+  CHECK(rig.server.calls_by_text().at(text).calls == 1);
+  CHECK(rig.server.calls_by_text().at(text).answered == 0);
+}
+
 TEST_CASE("Connections are reused, and never more than max_connections are open") {
   SUBCASE("one after another: one connection") {
     Rig rig(quick());

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "fairlane-provider-sim: a stand-in AI provider (OpenAI and Anthropic dialects) that\n"
       "enforces its limits like a real one: 429 with retry-after past its RPM or TPM, 503 past\n"
-      "its in-flight cap. GET /stats reports what it served and billed.",
+      "its in-flight cap. GET /stats reports what it served and billed, GET /stats/calls the\n"
+      "calls per page text.",
       "fairlane-provider-sim"};
   app.set_version_flag("--version", std::string("fairlane-provider-sim ") + fairlane::kVersion);
   // Every flag can also come from a TOML file: rpm = 600, listen = "127.0.0.1:9000", ...

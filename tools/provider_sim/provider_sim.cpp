@@ -15,6 +15,7 @@
 #include <list>
 #include <random>
 #include <sstream>
+#include <utility>
 #include <variant>
 
 #include "fairlane/budget.hpp"
@@ -41,10 +42,32 @@ using Response = http::response<http::string_body>;
 // What a connection does after a call.
 enum class Action { answer, hang, reset };
 
+// Counts a call in flight for its text until the call ends (this goes).
+class OpenCall {
+ public:
+  explicit OpenCall(TextCalls& counts) : counts_(&counts) { ++counts_->in_flight; }
+  OpenCall(OpenCall&& other) noexcept : counts_(std::exchange(other.counts_, nullptr)) {}
+  OpenCall(const OpenCall&) = delete;
+  OpenCall& operator=(const OpenCall&) = delete;
+  OpenCall& operator=(OpenCall&&) = delete;
+  ~OpenCall() {
+    if (counts_ != nullptr) --counts_->in_flight;
+  }
+
+ private:
+  TextCalls* counts_;
+};
+
+// A call that hangs keeps its place, and stays in flight, until the client leaves.
+struct Held {
+  Lease lease;
+  OpenCall open;
+};
+
 struct Reply {
   Response response;
   Action action = Action::answer;
-  std::optional<Lease> held;  // a call that hangs keeps its place until the client leaves
+  std::optional<Held> held;
 };
 
 struct Minute {
@@ -91,6 +114,9 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::int64_t connections_open = 0, max_connections_seen = 0;
   double cost_usd = 0.0;
   std::vector<Minute> minutes;
+  // Per page text. Entries are never erased while a call of theirs is in flight, so an
+  // OpenCall's pointer stays valid (an unordered_map's elements do not move).
+  std::unordered_map<std::string, TextCalls> texts;
 
   Minute& this_minute() {
     const auto index = static_cast<std::size_t>(
@@ -109,6 +135,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   double draw_latency_ms();
   std::int64_t draw_output_tokens(std::int64_t max_tokens);
   std::string stats() const;
+  std::string calls() const;
 };
 
 Server::Server(asio::io_context& io, Config config)
@@ -140,6 +167,19 @@ void Server::stop() {
 
 std::string Server::stats_json() const {
   return impl_->stats();
+}
+
+std::string Server::calls_json() const {
+  return impl_->calls();
+}
+
+std::unordered_map<std::string, TextCalls> Server::calls_by_text() const {
+  return impl_->texts;
+}
+
+TextCalls Server::call_totals() const {
+  return TextCalls{impl_->requests, impl_->ok + impl_->malformed,
+                   impl_->budget.in_flight().in_use()};
 }
 
 awaitable<void> Server::Impl::accept_loop(std::shared_ptr<Impl> self) {
@@ -185,7 +225,7 @@ awaitable<void> Server::Impl::session(std::shared_ptr<Impl> /*self*/, tcp::socke
       http::request_parser<http::string_body> ignored;
       co_await http::async_read(*stream, buffer, ignored,
                                 asio::redirect_error(use_awaitable, error));
-      if (reply.held) reply.held->cancel();
+      if (reply.held) reply.held->lease.cancel();
       break;
     }
     const bool keep_alive = reply.response.keep_alive();
@@ -276,11 +316,16 @@ awaitable<Reply> Server::Impl::handle(const Request& request) {
   if (request.method() == http::verb::get && target == "/stats") {
     co_return Reply{respond(request, http::status::ok, stats()), Action::answer, {}};
   }
+  if (request.method() == http::verb::get && target == "/stats/calls") {
+    co_return Reply{respond(request, http::status::ok, calls()), Action::answer, {}};
+  }
   if (request.method() == http::verb::post && target == "/stats/reset") {
     requests = ok = rejected_429 = rejected_503 = failed_500 = timeouts = resets = malformed = 0;
     unauthorized = bad_requests = input_tokens = output_tokens = max_in_flight_seen = 0;
     cost_usd = 0.0;
     minutes.clear();
+    for (auto& [text, counts] : texts) counts.calls = counts.answered = 0;
+    std::erase_if(texts, [](const auto& entry) { return entry.second.in_flight == 0; });
     started = clock.now();
     co_return Reply{respond(request, http::status::ok, stats()), Action::answer, {}};
   }
@@ -291,9 +336,11 @@ awaitable<Reply> Server::Impl::handle(const Request& request) {
     co_return co_await call(Dialect::anthropic, request);
   }
   co_return Reply{
-      respond(request, http::status::not_found,
-              error_body(Dialect::openai, "not_found",
-                         "use POST /v1/chat/completions, POST /v1/messages or GET /stats")),
+      respond(
+          request, http::status::not_found,
+          error_body(
+              Dialect::openai, "not_found",
+              "use POST /v1/chat/completions, POST /v1/messages, GET /stats or GET /stats/calls")),
       Action::answer,
       {}};
 }
@@ -349,6 +396,8 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
 
   ++requests;
   ++this_minute().requests;
+  TextCalls& counts = texts[user_text];
+  ++counts.calls;
   Admission admission = budget.admit(input + max_tokens);
   if (const auto* wait = std::get_if<Wait>(&admission); wait && wait->limit == Limit::concurrency) {
     ++rejected_503;
@@ -374,6 +423,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     co_return reply;
   }
   Lease lease = std::move(std::get<Lease>(admission));
+  OpenCall open(counts);
   max_in_flight_seen = std::max(max_in_flight_seen, budget.in_flight().in_use());
 
   // Faults on demand, one draw per call.
@@ -384,7 +434,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const double broken = reset + config.malformed_rate;
   if (u >= fail && u < hang) {
     ++timeouts;
-    co_return Reply{Response{}, Action::hang, std::move(lease)};
+    co_return Reply{Response{}, Action::hang, Held{std::move(lease), std::move(open)}};
   }
 
   asio::steady_timer latency(io, std::chrono::duration_cast<Clock::duration>(
@@ -413,6 +463,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const std::string model = object->if_contains("model") && object->at("model").is_string()
                                 ? std::string(object->at("model").as_string())
                                 : "stand-in";
+  ++counts.answered;
   std::string answer;
   if (u >= reset && u < broken) {
     ++malformed;
@@ -478,6 +529,21 @@ std::string Server::Impl::stats() const {
                                       {"output_tokens", output_tokens},
                                       {"cost_usd", cost_usd},
                                       {"per_minute", std::move(series)}});
+}
+
+std::string Server::Impl::calls() const {
+  std::vector<const std::pair<const std::string, TextCalls>*> sorted;
+  sorted.reserve(texts.size());
+  for (const auto& entry : texts) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  json::array pages;
+  for (const auto* entry : sorted) {
+    pages.push_back(json::object{{"text", entry->first},
+                                 {"calls", entry->second.calls},
+                                 {"answered", entry->second.answered},
+                                 {"in_flight", entry->second.in_flight}});
+  }
+  return json::serialize(json::object{{"pages", std::move(pages)}});
 }
 
 Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string& text) {

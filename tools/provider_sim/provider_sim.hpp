@@ -5,7 +5,8 @@
 // full; 429 with retry-after and the dialect's rate-limit headers when the minute's
 // requests or tokens are spent (input + output tokens, counted on arrival with max_tokens as
 // the output estimate, corrected when the call ends). It bills what it serves, fails on
-// demand, and reports GET /stats.
+// demand, and reports GET /stats (totals) and GET /stats/calls (calls per page text, so a
+// test can tell a page sent twice from two pages).
 //
 // Thread safety: one io_context thread runs it.
 #pragma once
@@ -15,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,15 @@ struct Config {
   std::string api_key;  // when set, calls without it get 401
 };
 
+// The calls that carried one page text (the user message): every call that arrived,
+// those answered with a 200, and those in flight now (admitted, not answered yet; a call
+// that never answers stays in flight until its client goes).
+struct TextCalls {
+  std::int64_t calls = 0;
+  std::int64_t answered = 0;
+  std::int64_t in_flight = 0;
+};
+
 // Parses "0:40,0.5:240,0.9:1100,0.99:3800,1:4000" into a quantile table.
 Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string& text);
 
@@ -62,6 +73,12 @@ class Server {
 
   // GET /stats as JSON.
   [[nodiscard]] std::string stats_json() const;
+
+  // GET /stats/calls: {"pages": [{"text", "calls", "answered", "in_flight"}, ...]}, by text.
+  [[nodiscard]] std::string calls_json() const;
+  [[nodiscard]] std::unordered_map<std::string, TextCalls> calls_by_text() const;
+  // The same summed over every text (without walking them): calls, answered, in flight.
+  [[nodiscard]] TextCalls call_totals() const;
 
  private:
   struct Impl;
