@@ -35,6 +35,7 @@ struct Rig {
         store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
     auto port = stand_in.listen("127.0.0.1", 0);
     REQUIRE(port.ok());
+    stand_in_port = port.value();
     fairlane::CurlProviderConfig client;
     client.base_url = "http://127.0.0.1:" + std::to_string(port.value());
     client.max_connections = static_cast<std::size_t>(config.limits.max_in_flight);
@@ -71,6 +72,7 @@ struct Rig {
 
   boost::asio::io_context io;
   sim::Server stand_in;
+  std::uint16_t stand_in_port = 0;
   std::unique_ptr<fairlane::Store> store;
   std::unique_ptr<fairlane::Provider> provider;
   std::unique_ptr<Dispatcher> dispatcher;
@@ -312,6 +314,58 @@ TEST_CASE("A failed attempt holds its page back, and a stop leaves it queued for
   const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
   CHECK(view.pages.queued == 1);
   CHECK(rig.store->results(job.job.id).value().front().attempts == 1);
+}
+
+TEST_CASE("A provider that cannot be reached pauses everything and spends no attempts") {
+  DispatcherConfig config = fairlane_config(4);
+  config.max_attempts = 1;  // a page that spent an attempt would fail
+  config.backoff_base = 20ms;
+  config.backoff_max = 80ms;
+  Rig rig(stand_in(4), config);
+  rig.stand_in.stop();  // nobody listens: every connection is refused
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 8, "book");
+  rig.dispatcher->add(job, 1);
+  const auto& counters = rig.dispatcher->counters();
+  REQUIRE(rig.run_until([&] { return counters.outage_pauses >= 5; }));
+  CHECK(rig.dispatcher->paused_until().has_value());
+  CHECK(counters.failed == 0);
+  CHECK(counters.retried == 0);
+  // One call tries again after each pause; the first pause covers the calls that were out.
+  CHECK(counters.outcomes.at("connection_error") <= counters.outage_pauses + 4);
+  CHECK(fairlane::testing::job_view(*rig.store, job.job.id).pages.queued +
+            fairlane::testing::job_view(*rig.store, job.job.id).pages.in_flight ==
+        8);
+
+  // The provider comes back on the same port: every page ends done, none failed.
+  REQUIRE(rig.stand_in.listen("127.0.0.1", rig.stand_in_port).ok());
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 8);
+  CHECK(rig.stats().at("ok") == 8);
+}
+
+TEST_CASE("A page that the provider is never reachable for fails in the end, saying so") {
+  DispatcherConfig config = fairlane_config(1);
+  config.backoff_base = 1ms;
+  config.backoff_max = 1ms;
+  config.max_requeues = 3;
+  Rig rig(stand_in(1), config);
+  rig.stand_in.stop();
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 1, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto results = rig.store->results(job.job.id).value();
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].state == fairlane::PageState::failed);
+  REQUIRE(results[0].error.has_value());
+  CHECK(results[0].error->find("gave up after 4 returns while the provider was unreachable") !=
+        std::string::npos);
+  CHECK(rig.dispatcher->counters().outage_pauses == 4);
 }
 
 TEST_CASE("A page too large for a minute's TPM fails at once, naming its size") {
