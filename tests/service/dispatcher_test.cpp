@@ -441,3 +441,41 @@ TEST_CASE("When the store stops committing, the dispatcher says so, and a stop r
   CHECK(stopped->code() == fairlane::StatusCode::disk_full);
   fairlane::testing::FaultyVfs::heal();
 }
+
+TEST_CASE("Results that cannot be written wait, are written once when space returns") {
+  fairlane::testing::FaultyVfs::install();
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("full.db");
+  { auto store = fairlane::testing::open_store(db); }
+  Rig rig(stand_in(4, 50), fairlane_config(4), db, fairlane::testing::FaultyVfs::kName);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 20, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.stats().at("in_flight") == 4; }));
+  fairlane::testing::FaultyVfs::fill_disk();
+  // The four calls out are answered; their results cannot be written, nor can new
+  // dispatches, so nothing more goes to the provider.
+  REQUIRE(rig.run_until(
+      [&] { return !rig.dispatcher->store_error().ok() && rig.stats().at("in_flight") == 0; }));
+  CHECK(rig.dispatcher->store_error().code() == fairlane::StatusCode::disk_full);
+  rig.io.run_for(300ms);
+  const auto answered_while_full = rig.stats().at("ok").as_int64();
+  rig.io.run_for(300ms);
+  CHECK(rig.stats().at("ok").as_int64() == answered_while_full);
+  CHECK(rig.store->write_health().code() == fairlane::StatusCode::disk_full);
+
+  fairlane::testing::FaultyVfs::heal();
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  CHECK(rig.dispatcher->store_error().ok());
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 20);
+  // Each page was sent once, and each result written once.
+  CHECK(rig.stats().at("ok") == 20);
+  CHECK(rig.dispatcher->counters().done == 20);
+  const auto results = rig.store->results(job.job.id).value();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    CHECK(results[i].output == "book page " + std::to_string(i + 1));
+  }
+}
