@@ -241,6 +241,10 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   const auto* ok = std::get_if<outcome::Ok>(&o.kind);
   if (ok != nullptr) {
     lease.settle(ok->input_tokens + ok->output_tokens);
+  } else if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
+    // The provider ran the call and counted its tokens, but its answer cannot be read:
+    // count what was reserved, the side that never overspends.
+    lease.settle(lease.reserved_tokens());
   } else {
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }

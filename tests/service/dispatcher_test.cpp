@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <functional>
@@ -477,5 +478,60 @@ TEST_CASE("Results that cannot be written wait, are written once when space retu
   const auto results = rig.store->results(job.job.id).value();
   for (std::size_t i = 0; i < results.size(); ++i) {
     CHECK(results[i].output == "book page " + std::to_string(i + 1));
+  }
+}
+
+namespace {
+
+// A provider that answers every call with one outcome, at once, and no rate-limit headers.
+class ScriptedProvider final : public fairlane::Provider {
+ public:
+  ScriptedProvider(boost::asio::io_context& io, fairlane::ProviderOutcome outcome)
+      : io_(io), outcome_(std::move(outcome)) {}
+  void call(const fairlane::ProviderRequest&, Done done) override {
+    boost::asio::post(io_, [done = std::move(done), o = outcome_] { done(o); });
+  }
+  [[nodiscard]] std::size_t in_flight() const override { return 0; }
+
+ private:
+  boost::asio::io_context& io_;
+  fairlane::ProviderOutcome outcome_;
+};
+
+}  // namespace
+
+TEST_CASE("A 200 whose body cannot be read keeps its tokens spent, a 500 gives them back") {
+  struct Case {
+    fairlane::OutcomeKind kind;
+    int http_status;
+    std::int64_t tokens_kept;
+  };
+  const Case cases[] = {{fairlane::outcome::BadResponse{"not JSON"}, 200, 300},
+                        {fairlane::outcome::ServerError{500, "internal"}, 500, 0}};
+  for (const Case& c : cases) {
+    CAPTURE(c.http_status);
+    boost::asio::io_context io;
+    auto store = fairlane::testing::open_store(":memory:");
+    ScriptedProvider provider(io, fairlane::ProviderOutcome{c.kind, c.http_status, {}, 1ms});
+    DispatcherConfig config = fairlane_config(1);
+    config.limits.tokens_per_minute = 1'000;  // refills 17 tokens a second
+    config.max_attempts = 1;
+    Dispatcher dispatcher(io, *store, provider, config);
+    const auto user = store->add_user("alice")->user.id;
+    REQUIRE(dispatcher.start().ok());
+    auto job = store->enqueue_job(JobRequest{user, "book", {PageInput{"page", 300}}, 100});
+    REQUIRE(job.ok());
+    dispatcher.add(job.value(), 1);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (dispatcher.counters().failed == 0 && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(10ms);
+    }
+    REQUIRE(dispatcher.counters().failed == 1);
+    // What the bucket lacks of full: the tokens kept, less what it refilled meanwhile (50
+    // tokens are 3 s).
+    const auto& tokens = dispatcher.budget().tokens();
+    const std::int64_t used = tokens.capacity() - tokens.remaining();
+    CHECK(used <= c.tokens_kept);
+    CHECK(used >= c.tokens_kept - 50);
   }
 }
