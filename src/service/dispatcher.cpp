@@ -249,6 +249,8 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }
   sync_down(o.limits);
+  const auto* lost = std::get_if<outcome::ConnectionError>(&o.kind);
+  if (lost == nullptr || !lost->unreachable) outage_pauses = 0;  // the provider is there
   if (ok != nullptr) {
     const std::int64_t used = ok->input_tokens + ok->output_tokens;
     estimator.record_settled(used, page.cost, o.latency);
@@ -259,8 +261,6 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
     pages.erase(page.page_id);
     return;
   }
-  const auto* lost = std::get_if<outcome::ConnectionError>(&o.kind);
-  if (lost == nullptr || !lost->unreachable) outage_pauses = 0;  // the provider is there
   if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
     ++counters.provider_429;
     pause_for(limited->retry_after.value_or(config.default_pause));

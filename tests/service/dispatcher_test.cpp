@@ -324,7 +324,7 @@ TEST_CASE("A provider that cannot be reached pauses everything and spends no att
   config.max_attempts = 1;  // a page that spent an attempt would fail
   config.backoff_base = 20ms;
   config.backoff_max = 80ms;
-  Rig rig(stand_in(4), config);
+  Rig rig(stand_in(4, 100), config);
   rig.stand_in.stop();  // nobody listens: every connection is refused
   const auto user = rig.user("alice");
   REQUIRE(rig.dispatcher->start().ok());
@@ -348,6 +348,9 @@ TEST_CASE("A provider that cannot be reached pauses everything and spends no att
   CHECK(view.state == JobState::done);
   CHECK(view.pages.done == 8);
   CHECK(rig.stats().at("ok") == 8);
+  // Once an answer came, calls went out four at a time again, not one by one.
+  CHECK(rig.stats().at("max_in_flight_seen") == 4);
+  CHECK(counters.outage_pauses >= 5);
 }
 
 TEST_CASE("A page that the provider is never reachable for fails in the end, saying so") {
