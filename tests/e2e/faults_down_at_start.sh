@@ -35,7 +35,7 @@ view=$(curl -sS --max-time 10 "$base/v1/jobs/$a" -H "Authorization: Bearer $alic
 [[ $(count done <<<"$view") == 0 && $(count failed <<<"$view") == 0 ]] ||
   fail "with the provider down, pages ended: $view"
 
-"$stand_in" --listen "127.0.0.1:$port" "${limits[@]}" --latency-ms 20 >"$work/stand-in.out" 2>&1 &
+"$stand_in" --listen "127.0.0.1:$port" "${limits[@]}" --latency-ms 100 >"$work/stand-in.out" 2>&1 &
 pids+=($!)
 port_of "$work/stand-in.out" >/dev/null
 for job in "$alice $a a" "$bob $b b"; do
@@ -45,4 +45,6 @@ for job in "$alice $a a" "$bob $b b"; do
 done
 stop_poller
 check_limits 4
+# Once it answered, calls went out four at a time again.
+[[ $(count max_in_flight_seen <<<"$stats") == 4 ]] || fail "dispatch stayed slow after the outage: $stats"
 echo "1 passed, 0 failed (40 pages done after a 4 s outage, $polls polls answered)"
