@@ -98,4 +98,4 @@ wait_exit "$serve_pid" 30
 [[ $exited == 0 ]] || fail "serve exited $exited after the disk recovered: $(cat "$work/serve.out")"
 failed_commits=$(grep -c "is full" "$work/serve.out" || true)
 echo "1 passed, 0 failed (60 pages done once each across a full disk, $failed_commits failed" \
-  "commits retried, $polls polls answered)"
+  "commits retried, $polls polls answered, the slowest in $slowest_ms ms)"

@@ -38,4 +38,4 @@ malformed=$(count malformed <<<"$stats")
 requests=$(count requests <<<"$stats")
 ((requests > 34)) || fail "the TPM never bound ($requests calls): $stats"
 echo "1 passed, 0 failed ($total_done of 30 pages done, $malformed answers malformed," \
-  "$polls polls answered)"
+  "$polls polls answered, the slowest in $slowest_ms ms)"

@@ -29,4 +29,4 @@ check_limits 4
 resets=$(count resets <<<"$stats")
 ((resets > 0)) || fail "no connection was reset: $stats"
 echo "1 passed, 0 failed ($((a_done + b_done)) of 60 pages done, $resets connections reset," \
-  "$polls polls answered)"
+  "$polls polls answered, the slowest in $slowest_ms ms)"

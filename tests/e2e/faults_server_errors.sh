@@ -32,4 +32,4 @@ failed_500=$(count failed_500 <<<"$stats")
 requests=$(count requests <<<"$stats")
 ((requests > 60)) || fail "the RPM never bound ($requests requests): $stats"
 echo "1 passed, 0 failed ($((a_done + b_done)) of 45 pages done, $failed_500 answered 500," \
-  "$requests requests, $polls polls answered)"
+  "$requests requests, $polls polls answered, the slowest in $slowest_ms ms)"

@@ -37,4 +37,4 @@ check_limits 4
 storm=$(count storm_429 <<<"$stats")
 ((storm >= 1)) || fail "the run never met the storm: $stats"
 ((storm <= 4)) || fail "fairlane met the storm $storm times: it did not wait out the Retry-After: $stats"
-echo "1 passed, 0 failed (180 pages done, $storm calls met the storm, $polls polls answered)"
+echo "1 passed, 0 failed (180 pages done, $storm calls met the storm, $polls polls answered, the slowest in $slowest_ms ms)"

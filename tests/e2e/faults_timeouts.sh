@@ -32,4 +32,4 @@ hung=$(count timeouts <<<"$stats")
 ((hung > 0)) || fail "no call hung: $stats"
 grep -q '"in_flight":0' <<<"$stats" || fail "calls fairlane gave up on still hold the stand-in: $stats"
 echo "1 passed, 0 failed ($((a_done + b_done)) of 40 pages done, $hung calls never answered," \
-  "$polls polls answered)"
+  "$polls polls answered, the slowest in $slowest_ms ms)"
