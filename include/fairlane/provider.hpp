@@ -10,7 +10,8 @@
 //   server_error     other 5xx: back off and retry the page, up to max_attempts
 //   client_error     4xx (not 429): the request itself is wrong; fail the page, no retry
 //   timeout          no answer in time: back off and retry
-//   connection_error refused, reset, DNS: back off and retry
+//   connection_error reset, broken connection: back off and retry; refused or no such host
+//                    (unreachable): pause all dispatch, page back to the head, no attempt
 //   bad_response     2xx whose body is not a valid answer: back off and retry
 //
 // Thread safety: a Provider belongs to the thread that runs its executor.
@@ -64,6 +65,9 @@ struct ClientError {
 struct Timeout {};
 struct ConnectionError {
   std::string detail;
+  // No connection could be made (refused, no such host): nothing was sent, and the outage
+  // is the provider's, not the page's.
+  bool unreachable = false;
 };
 struct BadResponse {
   std::string why;

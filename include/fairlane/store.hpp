@@ -153,6 +153,14 @@ class Store {
   virtual Result<PageCall> page_call(PageId page) = 0;
   // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
   virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
+
+  // Whether writes go through: the last write's failure for want of a disk (full,
+  // read-only or failing), or ok once a write has committed since. /readyz reports it.
+  [[nodiscard]] virtual Status write_health() const = 0;
+  // Writes one page (the schema version, rewritten as it is) and returns what became of
+  // it, which write_health() then reports: how a store whose writes failed learns that
+  // space has returned while nothing else is being written.
+  virtual Status probe_write() = 0;
 };
 
 }  // namespace fairlane

@@ -137,6 +137,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command
+      ->add_option("--call-timeout", o.call_timeout,
+                   "Seconds a provider call may take before it is given up and retried")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
+  serve_command
       ->add_option("--stop-deadline", o.stop_deadline,
                    "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();

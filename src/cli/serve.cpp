@@ -68,6 +68,8 @@ int serve(const ServeOptions& o) {
   client.dialect = *dialect;
   client.api_key_env = o.api_key_env;
   client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
+  client.call_timeout = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.call_timeout));
   auto provider = fairlane::make_curl_provider(io, client);
   if (!provider.ok()) return fail(provider.status().message());
 

@@ -27,6 +27,7 @@ struct ServeOptions {
   double stop_deadline = 30.0;
   double backoff_base = 1.0;
   double backoff_max = 60.0;
+  double call_timeout = 120.0;  // seconds a provider call may take before it is given up
   double heartbeat = 15.0;
   double price_per_mtok = 0.0;
   double pdf_timeout = 60.0;          // seconds a PDF's reader may take (and of CPU)

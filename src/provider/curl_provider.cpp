@@ -120,9 +120,9 @@ void CurlProvider::call(const ProviderRequest& request, Done done) {
   call->body = provider::request_body(config_.dialect, request);
   CURL* easy = curl_easy_init();
   if (easy == nullptr) {
-    deliver(
-        std::move(call->done),
-        ProviderOutcome{outcome::ConnectionError{"libcurl could not start a transfer"}, 0, {}, {}});
+    deliver(std::move(call->done),
+            ProviderOutcome{
+                outcome::ConnectionError{"libcurl could not start a transfer", false}, 0, {}, {}});
     return;
   }
   call->easy = easy;
@@ -168,7 +168,8 @@ void CurlProvider::call(const ProviderRequest& request, Done done) {
     curl_easy_cleanup(easy);
     curl_slist_free_all(raw->headers);
     deliver(std::move(failed->done),
-            ProviderOutcome{outcome::ConnectionError{"libcurl refused the transfer"}, 0, {}, {}});
+            ProviderOutcome{
+                outcome::ConnectionError{"libcurl refused the transfer", false}, 0, {}, {}});
   }
 }
 
@@ -289,7 +290,12 @@ void CurlProvider::finish_done_calls() {
       outcome.kind = outcome::Timeout{};
     } else {
       const std::string detail = call->error[0] != '\0' ? call->error : curl_easy_strerror(result);
-      outcome.kind = outcome::ConnectionError{detail};
+      // Refused or not found: nothing reached the provider (a reset or a broken connection
+      // happened after it had the call).
+      const bool unreachable = result == CURLE_COULDNT_CONNECT ||
+                               result == CURLE_COULDNT_RESOLVE_HOST ||
+                               result == CURLE_COULDNT_RESOLVE_PROXY;
+      outcome.kind = outcome::ConnectionError{detail, unreachable};
     }
     curl_easy_cleanup(easy);
     curl_slist_free_all(call->headers);

@@ -5,6 +5,7 @@
 
 #include <boost/asio.hpp>
 #include <iostream>
+#include <string_view>
 #include <unordered_set>
 #include <variant>
 
@@ -99,6 +100,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   Status commit_error;  // the last flush's failure, ok after a flush that went through
   bool dead = false;    // the Dispatcher is gone: touch neither the store nor the provider
   std::optional<Clock::time_point> paused;
+  std::int64_t outage_pauses = 0;  // in a row, while the provider cannot be reached
   std::int64_t in_flight = 0;
   bool looping = false;
   bool stopping = false;
@@ -126,10 +128,12 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   awaitable<ProviderOutcome> call_provider(ProviderRequest request);
 
   void handle(const QueuedPage& page, std::int64_t call, Lease& lease, const ProviderOutcome& o);
-  void requeue(const QueuedPage& page, std::int64_t call);
+  // `returns` names what sent the page back, for its error if it returns too often.
+  void requeue(const QueuedPage& page, std::int64_t call, std::string_view returns);
   void retry_or_fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
   void fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
   void pause_for(Clock::duration d);
+  void pause_for_outage(const std::string& reason);
   void sync_down(const RateLimitHeaders& limits);
   void maybe_stopped();
   void finish_stop();
@@ -144,6 +148,11 @@ awaitable<void> Dispatcher::Impl::loop(std::shared_ptr<Impl> self) {
       continue;
     }
     paused.reset();
+    if (outage_pauses > 0 && in_flight > 0) {
+      // The provider was unreachable: one call at a time finds out whether it is back.
+      co_await sleep_until(Clock::time_point::max());
+      continue;
+    }
     const QueuedPage* next = scheduler.peek();
     if (next == nullptr) {
       co_await sleep_until(Clock::time_point::max());
@@ -232,10 +241,16 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   const auto* ok = std::get_if<outcome::Ok>(&o.kind);
   if (ok != nullptr) {
     lease.settle(ok->input_tokens + ok->output_tokens);
+  } else if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
+    // The provider ran the call and counted its tokens, but its answer cannot be read:
+    // count what was reserved, the side that never overspends.
+    lease.settle(lease.reserved_tokens());
   } else {
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }
   sync_down(o.limits);
+  const auto* lost = std::get_if<outcome::ConnectionError>(&o.kind);
+  if (lost == nullptr || !lost->unreachable) outage_pauses = 0;  // the provider is there
   if (ok != nullptr) {
     const std::int64_t used = ok->input_tokens + ok->output_tokens;
     estimator.record_settled(used, page.cost, o.latency);
@@ -249,11 +264,17 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
     ++counters.provider_429;
     pause_for(limited->retry_after.value_or(config.default_pause));
-    requeue(page, call);
+    requeue(page, call, "refusals by the provider's rate limit");
   } else if (const auto* overloaded = std::get_if<outcome::Overloaded>(&o.kind)) {
     ++counters.provider_503;
     pause_for(overloaded->retry_after.value_or(config.default_pause));
-    requeue(page, call);
+    requeue(page, call, "refusals by the provider's rate limit");
+  } else if (lost != nullptr && lost->unreachable) {
+    // Nothing reached the provider: its outage, not the page's fault. Every page would fail
+    // the same way, so all dispatch waits and no attempt is spent.
+    const std::string reason = reason_of(o.kind, o.http_status);
+    pause_for_outage(reason);
+    requeue(page, call, fmt::format("returns while the provider was unreachable ({})", reason));
   } else if (std::holds_alternative<outcome::ClientError>(o.kind)) {
     fail(page, call, reason_of(o.kind, o.http_status));
   } else {
@@ -261,11 +282,11 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   }
 }
 
-void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call) {
+void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call,
+                               std::string_view returns) {
   PageInfo& info = pages[page.page_id];
   if (++info.requeues > config.max_requeues) {
-    fail(page, call,
-         fmt::format("gave up after {} refusals by the provider's rate limit", info.requeues));
+    fail(page, call, fmt::format("gave up after {} {}", info.requeues, returns));
     return;
   }
   ++counters.requeued;
@@ -317,6 +338,21 @@ void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std
 void Dispatcher::Impl::pause_for(Clock::duration d) {
   const Clock::time_point until = clock.now() + d;
   if (!paused || *paused < until) paused = until;
+}
+
+void Dispatcher::Impl::pause_for_outage(const std::string& reason) {
+  // The calls that were out when the provider went away come back unreachable one after
+  // another: the first one's pause covers them all.
+  if (paused && *paused > clock.now()) return;
+  // One call tries again after each pause, which doubles from backoff_base to backoff_max.
+  Clock::duration pause = config.backoff_base;
+  for (std::int64_t n = 0; n < outage_pauses && pause < config.backoff_max; ++n) pause *= 2;
+  pause = std::min(pause, config.backoff_max);
+  ++outage_pauses;
+  ++counters.outage_pauses;
+  pause_for(pause);
+  std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n", reason,
+                           std::chrono::duration<double>(pause).count());
 }
 
 void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {

@@ -11,7 +11,10 @@
 // the head of its lane, lowers the buckets to the provider's remaining headers, and does
 // not spend one of the page's attempts (max_requeues stops endless loops). 5xx, timeouts,
 // resets and broken answers back off per page with full jitter, up to max_attempts; then the
-// page fails with its reason. A 4xx other than 429 fails the page at once. At start the
+// page fails with its reason. A provider that cannot be reached at all (connection refused,
+// no such host) pauses ALL dispatch like a 429, for backoff_base doubling to backoff_max,
+// and the page goes back to the head without spending an attempt: an outage would
+// otherwise fail every queued page. A 4xx other than 429 fails the page at once. At start the
 // buckets are warm-started from the spend of the last minute and pages that were in flight
 // are back at the head of their lanes.
 //
@@ -50,7 +53,7 @@ struct DispatcherConfig {
   std::string prompt = "Extract the text of this page and structure it as Markdown.";
   std::string model = "default";
   std::int64_t max_attempts = 5;    // failed attempts before a page fails for good
-  std::int64_t max_requeues = 100;  // 429/503 returns before a page fails for good
+  std::int64_t max_requeues = 100;  // 429/503/unreachable returns before a page fails
   Clock::duration backoff_base = std::chrono::seconds(1);  // full jitter: [0, base * 2^n)
   Clock::duration backoff_max = std::chrono::seconds(60);
   Clock::duration default_pause = std::chrono::seconds(1);  // a 429/503 with no Retry-After
@@ -66,8 +69,9 @@ struct DispatcherCounters {
   std::int64_t dispatched = 0;
   std::int64_t done = 0;
   std::int64_t failed = 0;
-  std::int64_t requeued = 0;  // after a 429 or 503
-  std::int64_t retried = 0;   // after a failed attempt
+  std::int64_t requeued = 0;       // after a 429 or 503, or with the provider unreachable
+  std::int64_t outage_pauses = 0;  // dispatch paused because the provider was unreachable
+  std::int64_t retried = 0;        // after a failed attempt
   std::int64_t provider_429 = 0;
   std::int64_t provider_503 = 0;
   std::map<std::string, std::int64_t, std::less<>> outcomes;  // by outcome name
@@ -120,7 +124,8 @@ class Dispatcher {
   // The last failure to commit transitions (ok when the last commit went through): while
   // it stands, results are not being saved, and the service is not ready.
   [[nodiscard]] const Status& store_error() const;
-  // Until when all dispatch is paused after a 429/503; nullopt when it is not.
+  // Until when all dispatch is paused after a 429/503 or with the provider unreachable;
+  // nullopt when it is not.
   [[nodiscard]] std::optional<Clock::time_point> paused_until() const;
 
  private:

@@ -87,7 +87,9 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
   w.one("fairlane_pages_failed_total", "counter", "Pages failed for good, with a reason.",
         c.failed);
   w.one("fairlane_pages_requeued_total", "counter",
-        "Pages put back at the head of their lane after a provider 429 or 503.", c.requeued);
+        "Pages put back at the head of their lane after a provider 429 or 503, or with the "
+        "provider unreachable.",
+        c.requeued);
   w.one("fairlane_pages_retried_total", "counter", "Failed attempts that will be retried.",
         c.retried);
 
@@ -95,6 +97,9 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
            "Provider answers that refused a call for its limits, by status.");
   w.sample("fairlane_provider_throttled_total", c.provider_429, "status=\"429\"");
   w.sample("fairlane_provider_throttled_total", c.provider_503, "status=\"503\"");
+
+  w.one("fairlane_provider_unreachable_pauses_total", "counter",
+        "Times all dispatch paused because the provider could not be reached.", c.outage_pauses);
 
   w.header("fairlane_call_outcomes_total", "counter", "Provider calls by outcome.");
   for (const auto& [outcome, count] : c.outcomes) {

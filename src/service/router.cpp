@@ -229,9 +229,16 @@ ApiResponse Router::handle(ApiRequest request) {
     return page;
   }
   if (path == "/readyz") {
-    const Status& store = dispatcher_.store_error();
-    if (store.ok()) return json_response(200, json::object{{"status", "ready"}});
-    return error(503, "not_ready", store.message());
+    // Not ready while results cannot be committed, or while writes fail for want of a
+    // disk. A store whose writes failed is tried again (one page) on every ask, so the
+    // answer turns ready when space returns, without a restart.
+    if (const Status& results = dispatcher_.store_error(); !results.ok()) {
+      return error(503, "not_ready", results.message());
+    }
+    Status writes = store_.write_health();
+    if (!writes.ok()) writes = store_.probe_write();
+    if (!writes.ok()) return error(503, "not_ready", writes.message());
+    return json_response(200, json::object{{"status", "ready"}});
   }
 
   // Everything under /v1 needs a key: a user's, or the admin's for /v1/users.

@@ -94,6 +94,8 @@ class SqliteStore final : public Store {
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
+  Status write_health() const override { return write_health_; }
+  Status probe_write() override;
 
  private:
   SqliteStore(Database db, StoreOptions options)
@@ -125,6 +127,26 @@ class SqliteStore final : public Store {
   Statement results_, page_call_, recent_spend_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
+  // The last write's failure for want of a disk; ok after a commit (see write_health).
+  Status write_health_;
+
+  // Records a failed write's status in write_health_ when the disk is to blame.
+  void note(const Status& status) {
+    const StatusCode code = status.code();
+    if (code == StatusCode::disk_full || code == StatusCode::read_only ||
+        code == StatusCode::io_error) {
+      write_health_ = status;
+    }
+  }
+  template <typename T>
+  Result<T> noted(Result<T> result) {
+    note(result.status());
+    return result;
+  }
+  Result<NewUser> add_user_unnoted(std::string_view name, std::int64_t weight);
+  Result<EnqueuedJob> enqueue_job_unnoted(const JobRequest& request);
+  Result<std::vector<Lane>> load_lanes_unnoted();
+  Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
 };
 
 Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
@@ -191,6 +213,10 @@ Status SqliteStore::prepare_all() {
 // ---- users -------------------------------------------------------------------------------
 
 Result<NewUser> SqliteStore::add_user(std::string_view name, std::int64_t weight) {
+  return noted(add_user_unnoted(name, weight));
+}
+
+Result<NewUser> SqliteStore::add_user_unnoted(std::string_view name, std::int64_t weight) {
   if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
@@ -258,6 +284,10 @@ Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
 // ---- jobs --------------------------------------------------------------------------------
 
 Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
+  return noted(enqueue_job_unnoted(request));
+}
+
+Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) {
   if (broken_) return *broken_;
   if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
   if (request.name.empty()) return invalid("a job needs a name");
@@ -351,6 +381,10 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
 }
 
 Result<std::vector<Lane>> SqliteStore::load_lanes() {
+  return noted(load_lanes_unnoted());
+}
+
+Result<std::vector<Lane>> SqliteStore::load_lanes_unnoted() {
   if (broken_) return *broken_;
   {
     Transaction tx(db_);
@@ -454,6 +488,11 @@ Result<std::int64_t> SqliteStore::apply_one(const PageTransition& t, std::int64_
 }
 
 Result<std::vector<std::int64_t>> SqliteStore::apply(std::span<const PageTransition> transitions) {
+  return noted(apply_unnoted(transitions));
+}
+
+Result<std::vector<std::int64_t>> SqliteStore::apply_unnoted(
+    std::span<const PageTransition> transitions) {
   if (broken_) return *broken_;
   // A cancellation is acknowledged to its user: it must survive power loss.
   const bool acknowledged = std::any_of(transitions.begin(), transitions.end(), [](const auto& t) {
@@ -493,8 +532,22 @@ Result<std::int64_t> SqliteStore::cancel_job(JobId job) {
   return changed->front();
 }
 
+Status SqliteStore::probe_write() {
+  if (broken_) return *broken_;
+  const Status status = [this]() -> Status {
+    Transaction tx(db_);
+    if (!tx.status().ok()) return tx.status();
+    const std::string sql = fmt::format("PRAGMA user_version = {}", Store::latest_schema_version());
+    if (Status s = db_.exec(sql, "checking that the database can be written"); !s.ok()) return s;
+    return commit(tx, "checking that the database can be written");
+  }();
+  note(status);
+  return status;
+}
+
 Status SqliteStore::commit(Transaction& tx, std::string_view what) {
   Status status = tx.commit();
+  if (status.ok()) write_health_ = {};
   if (status.code() == StatusCode::io_error) {
     // The disk failed while committing (a failed sync, say): the transaction may or may not
     // be in the log, and SQLite's recovery may yet replay it. Nothing more is written
@@ -507,6 +560,7 @@ Status SqliteStore::commit(Transaction& tx, std::string_view what) {
                                  what, db_.path(), status.message()));
     return *broken_;
   }
+  if (!status.ok()) return Status(status.code(), fmt::format("{}: {}", what, status.message()));
   return status;
 }
 

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -174,7 +175,8 @@ TEST_CASE("Faults on demand, in each dialect: 500, never answering, a reset, bro
       sim::Config config = quick();
       config.reset_rate = 1.0;
       Rig rig(config, dialect);
-      expect<outcome::ConnectionError>(rig.calls(1)[0]);
+      // The provider had the call: a reset is the call's failure, not an outage.
+      CHECK_FALSE(expect<outcome::ConnectionError>(rig.calls(1)[0]).unreachable);
     }
     {
       sim::Config config = quick();
@@ -195,7 +197,47 @@ TEST_CASE("Faults on demand, in each dialect: 500, never answering, a reset, bro
   }
 }
 
-TEST_CASE("Nobody listening is a connection error") {
+TEST_CASE("A 429 storm refuses every call in its window, apart from the limit refusals") {
+  sim::Config config = quick();
+  config.storms = {sim::Storm{0ms, 60s, 7s}};
+  Rig rig(config);
+  const auto done = rig.calls(3);
+  for (const auto& o : done) {
+    CHECK(o.http_status == 429);
+    CHECK(expect<outcome::RateLimited>(o).retry_after ==
+          std::optional<fairlane::Clock::duration>(7s));
+    // Not charged to the budget: the minute's requests are all still there.
+    CHECK(o.limits.requests.remaining == 1'500);
+  }
+  const auto stats = rig.stats();
+  CHECK(stats.at("storm_429") == 3);
+  CHECK(stats.at("rejected_429") == 0);
+  CHECK(stats.at("requests") == 3);
+}
+
+TEST_CASE("Calls before a storm's window are answered as usual") {
+  sim::Config config = quick();
+  config.storms = {sim::Storm{60s, 10s, 1s}};
+  Rig rig(config);
+  expect<outcome::Ok>(rig.calls(1)[0]);
+  CHECK(rig.stats().at("storm_429") == 0);
+}
+
+TEST_CASE("A storm is written START_S:LENGTH_S:RETRY_AFTER_S") {
+  const auto storm = sim::parse_storm("2:5.5:10");
+  REQUIRE(storm.ok());
+  CHECK(storm->start == 2s);
+  CHECK(storm->length == 5500ms);
+  CHECK(storm->retry_after == 10s);
+  for (const char* bad : {"2:5", "2:5:10:1", "a:5:10", "2:-1:10", "2:5:10s", ""}) {
+    CAPTURE(bad);
+    const auto refused = sim::parse_storm(bad);
+    CHECK(refused.status().code() == fairlane::StatusCode::invalid_argument);
+    CHECK(refused.status().message().find("START_S:LENGTH_S:RETRY_AFTER_S") != std::string::npos);
+  }
+}
+
+TEST_CASE("Nobody listening is a connection error that says the provider is unreachable") {
   boost::asio::io_context io;
   CurlProviderConfig config;
   config.base_url = "http://127.0.0.1:1";
@@ -206,7 +248,7 @@ TEST_CASE("Nobody listening is a connection error") {
   CHECK(provider.value()->in_flight() == 1);
   for (int i = 0; i < 500 && done.empty(); ++i) io.run_for(10ms);
   REQUIRE(done.size() == 1);
-  expect<outcome::ConnectionError>(done[0]);
+  CHECK(expect<outcome::ConnectionError>(done[0]).unreachable);
   CHECK(done[0].http_status == 0);
   CHECK(provider.value()->in_flight() == 0);
 }

@@ -9,6 +9,7 @@
 
 #include "fairlane/pdf_writer.hpp"
 #include "service/router.hpp"
+#include "support/faulty_vfs.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -30,7 +31,9 @@ class SilentProvider final : public fairlane::Provider {
 };
 
 struct Api {
-  explicit Api(double max_wait_s = 60.0) {
+  explicit Api(double max_wait_s = 60.0,
+               const std::string& db = ":memory:", const std::string& vfs = "")
+      : store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
     DispatcherConfig config;
     config.limits = {
         .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
@@ -70,7 +73,7 @@ struct Api {
   }
 
   boost::asio::io_context io;
-  std::unique_ptr<fairlane::Store> store = fairlane::testing::open_store(":memory:");
+  std::unique_ptr<fairlane::Store> store;
   SilentProvider provider;
   std::unique_ptr<Dispatcher> dispatcher;
   std::unique_ptr<Router> router;
@@ -97,6 +100,40 @@ TEST_CASE("Health answers without a key, and the API wants one it knows") {
   CHECK(api.send("GET", "/v1/jobs", "fl_not-a-key").status == 401);
   CHECK(api.send("POST", "/v1/users", api.alice, R"({"name": "eve"})").status == 401);
   CHECK(api.send("GET", "/v1/nowhere", api.alice).status == 404);
+}
+
+TEST_CASE("A full disk: uploads get 507 naming it, /readyz is not ready until space returns") {
+  fairlane::testing::FaultyVfs::install();
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("full.db");
+  Api api(60.0, db, fairlane::testing::FaultyVfs::kName);
+  const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3));
+  REQUIRE(first.status == 202);
+
+  fairlane::testing::FaultyVfs::fill_disk();
+  const auto refused = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(20));
+  CHECK(refused.status == 507);
+  const auto error = Api::body(refused).at("error");
+  CHECK(error.at("type") == "disk_full");
+  const std::string message(error.at("message").as_string());
+  CHECK(message.find(db) != std::string::npos);
+  CHECK(message.find("is full") != std::string::npos);
+  CHECK(message.find("Free some space") != std::string::npos);
+  // Not ready while writes fail; reads still answer.
+  const auto not_ready = api.send("GET", "/readyz");
+  CHECK(not_ready.status == 503);
+  CHECK(Api::body(not_ready).at("error").at("type") == "not_ready");
+  CHECK(std::string(Api::body(not_ready).at("error").at("message").as_string()).find("is full") !=
+        std::string::npos);
+  const std::string id(Api::body(first).at("id").as_string());
+  CHECK(api.send("GET", "/v1/jobs/" + id, api.alice).status == 200);
+
+  // Space returns: ready at the next ask, and uploads are accepted, without a restart.
+  fairlane::testing::FaultyVfs::heal();
+  CHECK(api.send("GET", "/readyz").status == 200);
+  CHECK(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(20)).status == 202);
+  const auto jobs = Api::body(api.send("GET", "/v1/jobs", api.alice));
+  CHECK(jobs.at("jobs").as_array().size() == 2);
 }
 
 TEST_CASE("An upload of JSON pages is accepted with its job, then seen, listed and read") {

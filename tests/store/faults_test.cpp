@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "fairlane/fake_clock.hpp"
@@ -113,6 +114,45 @@ TEST_CASE("A full disk refuses the upload with disk_full, keeps what was accepte
   store.reset();
   store = open_store(path, StoreOptions{.vfs = FaultyVfs::kName});
   CHECK(store->load_lanes()->front().pages.size() == 55);
+}
+
+TEST_CASE("Write health reports a write that failed for a full disk until a write commits") {
+  FaultyVfs::install();
+  TempDir dir;
+  const std::string path = dir.file("health.db");
+  auto store = open_store(path, StoreOptions{.vfs = FaultyVfs::kName});
+  const auto alice = store->add_user("alice")->user.id;
+  const auto job = enqueue(*store, alice, 2);
+  CHECK(store->write_health().ok());
+
+  FaultyVfs::fill_disk();
+  CHECK(
+      store->enqueue_job(JobRequest{alice, "b.pdf", numbered_pages(5), 100, {}}).status().code() ==
+      StatusCode::disk_full);
+  CHECK(store->write_health().code() == StatusCode::disk_full);
+  CHECK(store->write_health().message().find(path) != std::string::npos);
+  // A refusal that is not the disk's changes nothing; neither does a read.
+  CHECK(store->enqueue_job(JobRequest{alice, "", numbered_pages(1), 100, {}}).status().code() ==
+        StatusCode::invalid_argument);
+  CHECK(job_view(*store, job.job.id).pages.queued == 2);
+  CHECK(store->write_health().code() == StatusCode::disk_full);
+  // The probe writes, so it fails too while the disk is full.
+  CHECK(store->probe_write().code() == StatusCode::disk_full);
+  CHECK(store->write_health().code() == StatusCode::disk_full);
+
+  FaultyVfs::heal();
+  CHECK(store->probe_write().ok());
+  CHECK(store->write_health().ok());
+
+  // The dispatcher's batches count as writes too.
+  FaultyVfs::fill_disk();
+  const auto dispatch = PageTransition::dispatched(job.pages[0].page_id, 300);
+  CHECK(store->apply(std::span(&dispatch, 1)).status().code() == StatusCode::disk_full);
+  CHECK(store->write_health().code() == StatusCode::disk_full);
+  FaultyVfs::heal();
+  CHECK(store->apply(std::span(&dispatch, 1)).ok());
+  CHECK(store->write_health().ok());
+  CHECK(job_view(*store, job.job.id).pages.in_flight == 1);
 }
 
 TEST_CASE("A failing sync refuses the upload with io_error and leaves no partial job") {

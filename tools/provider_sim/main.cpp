@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
   app.add_option("--malformed-rate", config.malformed_rate,
                  "Share of calls answered with broken JSON")
       ->check(CLI::Range(0.0, 1.0));
+  std::vector<std::string> storms;
+  app.add_option("--storm", storms,
+                 "START_S:LENGTH_S:RETRY_AFTER_S: answer every call 429 with that Retry-After "
+                 "for LENGTH_S seconds from START_S after the start (repeatable)");
   app.add_option("--seed", config.seed, "Random seed")->capture_default_str();
   app.add_option("--api-key-env", api_key_env,
                  "Require the key in this environment variable (401 otherwise)");
@@ -72,6 +76,14 @@ int main(int argc, char** argv) {
   if (config.fail_rate + config.timeout_rate + config.reset_rate + config.malformed_rate > 1.0) {
     std::cerr << "fairlane-provider-sim: the fault rates add up to more than 1\n";
     return 2;
+  }
+  for (const std::string& text : storms) {
+    auto storm = fairlane::provider_sim::parse_storm(text);
+    if (!storm.ok()) {
+      std::cerr << "fairlane-provider-sim: " << storm.status().message() << '\n';
+      return 2;
+    }
+    config.storms.push_back(storm.value());
   }
   if (!distribution.empty()) {
     auto points = fairlane::provider_sim::parse_quantiles(distribution);

@@ -71,7 +71,7 @@ struct Reply {
 };
 
 struct Minute {
-  std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0;
+  std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, storm_429 = 0;
   std::int64_t input_tokens = 0, output_tokens = 0;
 };
 
@@ -96,20 +96,23 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         budget(clock, BudgetLimits{config.requests_per_minute, config.tokens_per_minute,
                                    config.max_in_flight}),
         rng(config.seed),
-        started(clock.now()) {}
+        started(clock.now()),
+        born(started) {}
 
   asio::io_context& io;
   Config config;
   SteadyClock clock;
   Budget budget;
   std::mt19937_64 rng;
-  Clock::time_point started;
+  Clock::time_point started;  // of the counters (POST /stats/reset moves it)
+  Clock::time_point born;     // of the server: storms are timed from here
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
 
   // Counters (GET /stats).
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
   std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
+  std::int64_t storm_429 = 0;
   std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
   std::int64_t connections_open = 0, max_connections_seen = 0;
   double cost_usd = 0.0;
@@ -132,6 +135,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   awaitable<Reply> call(Dialect dialect, const Request& request);
   Response respond(const Request& request, http::status status, std::string body) const;
   void add_limit_headers(Dialect dialect, Response& response) const;
+  const Storm* storm_now() const;
   double draw_latency_ms();
   std::int64_t draw_output_tokens(std::int64_t max_tokens);
   std::string stats() const;
@@ -285,6 +289,14 @@ void Server::Impl::add_limit_headers(Dialect dialect, Response& response) const 
   }
 }
 
+const Storm* Server::Impl::storm_now() const {
+  const auto since = clock.now() - born;
+  for (const Storm& storm : config.storms) {
+    if (since >= storm.start && since < storm.start + storm.length) return &storm;
+  }
+  return nullptr;
+}
+
 double Server::Impl::draw_latency_ms() {
   if (config.latency_jitter <= 0.0) return config.latency_ms;
   std::normal_distribution<double> z(0.0, 1.0);
@@ -321,6 +333,7 @@ awaitable<Reply> Server::Impl::handle(const Request& request) {
   }
   if (request.method() == http::verb::post && target == "/stats/reset") {
     requests = ok = rejected_429 = rejected_503 = failed_500 = timeouts = resets = malformed = 0;
+    storm_429 = 0;
     unauthorized = bad_requests = input_tokens = output_tokens = max_in_flight_seen = 0;
     cost_usd = 0.0;
     minutes.clear();
@@ -398,6 +411,17 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   ++this_minute().requests;
   TextCalls& counts = texts[user_text];
   ++counts.calls;
+  if (const Storm* storm = storm_now()) {
+    // Injected, so neither counted as a limit refusal nor charged to the budget.
+    ++storm_429;
+    ++this_minute().storm_429;
+    Reply reply = refuse(http::status::too_many_requests, "rate_limit_error",
+                         "the service is overloaded: retry after the time given");
+    reply.response.set(http::field::retry_after,
+                       std::to_string(retry_after_seconds(storm->retry_after)));
+    reply.response.set("retry-after-ms", std::to_string(storm->retry_after.count()));
+    co_return reply;
+  }
   Admission admission = budget.admit(input + max_tokens);
   if (const auto* wait = std::get_if<Wait>(&admission); wait && wait->limit == Limit::concurrency) {
     ++rejected_503;
@@ -508,6 +532,7 @@ std::string Server::Impl::stats() const {
                                   {"ok", m.ok},
                                   {"rejected_429", m.rejected_429},
                                   {"rejected_503", m.rejected_503},
+                                  {"storm_429", m.storm_429},
                                   {"input_tokens", m.input_tokens},
                                   {"output_tokens", m.output_tokens}});
   }
@@ -519,6 +544,7 @@ std::string Server::Impl::stats() const {
                                       {"timeouts", timeouts},
                                       {"resets", resets},
                                       {"malformed", malformed},
+                                      {"storm_429", storm_429},
                                       {"unauthorized", unauthorized},
                                       {"bad_requests", bad_requests},
                                       {"in_flight", budget.in_flight().in_use()},
@@ -570,6 +596,33 @@ Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string
                   "e.g. 0:40,0.5:240,0.9:1100,0.99:3800,1:4000");
   }
   return points;
+}
+
+Result<Storm> parse_storm(const std::string& text) {
+  const auto bad = [&] {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("--storm takes START_S:LENGTH_S:RETRY_AFTER_S in seconds, e.g. "
+                              "2:5:10, not '{}'",
+                              text));
+  };
+  std::stringstream in(text);
+  std::string item;
+  std::vector<double> seconds;
+  while (std::getline(in, item, ':')) {
+    try {
+      std::size_t used = 0;
+      seconds.push_back(std::stod(item, &used));
+      if (used != item.size()) return bad();
+    } catch (const std::exception&) {
+      return bad();
+    }
+  }
+  if (seconds.size() != 3 ||
+      std::any_of(seconds.begin(), seconds.end(), [](double s) { return !(s >= 0 && s < 1e6); })) {
+    return bad();
+  }
+  const auto ms = [](double s) { return std::chrono::milliseconds(std::llround(s * 1000)); };
+  return Storm{ms(seconds[0]), ms(seconds[1]), ms(seconds[2])};
 }
 
 }  // namespace fairlane::provider_sim

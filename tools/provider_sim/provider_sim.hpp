@@ -8,6 +8,10 @@
 // demand, and reports GET /stats (totals) and GET /stats/calls (calls per page text, so a
 // test can tell a page sent twice from two pages).
 //
+// GET /stats keeps what the client caused apart from what was injected: rejected_429 and
+// rejected_503 count only refusals for exceeding the limits (a well-behaved client sees
+// none); failed_500, timeouts, resets, malformed and storm_429 count injected faults.
+//
 // Thread safety: one io_context thread runs it.
 #pragma once
 
@@ -28,6 +32,14 @@ class io_context;
 
 namespace fairlane::provider_sim {
 
+// A 429 storm: every call arriving from `start` after the stand-in began, for `length`,
+// is answered 429 with Retry-After `retry_after`, whatever its budget says.
+struct Storm {
+  std::chrono::milliseconds start{0};
+  std::chrono::milliseconds length{0};
+  std::chrono::milliseconds retry_after{0};
+};
+
 struct Config {
   std::int64_t requests_per_minute = 1'500;
   std::int64_t tokens_per_minute = 300'000;
@@ -42,6 +54,7 @@ struct Config {
   double timeout_rate = 0.0;    // never answer (until the client goes away)
   double reset_rate = 0.0;      // close the connection abruptly
   double malformed_rate = 0.0;  // answer 200 with broken JSON
+  std::vector<Storm> storms;    // windows of 429s for everyone (counted as storm_429)
   std::uint64_t seed = 1;
   std::string api_key;  // when set, calls without it get 401
 };
@@ -57,6 +70,9 @@ struct TextCalls {
 
 // Parses "0:40,0.5:240,0.9:1100,0.99:3800,1:4000" into a quantile table.
 Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string& text);
+
+// Parses "START_S:LENGTH_S:RETRY_AFTER_S" (seconds, fractions allowed), e.g. "2:5:10".
+Result<Storm> parse_storm(const std::string& text);
 
 class Server {
  public:

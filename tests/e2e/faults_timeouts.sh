@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Fault matrix: a stand-in that never answers 20% of its calls. fairlane gives each call
+# --call-timeout (1 s), then spends an attempt and retries after a backoff; its in-flight
+# cap is never exceeded at the stand-in (a call given up on leaves it when fairlane closes
+# the connection). Every page ends done or failed with its reason; GET /v1/jobs/{id}
+# answers within a second throughout, while calls hang.
+#
+#   faults_timeouts.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
+
+limits=(--rpm 6000 --tpm 6000000 --max-in-flight 4)
+start_stand_in "${limits[@]}" --latency-ms 20 --timeout-rate 0.2 --seed 5
+alice=$(add_user alice)
+bob=$(add_user bob)
+start_serve "${limits[@]}" --max-tokens 50 --call-timeout 1 --max-attempts 6 \
+  --backoff-base 0.05 --backoff-max 0.5
+
+a=$(upload_book "$alice" a a 20)
+b=$(upload_book "$bob" b b 20)
+start_poller "$alice" "$a"
+check_pages "$alice" "$a" a 20
+a_done=$done_pages
+check_pages "$bob" "$b" b 20
+b_done=$done_pages
+stop_poller
+check_limits 4
+hung=$(count timeouts <<<"$stats")
+((hung > 0)) || fail "no call hung: $stats"
+grep -q '"in_flight":0' <<<"$stats" || fail "calls fairlane gave up on still hold the stand-in: $stats"
+echo "1 passed, 0 failed ($((a_done + b_done)) of 40 pages done, $hung calls never answered," \
+  "$polls polls answered, the slowest in $slowest_ms ms)"
