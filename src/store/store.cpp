@@ -82,6 +82,8 @@ class SqliteStore final : public Store {
   Result<User> find_user_by_key(std::string_view key) override;
   Result<User> find_user_by_name(std::string_view name) override;
   Status set_weight(std::string_view name, std::int64_t weight) override;
+  Result<std::vector<User>> users() override;
+  Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override;
   Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
   Result<std::vector<Lane>> load_lanes() override;
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
@@ -122,7 +124,7 @@ class SqliteStore final : public Store {
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
-  Statement results_, page_call_, recent_spend_;
+  Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
 };
@@ -179,6 +181,8 @@ Status SqliteStore::prepare_all() {
       {&results_, Sql::results},
       {&page_call_, Sql::page_call},
       {&recent_spend_, Sql::recent_spend},
+      {&all_users_, Sql::all_users},
+      {&in_flight_by_user_, Sql::in_flight_by_user},
   };
   for (const auto& [statement, sql] : all) {
     auto prepared = Statement::prepare(db_, sql);
@@ -253,6 +257,26 @@ Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
     return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
   }
   return {};
+}
+
+Result<std::vector<User>> SqliteStore::users() {
+  Use use(all_users_);
+  std::vector<User> users;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    users.push_back(User{use->int64(0), use->text(1), use->int64(2)});
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "listing the users");
+  return users;
+}
+
+Result<std::vector<std::pair<UserId, std::int64_t>>> SqliteStore::in_flight_by_user() {
+  Use use(in_flight_by_user_);
+  std::vector<std::pair<UserId, std::int64_t>> counts;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) counts.emplace_back(use->int64(0), use->int64(1));
+  if (rc != SQLITE_DONE) return db_.error(rc, "counting the pages in flight");
+  return counts;
 }
 
 // ---- jobs --------------------------------------------------------------------------------
