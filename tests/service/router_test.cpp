@@ -615,3 +615,32 @@ TEST_CASE("An Idempotency-Key too long is refused before the body is read") {
   CHECK(refused.status == 400);
   CHECK_FALSE(refused.document.has_value());
 }
+
+TEST_CASE("Hostile job names and idempotency keys come back from the API as sent") {
+  Api api;
+  for (const std::string& hostile :
+       {std::string("'; DROP TABLE jobs; --"), std::string("\" OR 1=1 -- \\\" {} %s"),
+        std::string("日本語 ✓ 🚀 \u202eRTL")}) {
+    CAPTURE(hostile);
+    const std::string body = json::serialize(
+        json::object{{"name", hostile}, {"pages", json::array{json::string(hostile)}}});
+    const auto first =
+        api.send("POST", "/v1/jobs", api.alice, body, {{"Idempotency-Key", hostile}});
+    REQUIRE(first.status == 202);
+    const auto job = Api::body(first);
+    CHECK(job.at("name").as_string() == hostile);
+    const std::string id(job.at("id").as_string());
+    // The same key finds the same job; the view and the list show the name as sent.
+    const auto again =
+        api.send("POST", "/v1/jobs", api.alice, body, {{"Idempotency-Key", hostile}});
+    CHECK(Api::body(again).at("id").as_string() == id);
+    CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("name").as_string() ==
+          hostile);
+    // A hostile user name is refused with the rule, nothing else.
+    const auto user = api.send("POST", "/v1/users", "admin-secret",
+                               json::serialize(json::object{{"name", hostile}}));
+    CHECK(user.status == 400);
+  }
+  CHECK(api.dispatcher->scheduler().size() == 3);
+  CHECK(Api::body(api.send("GET", "/v1/jobs", api.alice)).at("jobs").as_array().size() == 3);
+}
