@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fairlane/ids.hpp"
@@ -113,6 +114,8 @@ class Store {
   virtual Result<User> find_user_by_key(std::string_view key) = 0;
   virtual Result<User> find_user_by_name(std::string_view name) = 0;
   virtual Status set_weight(std::string_view name, std::int64_t weight) = 0;
+  // Every user, by id (for the admin's view of the lanes).
+  virtual Result<std::vector<User>> users() = 0;
 
   // Writes the job and all its pages in one transaction with synchronous=FULL: when this
   // returns, the job survives a crash or power loss. A repeated idempotency key of the
@@ -151,6 +154,9 @@ class Store {
   virtual Result<std::vector<PageResult>> results(JobId job) = 0;
   // The page's text and its job's max_tokens; not_found for an unknown page.
   virtual Result<PageCall> page_call(PageId page) = 0;
+  // Pages in flight now, per user that has any, by user id. At most the calls in flight are
+  // read (through the index of pages in flight).
+  virtual Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() = 0;
   // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
   virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
 

@@ -104,6 +104,7 @@ int exit_code_for(long http_status) {
     case 422:
       return kExitRejected;
     case 401:
+    case 403:
       return kExitUnauthorized;
     case 404:
       return kExitNotFound;
@@ -297,10 +298,25 @@ int status(HttpClient& client, const Output& output) {
         count("lanes"), count("queued"), count("held"), count("in_flight"),
         string_of(*o, "binding"), bucket("requests"), bucket("tokens"),
         paused && paused->is_bool() && paused->as_bool() ? "yes" : "no");
+    // The admin's view: every lane with work, by user.
+    if (const auto* users = o->if_contains("users"); users && users->is_array()) {
+      output.out << fmt::format("\n{:<24} {:>6} {:>10} {:>12} {:>9}\n", "user", "weight", "queued",
+                                "tokens", "in flight");
+      for (const json::value& lane : users->as_array()) {
+        if (!lane.is_object()) continue;
+        const json::object& l = lane.as_object();
+        output.out << fmt::format("{:<24} {:>6} {:>10} {:>12} {:>9}\n", string_of(l, "user"),
+                                  static_cast<std::int64_t>(number_of(l, "weight")),
+                                  static_cast<std::int64_t>(number_of(l, "queued")),
+                                  static_cast<std::int64_t>(number_of(l, "queued_tokens")),
+                                  static_cast<std::int64_t>(number_of(l, "in_flight")));
+      }
+      if (users->as_array().empty()) output.out << "(no lane has work)\n";
+      return kExitOk;  // the admin key has no jobs of its own
+    }
   }
   auto jobs = client.get("/v1/jobs?limit=50");
   if (!jobs.ok()) return failed(jobs.status(), output);
-  if (jobs->status == 401) return kExitOk;  // the admin key has no jobs of its own
   if (jobs->status != 200) return refused(jobs.value(), "status", output);
   std::vector<JobStatus> list;
   const json::value body = parse_or_null(jobs->body);

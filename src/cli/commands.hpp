@@ -21,7 +21,7 @@ constexpr int kExitFailure = 1;       // the command could not do its job (servi
 constexpr int kExitUsage = 2;         // the command line itself is wrong
 constexpr int kExitBusy = 3;          // the service said "later": busy (503) or queue full (429)
 constexpr int kExitRejected = 4;      // the input was refused (400, 413, 415, 422): fix it
-constexpr int kExitUnauthorized = 5;  // no key, or a key the service does not know (401)
+constexpr int kExitUnauthorized = 5;  // no key, an unknown key (401), a key not allowed (403)
 constexpr int kExitNotFound = 6;      // no such job, or not yours (404)
 constexpr int kExitJobFailed = 7;     // watch: a job ended failed or cancelled
 

@@ -129,6 +129,29 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command
+      ->add_option("--max-header-kb", o.max_header_kb,
+                   "The largest request headers, in KB; larger: 431")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  serve_command->add_option("--max-pages", o.max_pages, "Pages in one upload; more: 413")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--max-page-kb", o.max_page_kb,
+                   "Text in one page (JSON, or a PDF's), in KB; more: 413")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--max-connections", o.max_connections,
+                   "Connections open at once; more get 503 and are closed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--read-timeout", o.read_timeout,
+                   "Seconds a whole request (headers and body) may take to arrive")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86'400.0));
+  serve_command
       ->add_option("--backoff-base", o.backoff_base,
                    "Seconds of the first retry's backoff ceiling (full jitter, doubling)")
       ->capture_default_str()

@@ -17,8 +17,8 @@
 namespace fairlane::cli {
 namespace {
 
-// Pages in one upload, JSON or PDF.
-constexpr std::int64_t kMaxPages = 10'000;
+// 32 hex digits are 128 bits.
+constexpr std::size_t kMinAdminKeyChars = 32;
 
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
@@ -62,6 +62,12 @@ int serve(const ServeOptions& o) {
   if (!store.ok()) return fail(store.status().message());
   std::string admin_key;
   if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
+  if (!admin_key.empty() && admin_key.size() < kMinAdminKeyChars) {
+    // Not refused (tests and labs use short ones), but said at every start. Never the key.
+    std::cerr << "fairlane: warning: the admin key in " << o.admin_key_env << " has "
+              << admin_key.size() << " characters; use at least " << kMinAdminKeyChars
+              << " random ones, such as $(openssl rand -hex 24)\n";
+  }
 
   fairlane::CurlProviderConfig client;
   client.base_url = o.provider_url;
@@ -88,22 +94,26 @@ int serve(const ServeOptions& o) {
   if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
     return fail(started.message());
   }
-  fairlane::service::Router router(*store.value(), dispatcher,
-                                   {admin_key, o.prompt, o.max_tokens, kMaxPages});
+  fairlane::service::Router router(
+      *store.value(), dispatcher,
+      {admin_key, o.prompt, o.max_tokens, o.max_pages, o.max_page_kb * 1024});
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
+  limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
+  limits.max_connections = static_cast<std::size_t>(o.max_connections);
+  limits.read_timeout = std::chrono::seconds(static_cast<std::int64_t>(std::ceil(o.read_timeout)));
   limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.heartbeat));
   // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
   // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).
   const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
-  limits.documents.max_pages = kMaxPages;
+  limits.documents.max_pages = o.max_pages;
   limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.pdf_timeout));
   limits.documents.reader.command = {"/proc/self/exe", "read-pdf",
                                      "--cpu-seconds",  std::to_string(pdf_seconds),
                                      "--memory-mb",    std::to_string(o.pdf_memory_mb),
-                                     "--max-pages",    std::to_string(kMaxPages)};
+                                     "--max-pages",    std::to_string(o.max_pages)};
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());

@@ -24,6 +24,11 @@ struct ServeOptions {
   std::int64_t max_attempts = 5;
   std::int64_t max_queued_pages_per_user = 10'000;
   std::int64_t max_body_mb = 100;
+  std::int64_t max_header_kb = 16;       // a request's headers
+  std::int64_t max_pages = 10'000;       // pages in one upload
+  std::int64_t max_page_kb = 64;         // text in one page
+  std::int64_t max_connections = 1'000;  // connections open at once
+  double read_timeout = 60.0;            // seconds for a whole request to arrive
   double stop_deadline = 30.0;
   double backoff_base = 1.0;
   double backoff_max = 60.0;

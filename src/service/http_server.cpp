@@ -79,6 +79,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   bool stopped = false;
 
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
+  // Answers 503 to a connection past max_connections, without waiting, and closes it.
+  void refuse_connection(tcp::socket& socket) const;
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   // Streams a job's events until it ends, the client goes or the server stops. Returns
   // whether the connection may carry another request.
@@ -130,11 +132,33 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
       continue;
     }
     if (open >= limits.max_connections) {
-      socket.close(error);  // bounded: a client beyond the cap is turned away at once
+      // Bounded: a client beyond the cap is turned away at once, with a 503 if its socket
+      // takes the few bytes now (never waiting for it), so it knows why.
+      refuse_connection(socket);
       continue;
     }
+    ++open;  // counted here, not when the session starts, so a burst cannot pass the cap
     asio::co_spawn(io, session(self, std::move(socket)), report_failure);
   }
+}
+
+void HttpServer::Impl::refuse_connection(tcp::socket& socket) const {
+  const std::string answer = [this] {
+    const std::string body = boost::json::serialize(
+        error_json("busy", fmt::format("fairlane has {} connections open, as many as it takes "
+                                       "(--max-connections): retry in a second",
+                                       limits.max_connections)));
+    return fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nServer: fairlane\r\nContent-Type: "
+        "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: "
+        "{}\r\n\r\n{}",
+        body.size(), body);
+  }();
+  boost::system::error_code ignored;
+  socket.non_blocking(true, ignored);
+  socket.write_some(asio::buffer(answer), ignored);
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
 }
 
 awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socket socket) {
@@ -142,38 +166,63 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
   auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
   connections.remove_if([](const auto& weak) { return weak.expired(); });
   connections.push_back(stream);
-  ++open;
   struct Closed {
     std::size_t& open;
     ~Closed() { --open; }
   } closed{open};
   beast::flat_buffer buffer;
   boost::system::error_code error;
+  bool first = true;
   while (!stopped) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_body_bytes);
-    stream->expires_after(limits.idle_timeout);
+    if (!first && buffer.size() == 0) {
+      // Between requests a kept-alive connection may rest, up to the idle timeout, until
+      // the next one's first byte.
+      stream->expires_after(limits.idle_timeout);
+      const std::size_t n = co_await stream->async_read_some(
+          buffer.prepare(4096), asio::redirect_error(use_awaitable, error));
+      if (error) break;
+      buffer.commit(n);
+    }
+    first = false;
+    // A request, headers and body, arrives whole within the read timeout (from the
+    // connection's start, or from its first byte), however slowly it trickles: a client
+    // that sends a byte now and then cannot hold a connection for longer.
+    stream->expires_after(limits.read_timeout);
     co_await http::async_read_header(*stream, buffer, parser,
                                      asio::redirect_error(use_awaitable, error));
     // A Content-Length over the limit fails already here, with body_limit.
     if (!error) {
-      stream->expires_after(limits.read_timeout);
       co_await http::async_read(*stream, buffer, parser,
                                 asio::redirect_error(use_awaitable, error));
     }
     if (error == http::error::body_limit) {
       auto response =
           refusal(parser.get().version(), http::status::payload_too_large, "payload_too_large",
-                  fmt::format("the body is larger than the {} MB fairlane accepts: "
-                              "split the upload",
+                  fmt::format("the body is larger than the {} MB fairlane accepts "
+                              "(--max-body-mb): split the upload",
                               limits.max_body_bytes / (1024 * 1024)));
       co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
       break;
     }
     if (error == http::error::header_limit) {
-      auto response = refusal(11, http::status::request_header_fields_too_large,
-                              "headers_too_large", "the request's headers are too large");
+      auto response =
+          refusal(11, http::status::request_header_fields_too_large, "headers_too_large",
+                  fmt::format("the request's headers are larger than the {} KB fairlane accepts "
+                              "(--max-header-kb): send fewer or shorter ones",
+                              limits.max_header_bytes / 1024));
+      co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
+      break;
+    }
+    if (error.category() == http::make_error_code(http::error::bad_method).category() &&
+        error != http::error::end_of_stream && error != http::error::partial_message) {
+      // Not HTTP/1.1 as Beast reads it: a bad request line, header, length or chunk.
+      auto response =
+          refusal(11, http::status::bad_request, "bad_request",
+                  fmt::format("the request is not valid HTTP/1.1 ({})", error.message()));
+      stream->expires_after(limits.write_timeout);
       co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
       break;
     }

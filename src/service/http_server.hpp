@@ -27,9 +27,11 @@ namespace fairlane::service {
 
 struct HttpLimits {
   std::size_t max_body_bytes = 100 * 1024 * 1024;  // larger bodies get 413
-  std::size_t max_header_bytes = 16 * 1024;
-  std::size_t max_connections = 1'000;     // more are closed at once
-  std::chrono::seconds read_timeout{30};   // for a whole request
+  std::size_t max_header_bytes = 16 * 1024;        // larger headers get 431
+  std::size_t max_connections = 1'000;             // more get a 503 and are closed at once
+  // For a whole request, headers and body: from a new connection's start, or from the
+  // first byte of a later request on a kept-alive one. Then the connection is closed.
+  std::chrono::seconds read_timeout{60};
   std::chrono::seconds idle_timeout{60};   // between requests on a connection
   std::chrono::seconds write_timeout{30};  // for each write (a client that stops reading)
   // Live events: a heartbeat comment after this long without an event (it keeps proxies

@@ -8,6 +8,8 @@
 #include <boost/url/parse.hpp>
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <stdexcept>
 
 #include "fairlane/document.hpp"
 #include "service/api_json.hpp"
@@ -46,9 +48,65 @@ ApiResponse error(int status, std::string_view type, std::string_view message) {
   return json_response(status, error_json(type, message));
 }
 
-// Compares two keys in time that does not depend on where they differ.
-bool same_key(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+// The 401 for a request without a key the service knows. RFC 7235 wants the scheme in
+// WWW-Authenticate: Bearer for the API, Basic for the /ui page, so that a browser asks.
+ApiResponse unauthorized(bool ui, std::string_view message) {
+  ApiResponse r = error(401, "unauthorized", message);
+  r.headers.emplace_back("WWW-Authenticate", ui ? R"(Basic realm="fairlane", charset="UTF-8")"
+                                                : R"(Bearer realm="fairlane")");
+  return r;
+}
+
+// Standard base64 (RFC 4648, padding optional); nullopt when it is not.
+std::optional<std::string> base64_decode(std::string_view text) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    if (c >= '0' && c <= '9') v = c - '0' + 52;
+    if (c == '+') v = 62;
+    if (c == '/') v = 63;
+    if (v < 0) return std::nullopt;
+    bits = (bits << 6) | static_cast<std::uint32_t>(v);
+    if (++count == 4) {
+      out.push_back(static_cast<char>((bits >> 16) & 0xff));
+      out.push_back(static_cast<char>((bits >> 8) & 0xff));
+      out.push_back(static_cast<char>(bits & 0xff));
+      bits = 0;
+      count = 0;
+    }
+  }
+  if (count == 1) return std::nullopt;
+  if (count == 2) out.push_back(static_cast<char>((bits >> 4) & 0xff));
+  if (count == 3) {
+    out.push_back(static_cast<char>((bits >> 10) & 0xff));
+    out.push_back(static_cast<char>((bits >> 2) & 0xff));
+  }
+  return out;
+}
+
+// The key in an Authorization header: "Bearer KEY", or with `basic`, "Basic" credentials
+// whose password is the key (any user name). The scheme's name is case-insensitive.
+std::optional<std::string> key_in(std::string_view authorization, bool basic) {
+  const auto space = authorization.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const std::string_view scheme = authorization.substr(0, space);
+  std::string_view credentials = authorization.substr(space + 1);
+  while (!credentials.empty() && credentials.front() == ' ') credentials.remove_prefix(1);
+  while (!credentials.empty() && credentials.back() == ' ') credentials.remove_suffix(1);
+  if (credentials.empty()) return std::nullopt;
+  if (iequals(scheme, "Bearer")) return std::string(credentials);
+  if (!basic || !iequals(scheme, "Basic")) return std::nullopt;
+  auto decoded = base64_decode(credentials);
+  if (!decoded) return std::nullopt;
+  const auto colon = decoded->find(':');
+  if (colon == std::string::npos || colon + 1 == decoded->size()) return std::nullopt;
+  return decoded->substr(colon + 1);
 }
 
 ApiResponse bad_max_tokens(std::int64_t default_max_tokens) {
@@ -85,7 +143,36 @@ std::optional<std::string> ApiRequest::header(std::string_view name) const {
 
 Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
     : store_(store), dispatcher_(dispatcher), config_(std::move(config)) {
+  if (!config_.admin_key.empty()) {
+    admin_digest_ = store::sha256(config_.admin_key);
+    if (!admin_digest_) throw std::runtime_error("SHA-256 of the admin key failed");
+  }
   dispatcher_.on_job_changed([this](JobId) { watchers_.notify(); });
+}
+
+bool Router::is_admin_key(std::string_view key) const {
+  if (!admin_digest_) return false;
+  const auto digest = store::sha256(key);
+  return digest && CRYPTO_memcmp(digest->data(), admin_digest_->data(), digest->size()) == 0;
+}
+
+std::variant<Caller, ApiResponse> Router::authenticate(const ApiRequest& request, bool ui) {
+  const auto authorization = request.header("Authorization");
+  const auto key = authorization ? key_in(*authorization, ui) : std::nullopt;
+  if (!key) {
+    return unauthorized(ui, ui ? "this page needs an API key: give it as the password (any "
+                                 "user name)"
+                               : "this needs an API key: send it as 'Authorization: Bearer <key>'");
+  }
+  if (is_admin_key(*key)) return Caller{true, {}};
+  // Found by its SHA-256 through an index: see docs/reliability.md, "Security", for why
+  // the lookup's timing tells nothing useful about any key.
+  auto user = store_.find_user_by_key(*key);
+  if (user.ok()) return Caller{false, std::move(user).value()};
+  if (user.status().code() == StatusCode::not_found) {
+    return unauthorized(ui, "this API key is not known: check it, or ask for one");
+  }
+  return from(answer_for(user.status()));
 }
 
 Router::~Router() {
@@ -103,7 +190,7 @@ std::int64_t Router::estimate_tokens(std::string_view page_text, std::int64_t ma
   return (bytes + 3) / 4 + max_tokens;
 }
 
-ApiResponse Router::queue() {
+ApiResponse Router::queue(bool with_lanes) {
   const Budget& budget = dispatcher_.budget();
   const auto level = [](const TokenBucket& bucket) -> json::value {
     if (bucket.unlimited()) return nullptr;
@@ -118,6 +205,29 @@ ApiResponse Router::queue() {
                     {"buckets", json::object{{"requests", level(budget.requests())},
                                              {"tokens", level(budget.tokens())}}},
                     {"paused", dispatcher_.paused_until().has_value()}};
+  if (with_lanes) {
+    // Every user with pages queued or in flight; the users table is small, and the pages in
+    // flight are at most the cap on calls.
+    auto users = store_.users();
+    if (!users.ok()) return from(answer_for(users.status()));
+    auto in_flight = store_.in_flight_by_user();
+    if (!in_flight.ok()) return from(answer_for(in_flight.status()));
+    const std::map<UserId, std::int64_t> flying(in_flight->begin(), in_flight->end());
+    const FairScheduler& scheduler = dispatcher_.scheduler();
+    json::array lanes;
+    for (const User& user : users.value()) {
+      const std::int64_t queued = scheduler.lane_length(user.id);
+      const auto it = flying.find(user.id);
+      const std::int64_t calls = it == flying.end() ? 0 : it->second;
+      if (queued == 0 && calls == 0) continue;
+      lanes.push_back(json::object{{"user", user.name},
+                                   {"weight", user.weight},
+                                   {"queued", queued},
+                                   {"queued_tokens", scheduler.lane_tokens(user.id)},
+                                   {"in_flight", calls}});
+    }
+    body["users"] = std::move(lanes);
+  }
   return json_response(200, body);
 }
 
@@ -178,8 +288,22 @@ ApiResponse Router::enqueue(const Upload& upload, std::vector<std::string> texts
   if (texts.empty()) return error(400, "invalid_document", "the upload has no pages");
   if (static_cast<std::int64_t>(texts.size()) > config_.max_pages) {
     return error(413, "payload_too_large",
-                 fmt::format("the upload has {} pages; at most {} are taken at once: split it",
+                 fmt::format("the upload has {} pages; at most {} are taken at once "
+                             "(--max-pages): split it",
                              texts.size(), config_.max_pages));
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto bytes = static_cast<std::int64_t>(texts[i].size());
+    if (bytes <= config_.max_page_bytes) continue;
+    json::object refusal = error_json(
+        "payload_too_large",
+        fmt::format("page {} has {} bytes of text; a page may have at most {} (--max-page-kb): "
+                    "split the page",
+                    i + 1, bytes, config_.max_page_bytes));
+    refusal["error"].as_object()["page"] = i + 1;
+    refusal["error"].as_object()["bytes"] = bytes;
+    refusal["error"].as_object()["max_page_bytes"] = config_.max_page_bytes;
+    return json_response(413, refusal);
   }
   JobRequest job{upload.user, upload.name, {}, upload.max_tokens, upload.idempotency_key};
   std::vector<std::int64_t> tokens;
@@ -213,21 +337,8 @@ ApiResponse Router::handle(ApiRequest request) {
     return std::string((*it).value);
   };
 
-  if (path == "/metrics" && request.method == "GET") {
-    // Aggregates only, no user's data: open like /healthz, for the scraper on the network.
-    ApiResponse response;
-    response.content_type = "text/plain; version=0.0.4";
-    response.body = render_metrics(dispatcher_, door_refusals_);
-    return response;
-  }
+  // Open: the probes of an orchestrator, which carry no key.
   if (path == "/healthz") return json_response(200, json::object{{"status", "ok"}});
-  if ((path == "/ui" || path == "/ui/") && request.method == "GET") {
-    // A static page; the key is typed into it and sent by its script, never in this URL.
-    ApiResponse page;
-    page.content_type = "text/html; charset=utf-8";
-    page.body = std::string(ui_page());
-    return page;
-  }
   if (path == "/readyz") {
     // Not ready while results cannot be committed, or while writes fail for want of a
     // disk. A store whose writes failed is tried again (one page) on every ask, so the
@@ -241,18 +352,35 @@ ApiResponse Router::handle(ApiRequest request) {
     return json_response(200, json::object{{"status", "ready"}});
   }
 
-  // Everything under /v1 needs a key: a user's, or the admin's for /v1/users.
-  const auto authorization = request.header("Authorization");
-  const std::string_view bearer = "Bearer ";
-  if (!authorization || authorization->rfind(bearer, 0) != 0) {
-    return error(401, "unauthorized",
-                 "this needs an API key: send it as 'Authorization: Bearer <key>'");
-  }
-  const std::string key = authorization->substr(bearer.size());
+  // Everything else needs a key: a user's, or the admin's.
+  const bool ui = (path == "/ui" || path == "/ui/") && request.method == "GET";
+  auto authenticated = authenticate(request, ui);
+  if (auto* refused = std::get_if<ApiResponse>(&authenticated)) return std::move(*refused);
+  const Caller caller = std::get<Caller>(std::move(authenticated));
 
+  if (ui) {
+    // A static page; its script sends the key typed into it (or given after # in the
+    // address) as a Bearer header on every call it makes.
+    ApiResponse page;
+    page.content_type = "text/html; charset=utf-8";
+    page.body = std::string(ui_page());
+    return page;
+  }
+  if (path == "/v1/queue" && request.method == "GET") return queue(caller.admin);
+  if (path == "/metrics" && request.method == "GET") {
+    if (!caller.admin) {
+      return error(403, "forbidden",
+                   "/metrics needs the admin key (a scraper sends it as 'Authorization: Bearer "
+                   "<key>'); this key is a user's");
+    }
+    ApiResponse response;
+    response.content_type = "text/plain; version=0.0.4";
+    response.body = render_metrics(dispatcher_, door_refusals_);
+    return response;
+  }
   if (path == "/v1/users" && request.method == "POST") {
-    if (config_.admin_key.empty() || !same_key(key, config_.admin_key)) {
-      return error(401, "unauthorized", "adding users needs the admin key");
+    if (!caller.admin) {
+      return error(403, "forbidden", "adding users needs the admin key; this key is a user's");
     }
     boost::system::error_code parse_error;
     const json::value body = json::parse(request.body, parse_error);
@@ -272,20 +400,12 @@ ApiResponse Router::handle(ApiRequest request) {
         201, json::object{
                  {"name", added->user.name}, {"weight", added->user.weight}, {"key", added->key}});
   }
-
-  // The queue is the admin's too (`fairlane status` with the admin key).
-  if (path == "/v1/queue" && request.method == "GET" && !config_.admin_key.empty() &&
-      same_key(key, config_.admin_key)) {
-    return queue();
+  if (caller.admin) {
+    return error(403, "forbidden",
+                 "the admin key opens /v1/users, /v1/queue, /metrics and /ui; jobs and "
+                 "estimates are a user's: use a user's key");
   }
-
-  auto user = store_.find_user_by_key(key);
-  if (!user.ok()) {
-    if (user.status().code() == StatusCode::not_found) {
-      return error(401, "unauthorized", "this API key is not known: check it, or ask for one");
-    }
-    return from(answer_for(user.status()));
-  }
+  const User* user = &caller.user;
 
   if (path == "/v1/jobs" && request.method == "POST") {
     const std::string type = request.header("Content-Type").value_or("");
@@ -447,8 +567,6 @@ ApiResponse Router::handle(ApiRequest request) {
         200,
         json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
   }
-
-  if (path == "/v1/queue" && request.method == "GET") return queue();
 
   return error(404, "not_found", fmt::format("there is no {} {}", request.method, path));
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "fairlane/pdf_reader.hpp"
@@ -25,6 +26,7 @@
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"
 #include "service/watchers.hpp"
+#include "store/crypto.hpp"
 
 namespace fairlane::service {
 
@@ -104,10 +106,17 @@ struct JobEvent {
 };
 
 struct RouterConfig {
-  std::string admin_key;            // empty: no admin (POST /v1/users is refused)
+  std::string admin_key;            // empty: no admin (POST /v1/users, /metrics are refused)
   std::string prompt;               // the instruction sent with every page (for the estimate)
   std::int64_t max_tokens = 1'000;  // output tokens per page when an upload does not say
   std::int64_t max_pages = 10'000;  // pages in one upload
+  std::int64_t max_page_bytes = 64 * 1024;  // bytes of text in one page (JSON, or a PDF's)
+};
+
+// Who sent a request, once its key was checked: the admin, or a user.
+struct Caller {
+  bool admin = false;
+  User user;  // when !admin
 };
 
 class Router {
@@ -138,8 +147,14 @@ class Router {
  private:
   // The job object of the API, with its position and ETA now.
   [[nodiscard]] boost::json::object job_object(const JobView& job) const;
-  // GET /v1/queue: lanes, pages, the rate, the binding limit, the buckets, the pause.
-  ApiResponse queue();
+  // GET /v1/queue: lanes, pages, the rate, the binding limit, the buckets, the pause; for
+  // the admin also every lane with work, by user.
+  ApiResponse queue(bool with_lanes);
+  // Who the request's key belongs to, or the 401 to answer. `ui`: the key may also come as
+  // HTTP Basic credentials (a browser's navigation to /ui cannot send a Bearer header).
+  std::variant<Caller, ApiResponse> authenticate(const ApiRequest& request, bool ui);
+  // Whether `key` is the admin's, in time that does not depend on where it differs.
+  [[nodiscard]] bool is_admin_key(std::string_view key) const;
   // 202 with the job and its Location.
   ApiResponse accepted(const JobView& job);
   // The first job of a retried upload (same Idempotency-Key), or nullopt.
@@ -152,6 +167,9 @@ class Router {
   RefusalCounts door_refusals_;
   Watchers watchers_;
   const RouterConfig config_;
+  // The admin key's SHA-256 (empty without one): keys are compared as digests, so the
+  // compare takes the same time whatever the key's length.
+  std::optional<store::Sha256> admin_digest_;
 };
 
 }  // namespace fairlane::service

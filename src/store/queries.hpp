@@ -21,6 +21,10 @@ struct Sql {
       "SELECT id, name, weight FROM users WHERE key_sha256 = ?1";
   static constexpr std::string_view user_by_name =
       "SELECT id, name, weight FROM users WHERE name = ?1";
+  static constexpr std::string_view all_users = "SELECT id, name, weight FROM users ORDER BY id";
+  static constexpr std::string_view in_flight_by_user =
+      "SELECT user_id, count(*) FROM pages INDEXED BY pages_in_flight WHERE state = 'in_flight' "
+      "GROUP BY user_id ORDER BY user_id";
   static constexpr std::string_view user_by_id = "SELECT id, name, weight FROM users WHERE id = ?1";
   static constexpr std::string_view set_weight = "UPDATE users SET weight = ?2 WHERE name = ?1";
   static constexpr std::string_view job_by_idempotency_key =
@@ -103,6 +107,8 @@ struct Sql {
 inline constexpr std::array kAllQueries = {Sql::insert_user,
                                            Sql::user_by_key,
                                            Sql::user_by_name,
+                                           Sql::all_users,
+                                           Sql::in_flight_by_user,
                                            Sql::user_by_id,
                                            Sql::set_weight,
                                            Sql::job_by_idempotency_key,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -82,6 +83,8 @@ class SqliteStore final : public Store {
   Result<User> find_user_by_key(std::string_view key) override;
   Result<User> find_user_by_name(std::string_view name) override;
   Status set_weight(std::string_view name, std::int64_t weight) override;
+  Result<std::vector<User>> users() override;
+  Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override;
   Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
   Result<std::vector<Lane>> load_lanes() override;
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
@@ -124,7 +127,7 @@ class SqliteStore final : public Store {
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
-  Statement results_, page_call_, recent_spend_;
+  Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -152,10 +155,18 @@ class SqliteStore final : public Store {
 Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
   auto db = Database::open(path, options.vfs);
   if (!db.ok()) return db.status();
-  const std::string pragmas = fmt::format(
-      "PRAGMA busy_timeout = {}; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
-      options.busy_timeout.count());
-  if (Status s = db->exec(pragmas, "configuring the database"); !s.ok()) return s;
+  // The busy timeout through the C API: no SQL is ever formatted (tests/sql_is_bound.sh).
+  const auto busy_ms =
+      std::clamp<std::int64_t>(options.busy_timeout.count(), 0, std::numeric_limits<int>::max());
+  if (const int rc = sqlite3_busy_timeout(db->handle(), static_cast<int>(busy_ms));
+      rc != SQLITE_OK) {
+    return db->error(rc, "configuring the database");
+  }
+  if (Status s = db->exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+                          "configuring the database");
+      !s.ok()) {
+    return s;
+  }
   // WAL lets readers run beside the writer and makes each commit one append. A database
   // in memory keeps its own journal mode.
   if (Status s = db->exec("PRAGMA journal_mode = WAL", "switching to write-ahead logging");
@@ -201,6 +212,8 @@ Status SqliteStore::prepare_all() {
       {&results_, Sql::results},
       {&page_call_, Sql::page_call},
       {&recent_spend_, Sql::recent_spend},
+      {&all_users_, Sql::all_users},
+      {&in_flight_by_user_, Sql::in_flight_by_user},
   };
   for (const auto& [statement, sql] : all) {
     auto prepared = Statement::prepare(db_, sql);
@@ -279,6 +292,26 @@ Status SqliteStore::set_weight(std::string_view name, std::int64_t weight) {
     return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
   }
   return {};
+}
+
+Result<std::vector<User>> SqliteStore::users() {
+  Use use(all_users_);
+  std::vector<User> users;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    users.push_back(User{use->int64(0), use->text(1), use->int64(2)});
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "listing the users");
+  return users;
+}
+
+Result<std::vector<std::pair<UserId, std::int64_t>>> SqliteStore::in_flight_by_user() {
+  Use use(in_flight_by_user_);
+  std::vector<std::pair<UserId, std::int64_t>> counts;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) counts.emplace_back(use->int64(0), use->int64(1));
+  if (rc != SQLITE_DONE) return db_.error(rc, "counting the pages in flight");
+  return counts;
 }
 
 // ---- jobs --------------------------------------------------------------------------------

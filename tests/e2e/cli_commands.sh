@@ -53,6 +53,11 @@ has out '"pages":\[{"page":1,"state":"done"'
 run 0 status --key "$alice"
 has out "^service: "
 has out "^$id  book.pdf .* done .* 6/6"
+grep -q '^user  *weight' "$work/out" && fail "a user's status shows the lanes: $(cat "$work/out")"
+# The admin sees every lane with work by user (none is left now), and has no jobs.
+run 0 status --key "$admin_key"
+has out "^service: "
+has out "^user  *weight  *queued  *tokens  *in flight"
 
 run 0 estimate --pages 3 --key "$bob"
 has out "3 pages would be accepted now: position"

@@ -13,7 +13,8 @@ source "$(dirname "$0")/lib.sh"
 
 start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
 alice=$(add_user alice)
-start_serve --rpm 60000 --tpm 60000 --max-tokens 100
+# Pages up to 512 KB, so that a page over a minute's tokens can be sent at all.
+start_serve --rpm 60000 --tpm 60000 --max-tokens 100 --max-page-kb 512
 
 # expect STATUS TYPE CURL-ARGS...: posts to /v1/jobs and checks the status and error type.
 expect() {

@@ -36,12 +36,15 @@ done
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id" -H "Authorization: Bearer $bob") == 404 ]] ||
   fail "bob can see alice's job"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id") == 401 ]] || fail "no key was let in"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/metrics") == 401 ]] || fail "/metrics let no key in"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/metrics" -H "Authorization: Bearer $alice") == 403 ]] ||
+  fail "/metrics let a user's key in"
 
 stats=$(curl -sS "$stand_in_url/stats")
 grep -q '"rejected_429":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
 grep -q '"rejected_503":0' <<<"$stats" || fail "the stand-in refused calls: $stats"
 
-metrics=$(curl -sS "$base/metrics")
+metrics=$(curl -sS "$base/metrics" -H "Authorization: Bearer $admin_key")
 grep -qx 'fairlane_pages_done_total 3' <<<"$metrics" || fail "/metrics does not count 3 done: $metrics"
 grep -qx 'fairlane_call_latency_seconds_count 3' <<<"$metrics" ||
   fail "/metrics does not time 3 calls: $metrics"

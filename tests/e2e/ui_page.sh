@@ -5,7 +5,7 @@
 # and marks the body data-ended="done". (Headless chromium dumps the DOM about a second
 # after the first event, so one load shows one or two events; that the page follows a
 # stream event by event is what the two loads at two moments show together.) A screenshot of the last view is
-# saved as a test artifact.
+# saved as a test artifact. The page itself needs the key (HTTP Basic, given in the address).
 #
 #   ui_page.sh FAIRLANE FAIRLANE_PROVIDER_SIM SAMPLE_BOOK SCREENSHOT
 set -euo pipefail
@@ -28,14 +28,24 @@ id=$(field id <<<"$answer")
 [[ $id == job_* ]] || fail "the upload answered: $answer"
 total=$(count total <<<"$answer")
 
-# show [chromium args...]: the page's DOM after it settled, on stdout. Headless chromium
+# The page itself wants a key (HTTP Basic, the key as the password): without one the
+# browser is shown the 401's JSON and no page.
+nokey=$(timeout 20 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+  --user-data-dir="$work/profile-nokey" --virtual-time-budget=3000 --dump-dom "$base/ui" \
+  2>>"$work/browser.err") || fail "chromium failed: $(tail -5 "$work/browser.err")"
+grep -q 'id="view"' <<<"$nokey" && fail "the page opened without a key"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/ui") == 401 ]] || fail "/ui answers without a key"
+
+# show [chromium args...]: the page's DOM after it settled, on stdout. The key goes in the
+# address as the user's credentials (a top-level navigation may carry them; the browser
+# sends them as HTTP Basic) and after # for the page's script. Headless chromium
 # dumps the DOM when its virtual-time budget runs out, which can come before the body of a
 # stream that is still arriving; so the checks below load the page again (a few times,
 # bounded) until it shows what they wait for.
 show() {
   timeout 20 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
     --user-data-dir="$work/profile" --virtual-time-budget=10000 "$@" \
-    "$base/ui#job=$id&key=$alice" 2>>"$work/browser.err"
+    "http://alice:$alice@${base#http://}/ui#job=$id&key=$alice" 2>>"$work/browser.err"
 }
 text_of() { grep -o "<$1 id=\"$2\">[^<]*" | head -1 | sed 's/.*>//'; }
 

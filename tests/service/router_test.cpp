@@ -40,8 +40,9 @@ struct Api {
     config.door.max_wait_s = max_wait_s;
     config.door.max_queued_pages_per_user = 500;
     dispatcher = std::make_unique<Dispatcher>(io, *store, provider, config);
-    router = std::make_unique<Router>(*store, *dispatcher,
-                                      RouterConfig{"admin-secret", "Extract.", 200, 1'000});
+    // Pages up to 2 MB, so that the door's 422 for a page over a minute's tokens is reachable.
+    router = std::make_unique<Router>(
+        *store, *dispatcher, RouterConfig{"admin-secret", "Extract.", 200, 1'000, 2'000'000});
     alice = add_user("alice");
     bob = add_user("bob");
   }
@@ -98,8 +99,15 @@ TEST_CASE("Health answers without a key, and the API wants one it knows") {
   CHECK(none.status == 401);
   CHECK(Api::body(none).at("error").at("type") == "unauthorized");
   CHECK(api.send("GET", "/v1/jobs", "fl_not-a-key").status == 401);
-  CHECK(api.send("POST", "/v1/users", api.alice, R"({"name": "eve"})").status == 401);
   CHECK(api.send("GET", "/v1/nowhere", api.alice).status == 404);
+  CHECK(api.send("GET", "/v1/nowhere").status == 401);
+  // The challenge names the scheme (RFC 7235), and the scheme's name is case-insensitive.
+  CHECK(header(none, "WWW-Authenticate") == R"(Bearer realm="fairlane")");
+  CHECK(api.send("GET", "/v1/jobs", "", "", {{"Authorization", "bearer " + api.alice}}).status ==
+        200);
+  CHECK(api.send("GET", "/v1/jobs", "", "", {{"Authorization", "Bearer"}}).status == 401);
+  CHECK(api.send("GET", "/v1/jobs", "", "", {{"Authorization", "Token " + api.alice}}).status ==
+        401);
 }
 
 TEST_CASE("A full disk: uploads get 507 naming it, /readyz is not ready until space returns") {
@@ -181,7 +189,18 @@ TEST_CASE("A user sees only their own jobs: another's is 404") {
   CHECK(api.send("GET", "/v1/jobs/" + id, api.bob).status == 404);
   CHECK(api.send("DELETE", "/v1/jobs/" + id, api.bob).status == 404);
   CHECK(api.send("GET", "/v1/jobs/" + id + "/result", api.bob).status == 404);
+  CHECK(api.send("GET", "/v1/jobs/" + id + "/events", api.bob).status == 404);
   CHECK(Api::body(api.send("GET", "/v1/jobs", api.bob)).at("jobs").as_array().empty());
+  // The 404 is the same as for a job that does not exist, so ids cannot be probed.
+  const auto theirs = Api::body(api.send("GET", "/v1/jobs/" + id, api.bob));
+  const auto nobodys = Api::body(api.send("GET", "/v1/jobs/job_000000000000000000000000", api.bob));
+  CHECK(theirs.at("error").at("type") == nobodys.at("error").at("type"));
+  // Bob's cancel left Alice's job as it was, and its owner still sees it.
+  api.io.run_for(50ms);
+  const auto still = Api::body(api.send("GET", "/v1/jobs/" + id, api.alice));
+  CHECK(still.at("state") == "queued");
+  CHECK(still.at("pages").at("queued") == 1);
+  CHECK(api.dispatcher->scheduler().size() == 1);
 }
 
 TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate agrees") {
@@ -249,7 +268,7 @@ TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buc
   CHECK(queue.at("paused") == false);
 }
 
-TEST_CASE("/metrics shows queued pages and the door's refusals by reason, without a key") {
+TEST_CASE("/metrics shows queued pages and the door's refusals by reason, to the admin key") {
   Api api(2.5);
   // As in the door's test, a page here counts 0.28 of an average one, 200 go at once and
   // then 100 a second, and a call takes 2 s: Alice's 300 pages (85 average) wait 2 s.
@@ -258,7 +277,7 @@ TEST_CASE("/metrics shows queued pages and the door's refusals by reason, withou
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(490)).status == 503);
   // A page over a minute's 300,000 tokens: request_too_large.
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(1, 1'300'000)).status == 422);
-  const ApiResponse metrics = api.send("GET", "/metrics");
+  const ApiResponse metrics = api.send("GET", "/metrics", "admin-secret");
   REQUIRE(metrics.status == 200);
   CHECK(metrics.content_type.rfind("text/plain", 0) == 0);
   const auto has = [&](const std::string& line) {
@@ -450,7 +469,7 @@ TEST_CASE("A door that would refuse one page refuses a PDF before it is read") {
   CHECK(refused.status == 429);
   CHECK_FALSE(refused.document.has_value());
   CHECK(Api::body(refused).at("error").at("type") == "user_queue_full");
-  CHECK(api.send("GET", "/metrics")
+  CHECK(api.send("GET", "/metrics", "admin-secret")
             .body.find("fairlane_door_refusals_total{reason=\"user_queue_full\"} 1") !=
         std::string::npos);
   // Alice, with nothing queued, is let through to the reading.
@@ -459,22 +478,145 @@ TEST_CASE("A door that would refuse one page refuses a PDF before it is read") {
             .document.has_value());
 }
 
-TEST_CASE("The admin key reads the queue, and nothing else of the users'") {
+TEST_CASE("The admin key reads the queue with every user's lane, and nothing of the users' jobs") {
   Api api;
+  const std::string carol = api.add_user("carol");
   REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3)).status == 202);
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(2)).status == 202);
   const auto queue = api.send("GET", "/v1/queue", "admin-secret");
-  CHECK(queue.status == 200);
-  CHECK(Api::body(queue).at("queued") == 3);
-  CHECK(api.send("GET", "/v1/jobs", "admin-secret").status == 401);
+  REQUIRE(queue.status == 200);
+  const auto body = Api::body(queue);
+  CHECK(body.at("queued") == 5);
+  // Alice's and Bob's lanes, by name; Carol has nothing queued and no lane. Pages of 100
+  // bytes reserve ceil((8 + 100) / 4) + 200 = 227 tokens.
+  const auto& lanes = body.at("users").as_array();
+  REQUIRE(lanes.size() == 2);
+  CHECK(lanes[0].at("user") == "alice");
+  CHECK(lanes[0].at("queued") == 3);
+  CHECK(lanes[0].at("queued_tokens") == 3 * 227);
+  CHECK(lanes[0].at("in_flight") == 0);
+  CHECK(lanes[0].at("weight") == 1);
+  CHECK(lanes[1].at("user") == "bob");
+  CHECK(lanes[1].at("queued") == 2);
+  // A user sees the totals, not the others' lanes.
+  const auto mine = Api::body(api.send("GET", "/v1/queue", carol));
+  CHECK(mine.at("queued") == 5);
+  CHECK_FALSE(mine.contains("users"));
+  // The admin key has no jobs: 403, with the reason.
+  const auto jobs = api.send("GET", "/v1/jobs", "admin-secret");
+  CHECK(jobs.status == 403);
+  CHECK(Api::body(jobs).at("error").at("type") == "forbidden");
+  CHECK(api.send("GET", "/v1/estimate?pages=1", "admin-secret").status == 403);
+  CHECK(api.send("POST", "/v1/jobs", "admin-secret", Api::pages_json(1)).status == 403);
 }
 
-TEST_CASE("/ui serves the progress page without a key") {
+TEST_CASE("Only the admin key adds users and reads /metrics: a user's key gets 403, none 401") {
   Api api;
-  const auto page = api.send("GET", "/ui");
-  CHECK(page.status == 200);
-  CHECK(page.content_type == "text/html; charset=utf-8");
-  CHECK(page.body.find("/v1/jobs/${encodeURIComponent(id)}/events") != std::string::npos);
-  CHECK(api.send("GET", "/ui/").status == 200);
+  const auto user = api.send("POST", "/v1/users", api.alice, R"({"name": "eve"})");
+  CHECK(user.status == 403);
+  CHECK(Api::body(user).at("error").at("message").as_string().find("admin key") !=
+        std::string::npos);
+  CHECK(api.send("POST", "/v1/users", "", R"({"name": "eve"})").status == 401);
+  CHECK(api.send("POST", "/v1/users", "fl_unknown", R"({"name": "eve"})").status == 401);
+  CHECK(api.store->find_user_by_name("eve").status().code() == fairlane::StatusCode::not_found);
+  const auto metrics = api.send("GET", "/metrics", api.alice);
+  CHECK(metrics.status == 403);
+  CHECK(Api::body(metrics).at("error").at("message").as_string().find("admin key") !=
+        std::string::npos);
+  CHECK(api.send("GET", "/metrics").status == 401);
+  CHECK(api.send("GET", "/metrics", "admin-secret-not").status == 401);
+  CHECK(api.send("GET", "/metrics", "admin-secre").status == 401);
+  CHECK(api.send("GET", "/metrics", "admin-secret").status == 200);
+}
+
+TEST_CASE("Without an admin key configured, no key is the admin's, not even an empty one") {
+  Api api;
+  Router open_router(*api.store, *api.dispatcher, RouterConfig{"", "Extract.", 200, 1'000});
+  ApiRequest request{"GET", "/metrics", {{"Authorization", "Bearer "}}, ""};
+  CHECK(open_router.handle(request).status == 401);
+  request.headers = {{"Authorization", "Bearer " + api.alice}};
+  CHECK(open_router.handle(request).status == 403);
+}
+
+TEST_CASE(
+    "/ui wants a key too: a browser gets a Basic challenge and may give the key as password") {
+  Api api;
+  const auto challenged = api.send("GET", "/ui");
+  CHECK(challenged.status == 401);
+  CHECK(header(challenged, "WWW-Authenticate") == R"(Basic realm="fairlane", charset="UTF-8")");
+  CHECK(challenged.body.find("<html") == std::string::npos);
+  const auto basic = [](const std::string& credentials) {
+    // base64 by hand, as a browser sends it.
+    static constexpr char kDigits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const auto byte = [&](std::size_t i) {
+      return static_cast<unsigned>(static_cast<unsigned char>(credentials[i]));
+    };
+    std::string out;
+    std::size_t i = 0;
+    for (; i + 2 < credentials.size(); i += 3) {
+      const unsigned n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
+      out += {kDigits[(n >> 18) & 63], kDigits[(n >> 12) & 63], kDigits[(n >> 6) & 63],
+              kDigits[n & 63]};
+    }
+    const std::size_t rest = credentials.size() - i;
+    if (rest > 0) {
+      unsigned n = byte(i) << 16;
+      if (rest == 2) n |= byte(i + 1) << 8;
+      out += {kDigits[(n >> 18) & 63], kDigits[(n >> 12) & 63]};
+      out += rest == 2 ? std::string(1, kDigits[(n >> 6) & 63]) + "=" : std::string("==");
+    }
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Basic " + out}};
+  };
+  for (const std::string& name : {std::string("alice"), std::string(""), std::string("x")}) {
+    const auto page = api.send("GET", "/ui", "", "", basic(name + ":" + api.alice));
+    CHECK(page.status == 200);
+    CHECK(page.content_type == "text/html; charset=utf-8");
+    CHECK(page.body.find("/v1/jobs/${encodeURIComponent(id)}/events") != std::string::npos);
+  }
+  CHECK(api.send("GET", "/ui/", "", "", basic("admin:admin-secret")).status == 200);
+  CHECK(api.send("GET", "/ui", api.alice).status == 200);  // Bearer, as a script would
+  CHECK(api.send("GET", "/ui", "", "", basic("alice:fl_wrong")).status == 401);
+  CHECK(api.send("GET", "/ui", "", "", basic(api.alice)).status == 401);  // no user name part
+  CHECK(api.send("GET", "/ui", "", "", {{"Authorization", "Basic !!!"}}).status == 401);
+  // Basic credentials open the page only, not the API.
+  CHECK(api.send("GET", "/v1/jobs", "", "", basic("alice:" + api.alice)).status == 401);
+}
+
+TEST_CASE("A page over the bytes per page is refused with 413 naming the page and the limit") {
+  Api api;
+  Router small(*api.store, *api.dispatcher,
+               RouterConfig{"admin-secret", "Extract.", 200, 1'000, 1'000});
+  const auto upload = [&](const std::string& body) {
+    return small.handle(
+        ApiRequest{"POST",
+                   "/v1/jobs",
+                   {{"Authorization", "Bearer " + api.alice}, {"Content-Type", "application/json"}},
+                   body});
+  };
+  const auto refused = upload(json::serialize(
+      json::object{{"name", "b"},
+                   {"pages", json::array{"short", json::string(std::string(1'000, 'x')),
+                                         json::string(std::string(1'001, 'y'))}}}));
+  CHECK(refused.status == 413);
+  const auto error = Api::body(refused).at("error");
+  CHECK(error.at("type") == "payload_too_large");
+  CHECK(error.at("page") == 3);
+  CHECK(error.at("bytes") == 1'001);
+  CHECK(error.at("max_page_bytes") == 1'000);
+  CHECK(error.at("message").as_string().find("page 3") != std::string::npos);
+  CHECK(api.dispatcher->scheduler().size() == 0);
+  // At the limit it is taken; so are a PDF's pages, checked once read.
+  CHECK(upload(json::serialize(
+                   json::object{{"pages", json::array{json::string(std::string(1'000, 'x'))}}}))
+            .status == 202);
+  const fairlane::service::Upload from_pdf{
+      api.store->find_user_by_key(api.alice)->id, 1, "b.pdf", true, 200, std::nullopt};
+  const auto pdf = small.finish_upload(
+      from_pdf, fairlane::service::Document{"", {"ok", std::string(1'001, 'z')}});
+  CHECK(pdf.status == 413);
+  CHECK(Api::body(pdf).at("error").at("page") == 2);
+  CHECK(api.dispatcher->scheduler().size() == 1);
 }
 
 TEST_CASE("A PDF retried while the first was being read gets the first job, whatever the door") {
@@ -509,4 +651,33 @@ TEST_CASE("An Idempotency-Key too long is refused before the body is read") {
                {{"Content-Type", "application/pdf"}, {"Idempotency-Key", std::string(256, 'k')}});
   CHECK(refused.status == 400);
   CHECK_FALSE(refused.document.has_value());
+}
+
+TEST_CASE("Hostile job names and idempotency keys come back from the API as sent") {
+  Api api;
+  for (const std::string& hostile :
+       {std::string("'; DROP TABLE jobs; --"), std::string("\" OR 1=1 -- \\\" {} %s"),
+        std::string("日本語 ✓ 🚀 \u202eRTL")}) {
+    CAPTURE(hostile);
+    const std::string body = json::serialize(
+        json::object{{"name", hostile}, {"pages", json::array{json::string(hostile)}}});
+    const auto first =
+        api.send("POST", "/v1/jobs", api.alice, body, {{"Idempotency-Key", hostile}});
+    REQUIRE(first.status == 202);
+    const auto job = Api::body(first);
+    CHECK(job.at("name").as_string() == hostile);
+    const std::string id(job.at("id").as_string());
+    // The same key finds the same job; the view and the list show the name as sent.
+    const auto again =
+        api.send("POST", "/v1/jobs", api.alice, body, {{"Idempotency-Key", hostile}});
+    CHECK(Api::body(again).at("id").as_string() == id);
+    CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("name").as_string() ==
+          hostile);
+    // A hostile user name is refused with the rule, nothing else.
+    const auto user = api.send("POST", "/v1/users", "admin-secret",
+                               json::serialize(json::object{{"name", hostile}}));
+    CHECK(user.status == 400);
+  }
+  CHECK(api.dispatcher->scheduler().size() == 3);
+  CHECK(Api::body(api.send("GET", "/v1/jobs", api.alice)).at("jobs").as_array().size() == 3);
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Limits against hostile or careless clients, each set by its flag to a small value: headers
+# over --max-header-kb get 431, a body over --max-body-mb 413, an upload over --max-pages or
+# with a page over --max-page-kb 413 naming the page and the limit; malformed HTTP gets 400;
+# a connection past --max-connections gets 503 and is closed at once while those open are
+# still served; and slow clients (slowloris: many connections trickling header bytes) are
+# closed after --read-timeout while a normal client is still answered. Every answer names the
+# limit; nothing refused is queued.
+#
+#   serve_limits.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
+alice=$(add_user alice)
+start_serve --rpm 60000 --tpm 6000000 --max-tokens 100 --max-header-kb 2 --max-body-mb 1 \
+  --max-pages 5 --max-page-kb 1 --max-connections 8 --read-timeout 3
+port=${base##*:}
+auth=(-H "Authorization: Bearer $alice")
+json=(-H 'Content-Type: application/json')
+
+# expect STATUS TYPE SAYS CURL-ARGS...: the status, the error type, and a message saying SAYS.
+expect() {
+  local want=$1 type=$2 says=$3
+  shift 3
+  local got
+  got=$(curl -sS --max-time 30 -o "$work/body" -w '%{http_code}' "$@")
+  [[ $got == "$want" ]] || fail "wanted $want $type, got $got: $(cat "$work/body")"
+  grep -q "\"type\":\"$type\"" "$work/body" || fail "wanted $type: $(cat "$work/body")"
+  grep -q -- "$says" "$work/body" || fail "the answer does not say '$says': $(cat "$work/body")"
+}
+pages() { printf '{"name":"p","pages":['; printf '"%s",' "$@" | sed 's/,$//'; printf ']}'; }
+a_times() { head -c "$1" /dev/zero | tr '\0' a; }
+
+# Headers: 2 KB in all.
+expect 431 headers_too_large '2 KB fairlane accepts (--max-header-kb)' "$base/v1/jobs" "${auth[@]}" \
+  -H "X-Padding: $(a_times 3000)"
+[[ $(curl -sS -o /dev/null -w '%{http_code}' "$base/v1/jobs" "${auth[@]}" -H "X-Padding: $(a_times 1000)") == 200 ]] ||
+  fail "headers under the limit were refused"
+
+# The body: 1 MB.
+a_times 1500000 >"$work/big.json"
+expect 413 payload_too_large '1 MB fairlane accepts (--max-body-mb)' -X POST "$base/v1/jobs" "${auth[@]}" \
+  "${json[@]}" --data-binary "@$work/big.json"
+
+# Pages per upload: 5.
+expect 413 payload_too_large 'at most 5 are taken at once (--max-pages)' -X POST "$base/v1/jobs" "${auth[@]}" \
+  "${json[@]}" -d "$(pages 1 2 3 4 5 6)"
+# Bytes per page: 1 KB, for JSON pages and a PDF's.
+expect 413 payload_too_large 'page 2 has 1025 bytes of text; a page may have at most 1024 (--max-page-kb)' \
+  -X POST "$base/v1/jobs" "${auth[@]}" "${json[@]}" -d "$(pages one "$(a_times 1025)")"
+grep -q '"page":2,' "$work/body" || fail "the refusal has no page field: $(cat "$work/body")"
+listed=$(curl -sS --max-time 10 "$base/v1/jobs" "${auth[@]}")
+grep -q '"jobs":\[\]' <<<"$listed" || fail "a refused upload was enqueued: $listed"
+id=$(upload "$alice" fits 1 2 3 4 "$(a_times 1024)")
+[[ $(field state <<<"$(wait_ended "$alice" "$id" 20)") == done ]] || fail "the upload at the limits did not end done"
+
+# raw BYTES: sends BYTES on a new connection and prints what comes back until the close.
+raw() {
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+  printf '%b' "$1" >&"$fd"
+  timeout 10 cat <&"$fd" || true
+  exec {fd}>&-
+}
+for bad in 'NOT HTTP AT ALL\r\n\r\n' 'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n' \
+  'GET /healthz HTTP/1.1\r\nHost x\r\n\r\n'; do
+  answer=$(raw "$bad")
+  [[ $answer == "HTTP/1.1 400 Bad Request"* ]] || fail "malformed HTTP ($bad) got: $answer"
+  grep -q '"type":"bad_request","message":"the request is not valid HTTP/1.1' <<<"$answer" ||
+    fail "the 400 does not say why: $answer"
+done
+
+# Slowloris: 6 connections send a request's headers a line every 0.25 s for 10 s. Each is
+# closed by the service after the 3 s read timeout: its reader sees the end of the stream
+# within 8 s, which it could not if the connection were left open while the client trickles.
+trap '' PIPE
+for n in 1 2 3 4 5 6; do
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$port"
+    (
+      printf 'GET /healthz HTTP/1.1\r\nHost: x\r\n' >&3 2>/dev/null
+      for _ in $(seq 40); do printf 'X-Slow: b\r\n' >&3 2>/dev/null || exit 0; sleep 0.25; done
+    ) &
+    if timeout 8 cat <&3 >"$work/slow.$n.out"; then echo closed >"$work/slow.$n"; else echo open >"$work/slow.$n"; fi
+    kill %1 2>/dev/null || true
+  ) &
+  pids+=($!)
+  slow+=($!)
+done
+# Meanwhile a normal client is answered, each time within 2.5 s (less than the read timeout).
+sleep 0.5
+for _ in 1 2 3 4; do
+  [[ $(curl -sS --max-time 2.5 "$base/healthz") == *ok* ]] || fail "a normal client was not answered during the slowloris"
+  sleep 0.25
+done
+for pid in "${slow[@]}"; do wait_exit "$pid" 20; done
+for n in 1 2 3 4 5 6; do
+  [[ $(cat "$work/slow.$n") == closed ]] || fail "slow connection $n was still open after 8 s"
+  [[ ! -s $work/slow.$n.out ]] || fail "slow connection $n was answered: $(cat "$work/slow.$n.out")"
+done
+
+# Connections: 8 open (idle, as a browser's spare ones are); a ninth gets 503 naming the
+# limit and is closed at once; the 8 are still served.
+held=()
+for _ in 1 2 3 4 5 6 7 8; do
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+  held+=("$fd")
+done
+ninth=$(raw '')
+[[ $ninth == "HTTP/1.1 503 Service Unavailable"* ]] || fail "the ninth connection got: $ninth"
+grep -q 'fairlane has 8 connections open, as many as it takes (--max-connections)' <<<"$ninth" ||
+  fail "the 503 does not name the limit: $ninth"
+for fd in "${held[@]}"; do
+  printf 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&"$fd"
+done
+for fd in "${held[@]}"; do
+  answer=$(timeout 10 cat <&"$fd" || true)
+  [[ $answer == "HTTP/1.1 200 OK"* ]] || fail "a connection within the limit got: $answer"
+  exec {fd}>&-
+done
+# Once they closed, new connections are taken again.
+for _ in $(seq 100); do
+  [[ $(curl -sS --max-time 5 "$base/healthz" 2>/dev/null) == *ok* ]] && break
+  sleep 0.05
+done
+[[ $(curl -sS --max-time 5 "$base/healthz") == *ok* ]] || fail "no connection is taken after the others closed"
+
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 40
+[[ $exited == 0 ]] || fail "fairlane serve exited $exited: $(cat "$work/serve.1.out")"
+echo "1 passed, 0 failed"
