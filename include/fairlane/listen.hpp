@@ -23,7 +23,7 @@ namespace fairlane {
 // ended with an exception, e.g. ReportFailure{"fairlane: a connection failed"}.
 struct ReportFailure {
   std::string_view label;
-  void operator()(std::exception_ptr failure) const;
+  void operator()(const std::exception_ptr& failure) const;
 };
 
 }  // namespace fairlane

@@ -61,6 +61,7 @@ int serve(const ServeOptions& o) {
   auto store = fairlane::Store::open(o.db, store_options);
   if (!store.ok()) return fail(store.status().message());
   std::string admin_key;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
   if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
   if (!admin_key.empty() && admin_key.size() < kMinAdminKeyChars) {
     // Not refused (tests and labs use short ones), but said at every start. Never the key.

@@ -31,7 +31,7 @@ Result<tcp::acceptor> open_acceptor(asio::io_context& io, const std::string& add
   return acceptor;
 }
 
-void ReportFailure::operator()(std::exception_ptr failure) const {
+void ReportFailure::operator()(const std::exception_ptr& failure) const {
   if (!failure) return;
   try {
     std::rethrow_exception(failure);

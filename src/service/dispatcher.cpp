@@ -432,6 +432,8 @@ Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
                        DispatcherConfig config)
     : impl_(std::make_shared<Impl>(io, store, provider, std::move(config))) {}
 
+// Asio's cancel() throws only when the reactor itself fails: std::terminate is right then.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 Dispatcher::~Dispatcher() {
   Impl& d = *impl_;
   d.stopping = true;

@@ -90,6 +90,7 @@ class Dispatcher {
   // commits what it can, and leaves calls still out to be requeued at the next start.
   Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider,
              DispatcherConfig config);
+  // NOLINTNEXTLINE(bugprone-exception-escape): see the definition
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;

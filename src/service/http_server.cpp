@@ -56,7 +56,7 @@ http::response<http::string_body> refusal(unsigned version, http::status status,
 }  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& context, Router& r, HttpLimits l)
+  Impl(asio::io_context& context, Router& r, const HttpLimits& l)
       : io(context),
         router(r),
         limits(l),
@@ -88,7 +88,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                                 bool keep_alive);
 };
 
-HttpServer::HttpServer(asio::io_context& io, Router& router, HttpLimits limits)
+HttpServer::HttpServer(asio::io_context& io, Router& router, const HttpLimits& limits)
     : impl_(std::make_shared<Impl>(io, router, limits)) {}
 
 HttpServer::~HttpServer() {
@@ -203,7 +203,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
           refusal(parser.get().version(), http::status::payload_too_large, "payload_too_large",
                   fmt::format("the body is larger than the {} MB fairlane accepts "
                               "(--max-body-mb): split the upload",
-                              limits.max_body_bytes / (1024 * 1024)));
+                              limits.max_body_bytes / (std::size_t{1024} * 1024)));
       co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
       break;
     }

@@ -26,9 +26,9 @@ class io_context;
 namespace fairlane::service {
 
 struct HttpLimits {
-  std::size_t max_body_bytes = 100 * 1024 * 1024;  // larger bodies get 413
-  std::size_t max_header_bytes = 16 * 1024;        // larger headers get 431
-  std::size_t max_connections = 1'000;             // more get a 503 and are closed at once
+  std::size_t max_body_bytes = std::size_t{100} * 1024 * 1024;  // larger bodies get 413
+  std::size_t max_header_bytes = std::size_t{16} * 1024;        // larger headers get 431
+  std::size_t max_connections = 1'000;  // more get a 503 and are closed at once
   // For a whole request, headers and body: from a new connection's start, or from the
   // first byte of a later request on a kept-alive one. Then the connection is closed.
   std::chrono::seconds read_timeout{60};
@@ -52,7 +52,7 @@ struct HttpLimits {
 class HttpServer {
  public:
   // `router` must outlive the server's connections.
-  HttpServer(boost::asio::io_context& io, Router& router, HttpLimits limits = {});
+  HttpServer(boost::asio::io_context& io, Router& router, const HttpLimits& limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

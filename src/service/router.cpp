@@ -387,7 +387,7 @@ ApiResponse Router::handle(ApiRequest request) {
     const json::object* fields = parse_error ? nullptr : body.if_object();
     const json::value* name = fields ? fields->if_contains("name") : nullptr;
     if (name == nullptr || !name->is_string()) {
-      return error(400, "invalid_request", "send {\"name\": \"...\", \"weight\": 1} as JSON");
+      return error(400, "invalid_request", R"(send {"name": "...", "weight": 1} as JSON)");
     }
     std::int64_t weight = 1;
     if (const json::value* w = fields->if_contains("weight")) {

@@ -110,7 +110,8 @@ struct RouterConfig {
   std::string prompt;               // the instruction sent with every page (for the estimate)
   std::int64_t max_tokens = 1'000;  // output tokens per page when an upload does not say
   std::int64_t max_pages = 10'000;  // pages in one upload
-  std::int64_t max_page_bytes = 64 * 1024;  // bytes of text in one page (JSON, or a PDF's)
+  std::int64_t max_page_bytes =
+      std::int64_t{64} * 1024;  // bytes of text in one page (JSON, or a PDF's)
 };
 
 // Who sent a request, once its key was checked: the admin, or a user.

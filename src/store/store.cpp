@@ -567,7 +567,7 @@ Result<std::int64_t> SqliteStore::cancel_job(JobId job) {
 
 Status SqliteStore::probe_write() {
   if (broken_) return *broken_;
-  const Status status = [this]() -> Status {
+  Status status = [this]() -> Status {
     Transaction tx(db_);
     if (!tx.status().ok()) return tx.status();
     const std::string sql = fmt::format("PRAGMA user_version = {}", Store::latest_schema_version());

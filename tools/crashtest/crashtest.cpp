@@ -34,8 +34,6 @@
 #include "fairlane/pdf_writer.hpp"
 #include "provider_sim.hpp"
 
-extern char** environ;
-
 namespace fairlane::crashtest {
 namespace {
 
@@ -70,6 +68,7 @@ class Serve {
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
     std::vector<std::string> copy = args;
     std::vector<char*> argv;
+    argv.reserve(copy.size() + 1);
     for (std::string& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
     const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
@@ -378,7 +377,9 @@ std::int64_t get_or_zero(const Calls& calls, const std::string& text,
 Summary run(const Config& config) {
   Summary summary;
   const auto start = SteadyClock::now();
-  setenv("FAIRLANE_ADMIN_KEY", kAdminKey, 1);  // before any thread starts
+  // Before any thread starts; serve inherits it.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe)
+  setenv("FAIRLANE_ADMIN_KEY", kAdminKey, 1);
 
   namespace fs = std::filesystem;
   const fs::path dir = config.work_dir.empty()
@@ -481,8 +482,10 @@ Summary run(const Config& config) {
     std::vector<UploadRecord*> records;
     std::vector<Book*> theirs;
     for (int b = 0; b < config.books; ++b) {
-      records.push_back(&uploads[static_cast<std::size_t>(u * config.books + b)]);
-      theirs.push_back(&books[static_cast<std::size_t>(u * config.books + b)]);
+      const auto index = static_cast<std::size_t>(u) * static_cast<std::size_t>(config.books) +
+                         static_cast<std::size_t>(b);
+      records.push_back(&uploads[index]);
+      theirs.push_back(&books[index]);
     }
     uploaders.emplace_back([&, u, records, theirs] {
       upload_books(config, u + 1, keys[static_cast<std::size_t>(u)], records, theirs, shared);

@@ -12,7 +12,8 @@
 #include "crashtest.hpp"
 #include "fairlane/version.hpp"
 
-int main(int argc, char** argv) {
+// An exception that reaches here is a bug; it is reported, not left to std::terminate.
+int main(int argc, char** argv) try {
   CLI::App app{
       "fairlane-crashtest: users upload books to `fairlane serve` while it drains them to a\n"
       "provider stand-in (in this process, without faults); serve is SIGKILLed at random\n"
@@ -103,4 +104,7 @@ int main(int argc, char** argv) {
     }
   }
   return summary.ok() ? 0 : 1;
+} catch (const std::exception& e) {
+  std::cerr << "fairlane-crashtest: internal error: " << e.what() << '\n';
+  return 1;
 }

@@ -10,7 +10,8 @@
 #include "fairlane/version.hpp"
 #include "provider_sim.hpp"
 
-int main(int argc, char** argv) {
+// An exception that reaches here is a bug; it is reported, not left to std::terminate.
+int main(int argc, char** argv) try {
   CLI::App app{
       "fairlane-provider-sim: a stand-in AI provider (OpenAI and Anthropic dialects) that\n"
       "enforces its limits like a real one: 429 with retry-after past its RPM or TPM, 503 past\n"
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
     config.output_tokens_quantiles = std::move(points).value();
   }
   if (!api_key_env.empty()) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
     const char* key = std::getenv(api_key_env.c_str());
     if (key == nullptr || *key == '\0') {
       std::cerr << "fairlane-provider-sim: the environment variable " << api_key_env
@@ -141,4 +143,7 @@ int main(int argc, char** argv) {
             << std::endl;
   io.run();
   return 0;
+} catch (const std::exception& e) {
+  std::cerr << "fairlane-provider-sim: internal error: " << e.what() << '\n';
+  return 1;
 }
