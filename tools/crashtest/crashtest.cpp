@@ -4,12 +4,7 @@
 // collecting what the service and the stand-in hold at the end.
 #include "crashtest.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -33,6 +28,7 @@
 #include "cli/http_client.hpp"
 #include "fairlane/pdf_writer.hpp"
 #include "provider_sim.hpp"
+#include "serve_process.hpp"
 
 namespace fairlane::crashtest {
 namespace {
@@ -42,87 +38,6 @@ using SteadyClock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr const char* kAdminKey = "crashtest-admin-key";
-
-// `fairlane serve` as a child process.
-class Serve {
- public:
-  Serve() = default;
-  Serve(const Serve&) = delete;
-  Serve& operator=(const Serve&) = delete;
-  ~Serve() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  // Starts it with stderr appended to `log` and waits (up to 60 s) for its "listening on"
-  // line; returns the base URL, or nothing when it did not come up.
-  std::optional<std::string> start(const std::vector<std::string>& args, const std::string& log) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    std::vector<std::string> copy = args;
-    std::vector<char*> argv;
-    argv.reserve(copy.size() + 1);
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (spawned != 0) {
-      close(out[0]);
-      pid_ = -1;
-      return std::nullopt;
-    }
-    std::string text;
-    const auto deadline = SteadyClock::now() + 60s;
-    char buffer[256];
-    while (SteadyClock::now() < deadline && text.find('\n') == std::string::npos) {
-      pollfd fd{out[0], POLLIN, 0};
-      if (::poll(&fd, 1, 100) <= 0) continue;
-      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      text.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(out[0]);
-    const auto at = text.find("http://");
-    if (at == std::string::npos) return std::nullopt;
-    return text.substr(at, text.find('\n', at) - at);
-  }
-
-  // SIGKILL; reap() waits for it.
-  void kill_now() const { ::kill(pid_, SIGKILL); }
-  void reap() {
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  // SIGTERM, then up to 60 s for it to end; its exit status, or -1 (a signal, or too slow).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 1200; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 // The database, read-only, through SQLite itself.
 class Database {
@@ -377,10 +292,6 @@ std::int64_t get_or_zero(const Calls& calls, const std::string& text,
 Summary run(const Config& config) {
   Summary summary;
   const auto start = SteadyClock::now();
-  // Before any thread starts; serve inherits it.
-  // NOLINTNEXTLINE(concurrency-mt-unsafe)
-  setenv("FAIRLANE_ADMIN_KEY", kAdminKey, 1);
-
   namespace fs = std::filesystem;
   const fs::path dir = config.work_dir.empty()
                            ? fs::temp_directory_path() /
@@ -409,9 +320,14 @@ Summary run(const Config& config) {
     summary.error = "the stand-in could not listen: " + port.status().message();
     return summary;
   }
-  const auto args = serve_args(config, db_path, port.value());
-  Serve serve;
-  auto url = serve.start(args, log);
+  // Its stderr appended across restarts, the admin key in its environment.
+  const tools::ServeProcessOptions serve_options{serve_args(config, db_path, port.value()),
+                                                 log,
+                                                 true,
+                                                 {fmt::format("FAIRLANE_ADMIN_KEY={}", kAdminKey)},
+                                                 std::chrono::seconds(60)};
+  tools::ServeProcess serve;
+  auto url = serve.start(serve_options);
   ++summary.starts;
   if (!url) {
     summary.error = fmt::format("fairlane serve did not start (its log: {})", log);
@@ -621,7 +537,7 @@ Summary run(const Config& config) {
     summary.kills.push_back(std::move(kill));
     life_start = settled;
 
-    url = serve.start(args, log);
+    url = serve.start(serve_options);
     ++summary.starts;
     if (!url) {
       summary.error =

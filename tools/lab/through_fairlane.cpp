@@ -2,11 +2,6 @@
 // io_context thread; the service is a child process; the users are this thread, uploading
 // books as JSON pages on the ramp's schedule and reading their jobs until every accepted one
 // has ended.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -23,82 +18,13 @@
 
 #include "cli/http_client.hpp"
 #include "lab_internal.hpp"
+#include "serve_process.hpp"
 
 namespace fairlane::lab {
 namespace {
 
 namespace json = boost::json;
 using SteadyClock = std::chrono::steady_clock;
-
-// `fairlane serve` as a child; stopped (SIGTERM, then SIGKILL) when this goes.
-class Service {
- public:
-  ~Service() { stop(); }
-
-  // Starts it and waits (up to 30 s) for its "listening on" line; returns the base URL.
-  std::optional<std::string> start(const std::vector<std::string>& args, const std::string& log) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> copy = args;
-    std::vector<char*> argv;
-    argv.reserve(copy.size() + 1);
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // The lab's environment and the admin key, without setenv (not thread-safe).
-    std::string admin_key = "FAIRLANE_ADMIN_KEY=lab-admin-key";
-    std::vector<char*> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (!std::string_view(*e).starts_with("FAIRLANE_ADMIN_KEY=")) env.push_back(*e);
-    }
-    env.push_back(admin_key.data());
-    env.push_back(nullptr);
-    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (spawned != 0) {
-      close(out[0]);
-      pid_ = -1;
-      return std::nullopt;
-    }
-    std::string text;
-    const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
-    char buffer[256];
-    while (SteadyClock::now() < deadline && text.find('\n') == std::string::npos) {
-      pollfd fd{out[0], POLLIN, 0};
-      if (::poll(&fd, 1, 100) <= 0) continue;
-      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      text.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(out[0]);
-    const auto at = text.find("http://");
-    if (at == std::string::npos) return std::nullopt;
-    return text.substr(at, text.find('\n', at) - at);
-  }
-
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 struct Job {
   std::size_t book = 0;
@@ -138,38 +64,40 @@ CaseResult run_fairlane(const LabConfig& config) {
                    fmt::format("fairlane-lab-{}", static_cast<long>(getpid()));
   std::filesystem::create_directories(dir);
   const auto fmt_double = [](double x) { return fmt::format("{:.6f}", x); };
-  Service service;
-  const auto base = service.start({config.fairlane_binary,
-                                   "serve",
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--db",
-                                   (dir / "lab.db").string(),
-                                   "--provider-url",
-                                   fmt::format("http://127.0.0.1:{}", port.value()),
-                                   "--rpm",
-                                   std::to_string(config.per_minute(config.requests_per_minute)),
-                                   "--tpm",
-                                   std::to_string(config.per_minute(config.tokens_per_minute)),
-                                   "--max-in-flight",
-                                   std::to_string(config.max_in_flight),
-                                   "--max-tokens",
-                                   std::to_string(config.max_tokens),
-                                   "--max-wait",
-                                   fmt_double(config.seconds(config.max_wait_s)),
-                                   "--max-queued-pages-per-user",
-                                   "100000",
-                                   "--price-per-mtok",
-                                   fmt_double(config.price_per_mtok),
-                                   "--backoff-base",
-                                   fmt_double(config.seconds(1.0)),
-                                   "--backoff-max",
-                                   fmt_double(config.seconds(60.0)),
-                                   "--stop-deadline",
-                                   "5"},
-                                  (dir / "serve.log").string());
+  tools::ServeProcess service;
+  const auto base = service.start({{config.fairlane_binary,
+                                    "serve",
+                                    "--listen",
+                                    "127.0.0.1:0",
+                                    "--db",
+                                    (dir / "lab.db").string(),
+                                    "--provider-url",
+                                    fmt::format("http://127.0.0.1:{}", port.value()),
+                                    "--rpm",
+                                    std::to_string(config.per_minute(config.requests_per_minute)),
+                                    "--tpm",
+                                    std::to_string(config.per_minute(config.tokens_per_minute)),
+                                    "--max-in-flight",
+                                    std::to_string(config.max_in_flight),
+                                    "--max-tokens",
+                                    std::to_string(config.max_tokens),
+                                    "--max-wait",
+                                    fmt_double(config.seconds(config.max_wait_s)),
+                                    "--max-queued-pages-per-user",
+                                    "100000",
+                                    "--price-per-mtok",
+                                    fmt_double(config.price_per_mtok),
+                                    "--backoff-base",
+                                    fmt_double(config.seconds(1.0)),
+                                    "--backoff-max",
+                                    fmt_double(config.seconds(60.0)),
+                                    "--stop-deadline",
+                                    "5"},
+                                   (dir / "serve.log").string(),
+                                   false,
+                                   {"FAIRLANE_ADMIN_KEY=lab-admin-key"}});
   const auto finish = [&] {
-    service.stop();
+    service.stop(std::chrono::seconds(5));
     read_stand_in_stats(stats(), config, result);
     work.reset();
     io.stop();
