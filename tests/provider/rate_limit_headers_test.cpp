@@ -157,3 +157,27 @@ TEST_CASE("Absurd waits are capped at a day and absurd resets refused, never ove
   CHECK(std::chrono::duration_cast<std::chrono::seconds>(*parsed.retry_after).count() == 86'400);
   CHECK(fairlane::format_go_duration(1500100us) == "1.501s");  // rounded up
 }
+
+// Found by the rate_limit_headers fuzz target (tests/data/fuzz/rate_limit_headers): a year
+// outside what a WallTime's 64-bit nanoseconds hold overflowed in the conversion.
+TEST_CASE("RFC 3339 times outside 1970 to 2261 are refused, not overflowed") {
+  CHECK_FALSE(parse_rfc3339("1013-11-29T12:00:30Z"));
+  CHECK_FALSE(parse_rfc3339("1969-12-31T23:59:59Z"));
+  CHECK_FALSE(parse_rfc3339("2262-01-01T00:00:00Z"));
+  CHECK_FALSE(parse_rfc3339("9999-12-31T23:59:60-23:59"));
+  CHECK(*parse_rfc3339("1970-01-01T00:00:00Z") == WallTime{});
+  CHECK(parse_rfc3339("2261-12-31T23:59:60.999-23:59"));
+  const auto parsed = parse_rate_limit_headers(
+      {{"anthropic-ratelimit-requests-reset", "1013-11-29T12:00:30Z"}}, kNow);
+  CHECK_FALSE(parsed.requests.reset);
+}
+
+TEST_CASE("HTTP-dates centuries away are a day's wait or none, not overflowed") {
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(
+            *parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNow))
+            .count() == 86'400);
+  CHECK(*parse_retry_after("Sat, 01 Jan 1600 00:00:00 GMT", kNow) ==
+        fairlane::Clock::duration::zero());
+  CHECK(*parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", kNow) ==
+        fairlane::Clock::duration::zero());
+}
