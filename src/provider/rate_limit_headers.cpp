@@ -244,7 +244,12 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
       if (field == "limit") bucket.limit = parse_count(value);
       if (field == "remaining") bucket.remaining = parse_count(value);
       if (field == "reset") {
-        if (const auto when = parse_rfc3339(value)) bucket.reset = until(*when, now);
+        // A reset more than a day away is refused, as a Go duration's is.
+        const auto when = parse_rfc3339(value);
+        const auto reset = when ? until(*when, now) : Clock::duration::max();
+        bucket.reset = reset <= std::chrono::seconds(kLongestWait_s)
+                           ? std::optional<Clock::duration>(reset)
+                           : std::nullopt;
       }
     }
     for (const auto& [bucket_name, member] : kOpenAi) {

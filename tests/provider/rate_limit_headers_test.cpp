@@ -172,6 +172,23 @@ TEST_CASE("RFC 3339 times outside 1970 to 2261 are refused, not overflowed") {
   CHECK_FALSE(parsed.requests.reset);
 }
 
+// Found by the rate_limit_headers fuzz target: an Anthropic reset decades ahead was kept,
+// though a reset beyond a day is refused (as OpenAI's Go durations are).
+TEST_CASE("An Anthropic reset more than a day away is refused, one within a day kept") {
+  const auto far =
+      parse_rate_limit_headers({{"anthropic-ratelimit-requests-reset", "2062-11-29T12:00:30Z"},
+                                {"anthropic-ratelimit-tokens-reset", "2024-08-22T17:00:01Z"}},
+                               kNow);
+  CHECK_FALSE(far.requests.reset);
+  CHECK_FALSE(far.tokens.reset);
+  const auto near =
+      parse_rate_limit_headers({{"anthropic-ratelimit-requests-reset", "2024-08-22T17:00:00Z"},
+                                {"anthropic-ratelimit-tokens-reset", "2024-08-21T16:00:00Z"}},
+                               kNow);
+  CHECK(near.requests.reset == std::chrono::hours(24));
+  CHECK(near.tokens.reset == fairlane::Clock::duration::zero());  // already past: now
+}
+
 TEST_CASE("HTTP-dates centuries away are a day's wait or none, not overflowed") {
   CHECK(std::chrono::duration_cast<std::chrono::seconds>(
             *parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNow))
