@@ -55,8 +55,10 @@ std::optional<double> parse_decimal(std::string_view s) {
   return value;
 }
 
+// To the nearest nanosecond: "1.001s" is 1,001,000,000 ns, though the double nearest
+// 1.001 is a little less (truncating gave 1,000,999,999).
 Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  return std::chrono::round<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 Clock::duration until(WallTime then, WallTime now) {
@@ -156,8 +158,7 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   }
   const auto local = std::chrono::sys_days(date) + std::chrono::hours(hour) +
                      std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
-  return std::chrono::time_point_cast<WallTime::duration>(local) +
-         std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(fraction));
+  return std::chrono::time_point_cast<WallTime::duration>(local) + seconds(fraction);
 }
 
 std::string format_go_duration(Clock::duration d) {

@@ -198,3 +198,17 @@ TEST_CASE("HTTP-dates centuries away are a day's wait or none, not overflowed") 
   CHECK(*parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", kNow) ==
         fairlane::Clock::duration::zero());
 }
+
+// Found by the rate_limit_headers fuzz target: "1s1\u00b5s" formatted as "1.001s" (rounded
+// up to the millisecond) read back 1 ns short, because the nearest double to 1.001 is below
+// it and the conversion truncated.
+TEST_CASE("Decimal durations and fractions read to the nearest nanosecond") {
+  CHECK(*parse_go_duration("1.001s") == 1001ms);
+  CHECK(*parse_go_duration("0.3s") == 300ms);
+  CHECK(*parse_go_duration("6m0.7s") == 360700ms);
+  CHECK(*parse_go_duration("1s1\xC2\xB5s") == 1000001us);
+  CHECK(*parse_go_duration(fairlane::format_go_duration(1000001us)) == 1001ms);
+  CHECK(*parse_rfc3339("2024-08-21T17:00:00.001Z") == kNow + 1ms);
+  const auto parsed = parse_rate_limit_headers({{"retry-after-ms", "1001"}}, kNow);
+  CHECK(*parsed.retry_after == 1001ms);
+}
