@@ -7,3 +7,6 @@ option(FAIRLANE_BUILD_BENCH "Build fairlane_bench (Google Benchmark)" ON)
 set(FAIRLANE_SANITIZE "" CACHE STRING
     "Sanitizers to build with: empty, 'address,undefined' or 'thread'")
 set_property(CACHE FAIRLANE_SANITIZE PROPERTY STRINGS "" "address,undefined" "thread")
+option(FAIRLANE_FUZZ "Build the libFuzzer targets (tools/fuzz); needs clang" OFF)
+set(FAIRLANE_FUZZ_BINARIES "" CACHE PATH
+    "Where a fuzz build's fuzz_NAME binaries are; CTest then runs each for 60 s (tools/test)")

@@ -19,3 +19,16 @@ if(FAIRLANE_SANITIZE)
     target_compile_options(fairlane_sanitizers INTERFACE -Wno-tsan)
   endif()
 endif()
+
+# The fuzz build (tools/fuzz): every library is instrumented for libFuzzer's coverage; only
+# the fuzz_NAME binaries link its runtime (-fsanitize=fuzzer).
+if(FAIRLANE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "FAIRLANE_FUZZ needs clang (libFuzzer): configure with CXX=clang++")
+  endif()
+  # Line tables only: clang 14 with ASan and full debug information fails on the C++20
+  # coroutines of src/service ("Cannot represent a difference across sections"); stacks
+  # keep their files and lines.
+  target_compile_options(fairlane_sanitizers INTERFACE -fsanitize=fuzzer-no-link
+                                                       -gline-tables-only)
+endif()

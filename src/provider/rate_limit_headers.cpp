@@ -15,6 +15,11 @@ namespace {
 // Retry-After) or refused (a reset), and no conversion to nanoseconds can overflow.
 constexpr std::int64_t kLongestWait_s = 86'400;
 
+// The years an RFC 3339 time may have: a WallTime (64-bit nanoseconds since 1970) holds
+// them all, with any offset and fraction.
+constexpr std::int64_t kFirstYear = 1970;
+constexpr std::int64_t kLastYear = 2261;
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -50,8 +55,10 @@ std::optional<double> parse_decimal(std::string_view s) {
   return value;
 }
 
+// To the nearest nanosecond: "1.001s" is 1,001,000,000 ns, though the double nearest
+// 1.001 is a little less (truncating gave 1,000,999,999).
 Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  return std::chrono::round<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 Clock::duration until(WallTime then, WallTime now) {
@@ -117,8 +124,10 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   const int hour = two_digits(text, 11);
   const int minute = two_digits(text, 14);
   const int second = two_digits(text, 17);
-  if (!year || month < 1 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
-      second < 0 || second > 60) {
+  // WallTime counts nanoseconds in 64 bits: 1677 to 2262. A reset outside 1970 to 2261 is
+  // nobody's rate limit, and outside that range the conversion would overflow.
+  if (!year || *year < kFirstYear || *year > kLastYear || month < 1 || day < 1 || hour < 0 ||
+      hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 60) {
     return std::nullopt;
   }
   const std::chrono::year_month_day date{std::chrono::year{static_cast<int>(*year)},
@@ -149,8 +158,7 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   }
   const auto local = std::chrono::sys_days(date) + std::chrono::hours(hour) +
                      std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
-  return std::chrono::time_point_cast<WallTime::duration>(local) +
-         std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(fraction));
+  return std::chrono::time_point_cast<WallTime::duration>(local) + seconds(fraction);
 }
 
 std::string format_go_duration(Clock::duration d) {
@@ -186,6 +194,11 @@ std::optional<Clock::duration> parse_retry_after(std::string_view value, WallTim
   const std::string date(value);
   const time_t when = curl_getdate(date.c_str(), nullptr);
   if (when == -1) return std::nullopt;
+  // Compared in whole seconds first: a date centuries away does not fit a WallTime.
+  const std::int64_t now_s =
+      std::chrono::floor<std::chrono::seconds>(now).time_since_epoch().count();
+  if (when < now_s) return Clock::duration::zero();
+  if (when - now_s > kLongestWait_s) return std::chrono::seconds(kLongestWait_s);
   return std::min<Clock::duration>(until(std::chrono::system_clock::from_time_t(when), now),
                                    std::chrono::seconds(kLongestWait_s));
 }
@@ -232,7 +245,12 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
       if (field == "limit") bucket.limit = parse_count(value);
       if (field == "remaining") bucket.remaining = parse_count(value);
       if (field == "reset") {
-        if (const auto when = parse_rfc3339(value)) bucket.reset = until(*when, now);
+        // A reset more than a day away is refused, as a Go duration's is.
+        const auto when = parse_rfc3339(value);
+        const auto reset = when ? until(*when, now) : Clock::duration::max();
+        bucket.reset = reset <= std::chrono::seconds(kLongestWait_s)
+                           ? std::optional<Clock::duration>(reset)
+                           : std::nullopt;
       }
     }
     for (const auto& [bucket_name, member] : kOpenAi) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <boost/json/parse.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <variant>
@@ -125,6 +127,49 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
     return ApiAnswer{422, std::move(body), std::nullopt};
   }
   return std::nullopt;
+}
+
+ApiAnswer bad_max_tokens(std::int64_t default_max_tokens) {
+  return ApiAnswer{
+      400,
+      error_json("invalid_request", fmt::format("max_tokens is a whole number of output tokens per "
+                                                "page, 1 to {}: leave it out for the service's {}",
+                                                kMaxTokensCeiling, default_max_tokens)),
+      std::nullopt};
+}
+
+std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
+                                                      std::int64_t default_max_tokens) {
+  const auto invalid = [](std::string message) {
+    return ApiAnswer{400, error_json("invalid_document", message), std::nullopt};
+  };
+  boost::system::error_code parse_error;
+  const json::value root = json::parse(body, parse_error);
+  if (parse_error) {
+    return invalid(fmt::format("the body is not valid JSON ({})", parse_error.message()));
+  }
+  const json::object* fields = root.if_object();
+  const json::value* pages = fields ? fields->if_contains("pages") : nullptr;
+  if (pages == nullptr || !pages->is_array()) {
+    return invalid("the body needs \"pages\": a list of page texts");
+  }
+  JsonUpload upload;
+  if (const json::value* name = fields->if_contains("name"); name && name->is_string()) {
+    upload.name = std::string(name->as_string());
+  }
+  if (const json::value* max_tokens = fields->if_contains("max_tokens")) {
+    const auto* n = max_tokens->if_int64();
+    if (n == nullptr || *n < 1 || *n > kMaxTokensCeiling) return bad_max_tokens(default_max_tokens);
+    upload.max_tokens = *n;
+  }
+  upload.pages.reserve(pages->as_array().size());
+  for (const json::value& page : pages->as_array()) {
+    if (!page.is_string()) {
+      return invalid(fmt::format("page {} is not text", upload.pages.size() + 1));
+    }
+    upload.pages.emplace_back(page.as_string());
+  }
+  return upload;
 }
 
 }  // namespace fairlane::service

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "fairlane/door.hpp"
 #include "fairlane/estimator.hpp"
@@ -47,5 +49,28 @@ struct ApiAnswer {
 // The error type a refusal answers with ("busy", "user_queue_full", "request_too_large"),
 // empty when the door accepted.
 [[nodiscard]] std::string_view refusal_reason(const DoorDecision& decision);
+
+// The most output tokens an upload may ask per page; the door's 422 catches a page whose
+// input and output pass a minute's TPM, this catches nonsense before that.
+inline constexpr std::int64_t kMaxTokensCeiling = 1'000'000;
+
+// 400 invalid_request for a max_tokens that is not 1 to kMaxTokensCeiling, naming the
+// service's default.
+[[nodiscard]] ApiAnswer bad_max_tokens(std::int64_t default_max_tokens);
+
+// The body of an upload of pages as JSON: {"name": ..., "pages": ["text", ...],
+// "max_tokens": N}, name and max_tokens optional.
+struct JsonUpload {
+  std::optional<std::string> name;         // when "name" is a string (anything else: ignored)
+  std::optional<std::int64_t> max_tokens;  // 1 to kMaxTokensCeiling
+  std::vector<std::string> pages;          // the texts, in order; may be empty
+};
+
+// Reads a JSON upload's body, or the 400 it gets: invalid_document when it is not JSON,
+// has no list of pages or a page that is not text; bad_max_tokens(default_max_tokens) for a
+// max_tokens that is not a whole number 1 to kMaxTokensCeiling. Untrusted bytes: any input
+// gets one of the two.
+[[nodiscard]] std::variant<JsonUpload, ApiAnswer> parse_json_upload(
+    std::string_view body, std::int64_t default_max_tokens);
 
 }  // namespace fairlane::service

@@ -19,10 +19,6 @@ namespace {
 
 namespace json = boost::json;
 
-// The most output tokens an upload may ask per page; the door's 422 catches a page whose
-// input and output pass a minute's TPM, this catches nonsense before that.
-constexpr std::int64_t kMaxTokensCeiling = 1'000'000;
-
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -107,13 +103,6 @@ std::optional<std::string> key_in(std::string_view authorization, bool basic) {
   const auto colon = decoded->find(':');
   if (colon == std::string::npos || colon + 1 == decoded->size()) return std::nullopt;
   return decoded->substr(colon + 1);
-}
-
-ApiResponse bad_max_tokens(std::int64_t default_max_tokens) {
-  return error(400, "invalid_request",
-               fmt::format("max_tokens is a whole number of output tokens per page, 1 to {}: "
-                           "leave it out for the service's {}",
-                           kMaxTokensCeiling, default_max_tokens));
 }
 
 // "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.
@@ -425,7 +414,7 @@ ApiResponse Router::handle(ApiRequest request) {
     }
     if (const auto text = param("max_tokens")) {
       const auto n = number(*text);
-      if (!n || *n < 1 || *n > kMaxTokensCeiling) return bad_max_tokens(config_.max_tokens);
+      if (!n || *n < 1 || *n > kMaxTokensCeiling) return from(bad_max_tokens(config_.max_tokens));
       upload.max_tokens = *n;
     }
     if (upload.idempotency_key && (upload.idempotency_key->empty() ||
@@ -452,35 +441,12 @@ ApiResponse Router::handle(ApiRequest request) {
       read.document = DocumentUpload{std::move(upload), type, std::move(request.body)};
       return read;
     }
-    boost::system::error_code parse_error;
-    const json::value body = json::parse(request.body, parse_error);
-    if (parse_error) {
-      return error(400, "invalid_document",
-                   fmt::format("the body is not valid JSON ({})", parse_error.message()));
-    }
-    const json::object* fields = body.if_object();
-    const json::value* pages = fields ? fields->if_contains("pages") : nullptr;
-    if (pages == nullptr || !pages->is_array()) {
-      return error(400, "invalid_document", "the body needs \"pages\": a list of page texts");
-    }
-    if (const json::value* name = fields->if_contains("name"); name && name->is_string()) {
-      upload.name = std::string(name->as_string());
-    }
-    if (const json::value* max_tokens = fields->if_contains("max_tokens")) {
-      const auto* n = max_tokens->if_int64();
-      if (n == nullptr || *n < 1 || *n > kMaxTokensCeiling) {
-        return bad_max_tokens(config_.max_tokens);
-      }
-      upload.max_tokens = *n;
-    }
-    std::vector<std::string> texts;
-    for (const json::value& page : pages->as_array()) {
-      if (!page.is_string()) {
-        return error(400, "invalid_document", fmt::format("page {} is not text", texts.size() + 1));
-      }
-      texts.emplace_back(page.as_string());
-    }
-    return enqueue(upload, std::move(texts));
+    auto parsed = parse_json_upload(request.body, config_.max_tokens);
+    if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return from(*refusal);
+    JsonUpload& fields = std::get<JsonUpload>(parsed);
+    if (fields.name) upload.name = std::move(*fields.name);
+    if (fields.max_tokens) upload.max_tokens = *fields.max_tokens;
+    return enqueue(upload, std::move(fields.pages));
   }
 
   if (path == "/v1/jobs" && request.method == "GET") {

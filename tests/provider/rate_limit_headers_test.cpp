@@ -157,3 +157,58 @@ TEST_CASE("Absurd waits are capped at a day and absurd resets refused, never ove
   CHECK(std::chrono::duration_cast<std::chrono::seconds>(*parsed.retry_after).count() == 86'400);
   CHECK(fairlane::format_go_duration(1500100us) == "1.501s");  // rounded up
 }
+
+// Found by the rate_limit_headers fuzz target (tests/data/fuzz/rate_limit_headers): a year
+// outside what a WallTime's 64-bit nanoseconds hold overflowed in the conversion.
+TEST_CASE("RFC 3339 times outside 1970 to 2261 are refused, not overflowed") {
+  CHECK_FALSE(parse_rfc3339("1013-11-29T12:00:30Z"));
+  CHECK_FALSE(parse_rfc3339("1969-12-31T23:59:59Z"));
+  CHECK_FALSE(parse_rfc3339("2262-01-01T00:00:00Z"));
+  CHECK_FALSE(parse_rfc3339("9999-12-31T23:59:60-23:59"));
+  CHECK(*parse_rfc3339("1970-01-01T00:00:00Z") == WallTime{});
+  CHECK(parse_rfc3339("2261-12-31T23:59:60.999-23:59"));
+  const auto parsed = parse_rate_limit_headers(
+      {{"anthropic-ratelimit-requests-reset", "1013-11-29T12:00:30Z"}}, kNow);
+  CHECK_FALSE(parsed.requests.reset);
+}
+
+// Found by the rate_limit_headers fuzz target: an Anthropic reset decades ahead was kept,
+// though a reset beyond a day is refused (as OpenAI's Go durations are).
+TEST_CASE("An Anthropic reset more than a day away is refused, one within a day kept") {
+  const auto far =
+      parse_rate_limit_headers({{"anthropic-ratelimit-requests-reset", "2062-11-29T12:00:30Z"},
+                                {"anthropic-ratelimit-tokens-reset", "2024-08-22T17:00:01Z"}},
+                               kNow);
+  CHECK_FALSE(far.requests.reset);
+  CHECK_FALSE(far.tokens.reset);
+  const auto near =
+      parse_rate_limit_headers({{"anthropic-ratelimit-requests-reset", "2024-08-22T17:00:00Z"},
+                                {"anthropic-ratelimit-tokens-reset", "2024-08-21T16:00:00Z"}},
+                               kNow);
+  CHECK(near.requests.reset == std::chrono::hours(24));
+  CHECK(near.tokens.reset == fairlane::Clock::duration::zero());  // already past: now
+}
+
+TEST_CASE("HTTP-dates centuries away are a day's wait or none, not overflowed") {
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(
+            *parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNow))
+            .count() == 86'400);
+  CHECK(*parse_retry_after("Sat, 01 Jan 1600 00:00:00 GMT", kNow) ==
+        fairlane::Clock::duration::zero());
+  CHECK(*parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", kNow) ==
+        fairlane::Clock::duration::zero());
+}
+
+// Found by the rate_limit_headers fuzz target: "1s1\u00b5s" formatted as "1.001s" (rounded
+// up to the millisecond) read back 1 ns short, because the nearest double to 1.001 is below
+// it and the conversion truncated.
+TEST_CASE("Decimal durations and fractions read to the nearest nanosecond") {
+  CHECK(*parse_go_duration("1.001s") == 1001ms);
+  CHECK(*parse_go_duration("0.3s") == 300ms);
+  CHECK(*parse_go_duration("6m0.7s") == 360700ms);
+  CHECK(*parse_go_duration("1s1\xC2\xB5s") == 1000001us);
+  CHECK(*parse_go_duration(fairlane::format_go_duration(1000001us)) == 1001ms);
+  CHECK(*parse_rfc3339("2024-08-21T17:00:00.001Z") == kNow + 1ms);
+  const auto parsed = parse_rate_limit_headers({{"retry-after-ms", "1001"}}, kNow);
+  CHECK(*parsed.retry_after == 1001ms);
+}

@@ -2,6 +2,10 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "service/api_json.hpp"
 
@@ -116,4 +120,49 @@ TEST_CASE("The door's refusals: 503 busy with its numbers, 429 and 422 naming th
   CHECK(large->body.at("error").at("ceiling") == 300'000);
 
   CHECK_FALSE(answer_for(fairlane::DoorDecision{fairlane::DoorAccepted{}}));
+}
+
+TEST_CASE("A JSON upload gives its pages, name and max_tokens, in order") {
+  using fairlane::service::JsonUpload;
+  auto parsed = fairlane::service::parse_json_upload(
+      R"({"name": "notes", "pages": ["one\n", "", "caf\u00e9"], "max_tokens": 250})", 1'000);
+  REQUIRE(std::holds_alternative<JsonUpload>(parsed));
+  const JsonUpload& upload = std::get<JsonUpload>(parsed);
+  CHECK(upload.name == "notes");
+  CHECK(upload.max_tokens == 250);
+  CHECK(upload.pages == std::vector<std::string>{"one\n", "", "caf\xC3\xA9"});
+
+  // A name that is not text is ignored; no max_tokens leaves the service's.
+  auto plain = fairlane::service::parse_json_upload(R"({"name": 7, "pages": []})", 1'000);
+  REQUIRE(std::holds_alternative<JsonUpload>(plain));
+  CHECK_FALSE(std::get<JsonUpload>(plain).name.has_value());
+  CHECK_FALSE(std::get<JsonUpload>(plain).max_tokens.has_value());
+  CHECK(std::get<JsonUpload>(plain).pages.empty());
+}
+
+TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
+  using fairlane::service::ApiAnswer;
+  const auto refusal = [](std::string_view body) {
+    auto parsed = fairlane::service::parse_json_upload(body, 1'000);
+    REQUIRE(std::holds_alternative<ApiAnswer>(parsed));
+    const ApiAnswer answer = std::get<ApiAnswer>(parsed);
+    CHECK(answer.status == 400);
+    const json::object& error = answer.body.at("error").as_object();
+    return std::pair(std::string(error.at("type").as_string()),
+                     std::string(error.at("message").as_string()));
+  };
+  CHECK(refusal("{\"pages\": [").first == "invalid_document");
+  CHECK(refusal("{\"pages\": [").second.find("not valid JSON") != std::string::npos);
+  CHECK(refusal(R"(["a"])").second.find("\"pages\"") != std::string::npos);
+  CHECK(refusal(R"({"pages": "a"})").second.find("\"pages\"") != std::string::npos);
+  CHECK(refusal(R"({"pages": ["a", 2]})").second == "page 2 is not text");
+  // max_tokens is checked before the pages, and names the service's default.
+  for (const char* body :
+       {R"({"pages": [2], "max_tokens": 0})", R"({"pages": ["a"], "max_tokens": 1000001})",
+        R"({"pages": ["a"], "max_tokens": 2.5})", R"({"pages": ["a"], "max_tokens": "9"})"}) {
+    CAPTURE(body);
+    const auto [type, message] = refusal(body);
+    CHECK(type == "invalid_request");
+    CHECK(message.find("leave it out for the service's 1000") != std::string::npos);
+  }
 }

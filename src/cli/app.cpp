@@ -1,0 +1,238 @@
+#include "cli/app.hpp"
+
+#include "fairlane/version.hpp"
+
+namespace fairlane::cli {
+namespace {
+
+// The arguments with "--config FILE" moved to the front. CLI11 applies a config file's
+// [serve] and [user.add] sections only when --config comes before the subcommand; people
+// write it anywhere.
+std::vector<std::string> config_first(int argc, char** argv) {
+  std::vector<std::string> config;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--") {
+      for (; i < argc; ++i) rest.emplace_back(argv[i]);
+      break;
+    }
+    if (arg == "--config" && i + 1 < argc) {
+      config = {std::string(arg), argv[++i]};
+    } else if (arg.rfind("--config=", 0) == 0) {
+      config = {std::string(arg)};
+    } else {
+      rest.emplace_back(arg);
+    }
+  }
+  std::vector<std::string> args{argc > 0 ? argv[0] : "fairlane"};
+  args.insert(args.end(), config.begin(), config.end());
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
+}
+
+}  // namespace
+
+bool on_command_line(int argc, char** argv, std::string_view flag) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--") return false;
+    if (arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+                        arg[flag.size()] == '=')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+CommandLine::CommandLine()
+    : app("fairlane: a fair work-queue dispatcher for batch document jobs.\n"
+          "Pages wait in per-user lanes and are sent to a rate-limited AI provider in fair "
+          "order,\n"
+          "never beyond its requests per minute, tokens per minute or calls in flight.",
+          "fairlane") {
+  app.set_version_flag("--version", std::string("fairlane ") + kVersion,
+                       "Print the version and exit");
+  app.set_config("--config", "", "Read options from a TOML file (flags win)");
+  app.allow_config_extras(false);
+
+  serve_command = app.add_subcommand("serve", "Run the service: the API and the dispatcher");
+  serve_command->add_option("--listen", serve.listen, "ADDRESS:PORT to listen on (port 0: any)")
+      ->capture_default_str();
+  serve_command->add_option("--db", serve.db, "The SQLite database")->capture_default_str();
+  serve_command
+      ->add_option("--provider-url", serve.provider_url,
+                   "The provider, e.g. https://api.openai.com")
+      ->required();
+  serve_command->add_option("--provider-dialect", serve.provider_dialect, "openai or anthropic")
+      ->capture_default_str();
+  serve_command->add_option("--model", serve.model, "The model to ask")->capture_default_str();
+  serve_command->add_option("--api-key-env", serve.api_key_env,
+                            "The environment variable holding the provider's key");
+  serve_command
+      ->add_option("--admin-key-env", serve.admin_key_env,
+                   "The environment variable holding the admin key")
+      ->capture_default_str();
+  serve_command->add_option("--prompt", serve.prompt, "The instruction sent with every page");
+  serve_command->add_option("--rpm", serve.rpm, "The provider's requests per minute (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve_command->add_option("--tpm", serve.tpm, "The provider's tokens per minute (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve_command
+      ->add_option("--max-in-flight", serve.max_in_flight, "Calls in flight at once (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve_command->add_option("--max-tokens", serve.max_tokens, "Output tokens asked per page")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--max-wait", serve.max_wait, "Seconds of estimated wait the door accepts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--max-attempts", serve.max_attempts, "Failed attempts before a page fails")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--max-queued-pages-per-user", serve.max_queued_pages_per_user,
+                   "Pages a user may have queued")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command->add_option("--max-body-mb", serve.max_body_mb, "The largest upload, in MB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--max-header-kb", serve.max_header_kb,
+                   "The largest request headers, in KB; larger: 431")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  serve_command->add_option("--max-pages", serve.max_pages, "Pages in one upload; more: 413")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--max-page-kb", serve.max_page_kb,
+                   "Text in one page (JSON, or a PDF's), in KB; more: 413")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--max-connections", serve.max_connections,
+                   "Connections open at once; more get 503 and are closed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
+      ->add_option("--read-timeout", serve.read_timeout,
+                   "Seconds a whole request (headers and body) may take to arrive")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86'400.0));
+  serve_command
+      ->add_option("--backoff-base", serve.backoff_base,
+                   "Seconds of the first retry's backoff ceiling (full jitter, doubling)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command->add_option("--backoff-max", serve.backoff_max, "Seconds a backoff never exceeds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--call-timeout", serve.call_timeout,
+                   "Seconds a provider call may take before it is given up and retried")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
+  serve_command
+      ->add_option("--stop-deadline", serve.stop_deadline,
+                   "Seconds calls in flight get to finish on SIGTERM")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--price-per-mtok", serve.price_per_mtok,
+                   "The provider's USD per million tokens, for jobs' cost (0: not shown)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve_command
+      ->add_option("--pdf-timeout", serve.pdf_timeout,
+                   "Seconds (of time and of CPU) reading one uploaded PDF may take")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  serve_command
+      ->add_option("--pdf-memory-mb", serve.pdf_memory_mb,
+                   "Memory reading one uploaded PDF may use")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 1'000'000));
+  serve_command
+      ->add_option("--heartbeat", serve.heartbeat,
+                   "Seconds without an event before a live-events stream gets a heartbeat")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+
+  // `fairlane read-pdf`: the child process serve reads an uploaded PDF in (not for people,
+  // so not in --help): the PDF on stdin, its pages on stdout.
+  read_pdf_command = app.add_subcommand("read-pdf", "");
+  read_pdf_command->group("");
+  read_pdf_command->add_option("--cpu-seconds", reader_cpu_seconds);
+  read_pdf_command->add_option("--memory-mb", reader_memory_mb);
+  read_pdf_command->add_option("--max-pages", reader_max_pages);
+
+  CLI::App* user_command = app.add_subcommand("user", "Manage users");
+  user_add_command =
+      user_command->add_subcommand("add", "Add a user and print their API key (shown once)");
+  user_add_command->add_option("name", user_name, "The user's name")->required();
+  user_add_command->add_option("--weight", weight, "Fair-share weight, 1 to 1000")
+      ->capture_default_str();
+  user_add_command->add_option("--db", user_db, "The SQLite database")->capture_default_str();
+  user_command->require_subcommand(1);
+
+  // The client commands: --server and --key are the app's, so that a config file holds them
+  // once, and may follow the command's name.
+  app.fallthrough();
+  app.add_option("--server", server, "The service's URL (env FAIRLANE_URL)")->capture_default_str();
+  app.add_option("--key", key, "Your API key (env FAIRLANE_KEY)");
+
+  enqueue_command =
+      app.add_subcommand("enqueue", "Upload PDFs (or pages as JSON); prints the door's answer");
+  enqueue_command->add_option("files", enqueue.files, "The PDFs")->check(CLI::ExistingFile);
+  enqueue_command
+      ->add_option("--pages-json", enqueue.pages_json,
+                   "A JSON file {\"name\": ..., \"pages\": [\"text\", ...]} instead of PDFs")
+      ->check(CLI::ExistingFile);
+  enqueue_command->add_option("--name", enqueue.name,
+                              "The job's name (one upload; default the file's name)");
+  enqueue_command
+      ->add_option("--max-tokens", enqueue.max_tokens,
+                   "Output tokens asked per page (default the service's)")
+      ->check(CLI::Range(1, 1'000'000));
+  enqueue_command->add_option("--idempotency-key", enqueue.idempotency_key,
+                              "Makes a retried upload return the first job");
+  enqueue_command->add_flag("--watch", watch_after, "Follow the jobs until they end");
+
+  watch_command =
+      app.add_subcommand("watch", "Live progress of jobs until they end, then a summary");
+  watch_command->add_option("jobs", watch_jobs, "Job ids")->required();
+
+  status_command =
+      app.add_subcommand("status", "The service's queue and your jobs (the admin: the queue)");
+
+  result_command = app.add_subcommand("result", "A job's pages, as Markdown (or --json)");
+  result_command->add_option("job", result_job, "The job id")->required();
+  result_command->add_option("-o,--output", result_file, "Write to this file, not stdout");
+  result_command->add_flag("--json", result_json, "The service's JSON as it is");
+
+  cancel_command =
+      app.add_subcommand("cancel", "Cancel a job's queued pages (calls in flight finish)");
+  cancel_command->add_option("job", cancel_job, "The job id")->required();
+
+  estimate_command = app.add_subcommand("estimate", "What the door would say to an upload now");
+  estimate_command->add_option("--pages", estimate_pages, "Pages in the upload")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  estimate_command->add_option("--tokens-per-page", tokens_per_page,
+                               "Tokens one page reserves, input and output");
+}
+
+void CommandLine::parse(int argc, char** argv) {
+  std::vector<std::string> args = config_first(argc, argv);
+  std::vector<char*> pointers;
+  for (std::string& arg : args) pointers.push_back(arg.data());
+  app.parse(static_cast<int>(pointers.size()), pointers.data());
+}
+
+}  // namespace fairlane::cli
