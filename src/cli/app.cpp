@@ -192,7 +192,7 @@ CommandLine::CommandLine()
   enqueue_command->add_option("files", enqueue.files, "The PDFs")->check(CLI::ExistingFile);
   enqueue_command
       ->add_option("--pages-json", enqueue.pages_json,
-                   "A JSON file {\"name\": ..., \"pages\": [\"text\", ...]} instead of PDFs")
+                   R"(A JSON file {"name": ..., "pages": ["text", ...]} instead of PDFs)")
       ->check(CLI::ExistingFile);
   enqueue_command->add_option("--name", enqueue.name,
                               "The job's name (one upload; default the file's name)");
@@ -231,6 +231,7 @@ CommandLine::CommandLine()
 void CommandLine::parse(int argc, char** argv) {
   std::vector<std::string> args = config_first(argc, argv);
   std::vector<char*> pointers;
+  pointers.reserve(args.size());
   for (std::string& arg : args) pointers.push_back(arg.data());
   app.parse(static_cast<int>(pointers.size()), pointers.data());
 }

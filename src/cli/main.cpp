@@ -53,11 +53,14 @@ int main(int argc, char** argv) {
       std::cout << added->key << '\n';
       return kExitOk;
     }
+    // The environment is read before any thread starts (concurrency-mt-unsafe: getenv).
     if (!fairlane::cli::on_command_line(argc, argv, "--server")) {
+      // NOLINTNEXTLINE(concurrency-mt-unsafe)
       if (const char* env = std::getenv("FAIRLANE_URL"); env != nullptr && *env != '\0')
         line.server = env;
     }
     if (!fairlane::cli::on_command_line(argc, argv, "--key")) {
+      // NOLINTNEXTLINE(concurrency-mt-unsafe)
       if (const char* env = std::getenv("FAIRLANE_KEY"); env != nullptr && *env != '\0')
         line.key = env;
     }

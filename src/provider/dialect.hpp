@@ -18,7 +18,7 @@ namespace fairlane::provider {
 
 // The answer in a 2xx body: the output and the usage. invalid_argument, naming what is
 // wrong, when the body is not JSON or a field is missing or of the wrong type.
-[[nodiscard]] Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view body);
+[[nodiscard]] Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text);
 
 // The provider's own sentence from an error body ({"error": {"message": ...}}), or the
 // start of the body when it has none. At most 300 bytes.

@@ -140,7 +140,7 @@ ApiAnswer bad_max_tokens(std::int64_t default_max_tokens) {
 
 std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
                                                       std::int64_t default_max_tokens) {
-  const auto invalid = [](std::string message) {
+  const auto invalid = [](const std::string& message) {
     return ApiAnswer{400, error_json("invalid_document", message), std::nullopt};
   };
   boost::system::error_code parse_error;

@@ -443,7 +443,7 @@ ApiResponse Router::handle(ApiRequest request) {
     }
     auto parsed = parse_json_upload(request.body, config_.max_tokens);
     if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return from(*refusal);
-    JsonUpload& fields = std::get<JsonUpload>(parsed);
+    auto& fields = std::get<JsonUpload>(parsed);
     if (fields.name) upload.name = std::move(*fields.name);
     if (fields.max_tokens) upload.max_tokens = *fields.max_tokens;
     return enqueue(upload, std::move(fields.pages));

@@ -22,7 +22,7 @@ namespace {
 // A broken promise: says which and aborts, which libFuzzer and doctest both report.
 void check(bool holds, const char* promise) {
   if (holds) return;
-  std::fprintf(stderr, "fuzz: broken promise: %s\n", promise);
+  (void)std::fprintf(stderr, "fuzz: broken promise: %s\n", promise);
   std::abort();
 }
 
@@ -194,6 +194,7 @@ void config_file(std::string_view input) {
   std::vector<std::string> args{"fairlane", "--config", path};
   args.insert(args.end(), command.begin(), command.end());
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (std::string& arg : args) argv.push_back(arg.data());
 
   cli::CommandLine line;
