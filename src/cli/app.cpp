@@ -5,6 +5,17 @@
 namespace fairlane::cli {
 namespace {
 
+// Refuses an empty value: `--db ""`, or `db = ` in a config file (a comment after the `=`
+// too), would have SQLite open a private temporary database that vanishes at exit, and an
+// empty provider or address fails far from its cause. (No description: help stays as is.)
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](const std::string& value) {
+        return value.empty() ? std::string("must not be empty") : std::string();
+      },
+      "", "not empty");
+}
+
 // The arguments with "--config FILE" moved to the front. CLI11 applies a config file's
 // [serve] and [user.add] sections only when --config comes before the subcommand; people
 // write it anywhere.
@@ -58,15 +69,21 @@ CommandLine::CommandLine()
 
   serve_command = app.add_subcommand("serve", "Run the service: the API and the dispatcher");
   serve_command->add_option("--listen", serve.listen, "ADDRESS:PORT to listen on (port 0: any)")
-      ->capture_default_str();
-  serve_command->add_option("--db", serve.db, "The SQLite database")->capture_default_str();
+      ->capture_default_str()
+      ->check(not_empty());
+  serve_command->add_option("--db", serve.db, "The SQLite database")
+      ->capture_default_str()
+      ->check(not_empty());
   serve_command
       ->add_option("--provider-url", serve.provider_url,
                    "The provider, e.g. https://api.openai.com")
-      ->required();
+      ->required()
+      ->check(not_empty());
   serve_command->add_option("--provider-dialect", serve.provider_dialect, "openai or anthropic")
       ->capture_default_str();
-  serve_command->add_option("--model", serve.model, "The model to ask")->capture_default_str();
+  serve_command->add_option("--model", serve.model, "The model to ask")
+      ->capture_default_str()
+      ->check(not_empty());
   serve_command->add_option("--api-key-env", serve.api_key_env,
                             "The environment variable holding the provider's key");
   serve_command
@@ -178,7 +195,9 @@ CommandLine::CommandLine()
   user_add_command->add_option("name", user_name, "The user's name")->required();
   user_add_command->add_option("--weight", weight, "Fair-share weight, 1 to 1000")
       ->capture_default_str();
-  user_add_command->add_option("--db", user_db, "The SQLite database")->capture_default_str();
+  user_add_command->add_option("--db", user_db, "The SQLite database")
+      ->capture_default_str()
+      ->check(not_empty());
   user_command->require_subcommand(1);
 
   // The client commands: --server and --key are the app's, so that a config file holds them

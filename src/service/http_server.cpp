@@ -56,10 +56,10 @@ http::response<http::string_body> refusal(unsigned version, http::status status,
 }  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& context, Router& r, const HttpLimits& l)
+  Impl(asio::io_context& context, Router& r, HttpLimits l)
       : io(context),
         router(r),
-        limits(l),
+        limits(std::move(l)),
         threads(limits.document_threads > 0
                     ? limits.document_threads
                     : std::max<std::size_t>(1, std::thread::hardware_concurrency())),

@@ -207,6 +207,12 @@ void config_file(std::string_view input) {
   if (line.serve_command->parsed()) {
     const cli::ServeOptions& o = line.serve;
     check(!o.provider_url.empty(), "config: serve has a provider");
+    check(!o.db.empty() && !o.listen.empty() && !o.model.empty(),
+          "config: serve has a database, an address and a model");
+    check(o.max_header_kb >= 1 && o.max_header_kb <= 1024 && o.max_pages >= 1 &&
+              o.max_page_kb >= 1 && o.max_connections >= 1,
+          "config: the HTTP limits are in range");
+    check(o.read_timeout >= 1.0 && o.call_timeout >= 0.01, "config: the timeouts are in range");
     check(o.rpm >= 0 && o.tpm >= 0 && o.max_in_flight >= 0, "config: limits are not negative");
     check(o.max_tokens > 0 && o.max_attempts > 0 && o.max_queued_pages_per_user > 0 &&
               o.max_body_mb > 0,
