@@ -84,3 +84,28 @@ upload_book() {
   for i in $(seq "$4"); do pages+=("$3-$i"); done
   upload "$1" "$2" "${pages[@]}"
 }
+
+# run_books MAX_IN_FLIGHT "KEY PREFIX N"...: the common run of a fault test. Uploads each
+# book (named and paged by PREFIX), polls the first one's position throughout, checks every
+# book's pages and then the stand-in's limits. Sets total_done, plus what stop_poller and
+# check_limits set.
+run_books() {
+  local cap=$1 book key prefix n ids=()
+  shift
+  for book in "$@"; do
+    read -r key prefix n <<<"$book"
+    ids+=("$(upload_book "$key" "$prefix" "$prefix" "$n")")
+  done
+  read -r key _ <<<"$1"
+  start_poller "$key" "${ids[0]}"
+  total_done=0
+  local which=0  # (check_pages counts with a global i)
+  for book in "$@"; do
+    read -r key prefix n <<<"$book"
+    check_pages "$key" "${ids[$which]}" "$prefix" "$n"
+    total_done=$((total_done + done_pages))
+    which=$((which + 1))
+  done
+  stop_poller
+  check_limits "$cap"
+}

@@ -21,18 +21,7 @@ bob=$(add_user bob)
 carol=$(add_user carol)
 start_serve "${limits[@]}" --max-tokens 100 --max-attempts 6 --backoff-base 0.05 --backoff-max 0.5
 
-a=$(upload_book "$alice" a a 10)
-b=$(upload_book "$bob" b b 10)
-c=$(upload_book "$carol" c c 10)
-start_poller "$alice" "$a"
-total_done=0
-for job in "$alice $a a" "$bob $b b" "$carol $c c"; do
-  read -r key id prefix <<<"$job"
-  check_pages "$key" "$id" "$prefix" 10
-  total_done=$((total_done + done_pages))
-done
-stop_poller
-check_limits 4
+run_books 4 "$alice a 10" "$bob b 10" "$carol c 10"
 malformed=$(count malformed <<<"$stats")
 ((malformed > 0)) || fail "no answer was malformed: $stats"
 requests=$(count requests <<<"$stats")

@@ -17,16 +17,8 @@ alice=$(add_user alice)
 bob=$(add_user bob)
 start_serve "${limits[@]}" --max-tokens 50 --max-attempts 8 --backoff-base 0.05 --backoff-max 0.5
 
-a=$(upload_book "$alice" a a 30)
-b=$(upload_book "$bob" b b 30)
-start_poller "$alice" "$a"
-check_pages "$alice" "$a" a 30
-a_done=$done_pages
-check_pages "$bob" "$b" b 30
-b_done=$done_pages
-stop_poller
-check_limits 4
+run_books 4 "$alice a 30" "$bob b 30"
 resets=$(count resets <<<"$stats")
 ((resets > 0)) || fail "no connection was reset: $stats"
-echo "1 passed, 0 failed ($((a_done + b_done)) of 60 pages done, $resets connections reset," \
+echo "1 passed, 0 failed ($total_done of 60 pages done, $resets connections reset," \
   "$polls polls answered, the slowest in $slowest_ms ms)"

@@ -18,18 +18,10 @@ alice=$(add_user alice)
 bob=$(add_user bob)
 start_serve "${limits[@]}" --max-tokens 50 --max-attempts 8 --backoff-base 0.05 --backoff-max 0.5
 
-a=$(upload_book "$alice" a a 25)
-b=$(upload_book "$bob" b b 20)
-start_poller "$alice" "$a"
-check_pages "$alice" "$a" a 25
-a_done=$done_pages
-check_pages "$bob" "$b" b 20
-b_done=$done_pages
-stop_poller
-check_limits 4
+run_books 4 "$alice a 25" "$bob b 20"
 failed_500=$(count failed_500 <<<"$stats")
 ((failed_500 > 0)) || fail "the stand-in injected no 500s: $stats"
 requests=$(count requests <<<"$stats")
 ((requests > 60)) || fail "the RPM never bound ($requests requests): $stats"
-echo "1 passed, 0 failed ($((a_done + b_done)) of 45 pages done, $failed_500 answered 500," \
+echo "1 passed, 0 failed ($total_done of 45 pages done, $failed_500 answered 500," \
   "$requests requests, $polls polls answered, the slowest in $slowest_ms ms)"

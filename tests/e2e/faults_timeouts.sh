@@ -19,17 +19,9 @@ bob=$(add_user bob)
 start_serve "${limits[@]}" --max-tokens 50 --call-timeout 1 --max-attempts 6 \
   --backoff-base 0.05 --backoff-max 0.5
 
-a=$(upload_book "$alice" a a 20)
-b=$(upload_book "$bob" b b 20)
-start_poller "$alice" "$a"
-check_pages "$alice" "$a" a 20
-a_done=$done_pages
-check_pages "$bob" "$b" b 20
-b_done=$done_pages
-stop_poller
-check_limits 4
+run_books 4 "$alice a 20" "$bob b 20"
 hung=$(count timeouts <<<"$stats")
 ((hung > 0)) || fail "no call hung: $stats"
 grep -q '"in_flight":0' <<<"$stats" || fail "calls fairlane gave up on still hold the stand-in: $stats"
-echo "1 passed, 0 failed ($((a_done + b_done)) of 40 pages done, $hung calls never answered," \
+echo "1 passed, 0 failed ($total_done of 40 pages done, $hung calls never answered," \
   "$polls polls answered, the slowest in $slowest_ms ms)"
