@@ -96,3 +96,16 @@ wait_ended() {
   done
   fail "job $2 has not ended after $3 s: $view"
 }
+
+# check_pdf_book KEY ID PAGES SECONDS: a book of pdfgen's ends done within SECONDS, and page
+# K's output starts "Page K of PAGES" (the stand-in answers with the page's text).
+check_pdf_book() {
+  local view result k
+  view=$(wait_ended "$1" "$2" "$4")
+  [[ $(field state <<<"$view") == done ]] || fail "job $2 ended as: $view"
+  result=$(curl -sS --max-time 10 "$base/v1/jobs/$2/result" -H "Authorization: Bearer $1")
+  for k in $(seq "$3"); do
+    grep -q "\"page\":$k,\"state\":\"done\",\"output\":\"Page $k of $3" <<<"$result" ||
+      fail "page $k of job $2 is not 'Page $k of $3' in: ${result:0:600}"
+  done
+}

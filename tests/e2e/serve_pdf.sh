@@ -40,14 +40,7 @@ again=$(post "$base/v1/jobs?name=raw-book.pdf" -H 'Content-Type: application/pdf
 
 for pair in "$(field id <<<"$raw") 12" "$(field id <<<"$form") 7"; do
   read -r id pages <<<"$pair"
-  view=$(wait_ended "$alice" "$id" 30)
-  [[ $(field state <<<"$view") == done ]] || fail "job $id ended as: $view"
-  result=$(curl -sS --max-time 10 "$base/v1/jobs/$id/result" -H "Authorization: Bearer $alice")
-  # The stand-in answers with the page's text: page K's output starts "Page K of N".
-  for k in $(seq "$pages"); do
-    grep -q "\"page\":$k,\"state\":\"done\",\"output\":\"Page $k of $pages" <<<"$result" ||
-      fail "page $k of job $id is not 'Page $k of $pages' in: ${result:0:600}"
-  done
+  check_pdf_book "$alice" "$id" "$pages" 30
 done
 listed=$(curl -sS --max-time 10 "$base/v1/jobs" -H "Authorization: Bearer $alice")
 [[ $(grep -o '"id":"job_' <<<"$listed" | wc -l) == 2 ]] || fail "not two jobs: $listed"

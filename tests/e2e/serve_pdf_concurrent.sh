@@ -46,14 +46,7 @@ for b in $(seq "$books"); do
 done
 
 for b in $(seq "$books"); do
-  key=${keys[$((b % 3))]} id=$(cat "$work/id$b") pages=$((3 + b % 5))
-  view=$(wait_ended "$key" "$id" 60)
-  [[ $(field state <<<"$view") == done ]] || fail "book $b ($id) ended as: $view"
-  result=$(curl -sS --max-time 10 "$base/v1/jobs/$id/result" -H "Authorization: Bearer $key")
-  for k in $(seq "$pages"); do
-    grep -q "\"page\":$k,\"state\":\"done\",\"output\":\"Page $k of $pages" <<<"$result" ||
-      fail "page $k of book $b is not 'Page $k of $pages' in: ${result:0:600}"
-  done
+  check_pdf_book "${keys[$((b % 3))]}" "$(cat "$work/id$b")" $((3 + b % 5)) 60
 done
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 30
