@@ -313,6 +313,19 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
     curl_easy_getinfo(stream.handle, CURLINFO_RESPONSE_CODE, &status);
     const CURLcode code = message->data.result;
     d.detach(stream);
+    if (code == CURLE_OK && status == 204) {
+      // The job had ended: no stream, which tells a client not to reconnect. Its last state
+      // is the job object, read once and given as the stream's last event.
+      auto job = HttpClient(d.server, d.key)
+                     .get("/v1/jobs/" + boost::urls::encode(stream.job, boost::urls::unreserved_chars));
+      if (!job.ok()) return job.status();
+      if (job->status == 200) {
+        events.emplace_back(stream.job, SseEvent{"job", job->body});
+        continue;
+      }
+      status = job->status;
+      stream.error_body = job->body;
+    }
     if (code == CURLE_OK && status != 200 && status != 429) {
       d.failed_status = status;
       return Status(status == 404   ? StatusCode::not_found

@@ -81,7 +81,8 @@ class EventStreams {
 
   // Waits up to `timeout` for events; returns those that came as (job id, event).
   // A stream the service ended is closed; one answered with an error (404, 401) fails
-  // with the service's message.
+  // with the service's message. A job that had ended when its stream was asked for (204)
+  // gives one event, the job as GET /v1/jobs/{id} shows it.
   Result<std::vector<std::pair<std::string, SseEvent>>> poll(std::chrono::milliseconds timeout);
 
   // Streams not closed yet: open, waiting to reconnect, or waiting their turn.

@@ -106,7 +106,10 @@ void FairScheduler::put_back(const QueuedPage& page) {
   while (index < lane.pages.size() && lane.pages[index].page_id < page.page_id) ++index;
   const std::int64_t moved_from = lane.consumed + 1;
   const auto moved_to = moved_from + static_cast<std::int64_t>(index) - 1;
+  // Each job among the moved pages moves once, however many of its pages moved: a lane's
+  // jobs hold contiguous stretches, so a job's pages are neighbours here.
   for (std::size_t i = 0; i < index; ++i) {
+    if (i > 0 && lane.pages[i - 1].job_id == lane.pages[i].job_id) continue;
     JobMarks& moved = lane.jobs[lane.pages[i].job_id];
     if (moved.first >= moved_from && moved.first <= moved_to) --moved.first;
     if (moved.last >= moved_from && moved.last <= moved_to) --moved.last;

@@ -94,7 +94,11 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer stop_timer;
   std::mt19937_64 rng;
 
-  std::unordered_map<PageId, PageInfo> pages;  // queued, held back or in flight
+  // Every page queued, held back or in flight, and how many of them each job has: a
+  // cancelled job is remembered (so that its pages that come back are not queued again)
+  // only while it has some.
+  std::unordered_map<PageId, PageInfo> pages;
+  std::unordered_map<JobId, std::int64_t> job_pages;
   std::unordered_set<JobId> cancelled_jobs;
   std::unordered_set<asio::steady_timer*> hold_timers;  // pages held back for a backoff
   Status commit_error;  // the last flush's failure, ok after a flush that went through
@@ -109,6 +113,21 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   JobChanged job_changed;
 
   void signal() { wake.cancel(); }
+
+  // The page's entry, made if it has none.
+  PageInfo& track(const QueuedPage& page) {
+    const auto [info, added] = pages.try_emplace(page.page_id);
+    if (added) ++job_pages[page.job_id];
+    return info->second;
+  }
+  // The page has ended, or left for good: its entry goes, and its job's once it has none.
+  void forget(const QueuedPage& page) {
+    if (pages.erase(page.page_id) == 0) return;
+    const auto job = job_pages.find(page.job_id);
+    if (job == job_pages.end() || --job->second > 0) return;
+    job_pages.erase(job);
+    cancelled_jobs.erase(page.job_id);
+  }
 
   awaitable<void> sleep_until(Clock::time_point t) {
     wake.expires_at(t);
@@ -197,7 +216,7 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
   if (call == 0) {
     // The page is no longer queued in the store (its job was cancelled meanwhile).
     lease.cancel();
-    pages.erase(page.page_id);
+    forget(page);
     end();
     co_return;
   }
@@ -206,7 +225,11 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
     // made, so the page goes back without spending anything but the request.
     lease.cancel();
     submit(PageTransition::requeued(page.page_id, call), page.job_id);
-    if (!stopping && !cancelled_jobs.contains(page.job_id)) scheduler.put_back(page);
+    if (cancelled_jobs.contains(page.job_id)) {
+      forget(page);
+    } else if (!stopping) {
+      scheduler.put_back(page);
+    }
     end();
     co_return;
   }
@@ -258,7 +281,7 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
                                      Usage{ok->input_tokens, ok->output_tokens}, call),
            page.job_id);
     ++counters.done;
-    pages.erase(page.page_id);
+    forget(page);
     return;
   }
   if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
@@ -284,20 +307,23 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
 
 void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call,
                                std::string_view returns) {
-  PageInfo& info = pages[page.page_id];
+  PageInfo& info = track(page);
   if (++info.requeues > config.max_requeues) {
     fail(page, call, fmt::format("gave up after {} {}", info.requeues, returns));
     return;
   }
   ++counters.requeued;
   submit(PageTransition::requeued(page.page_id, call), page.job_id);
-  if (cancelled_jobs.contains(page.job_id)) return;
+  if (cancelled_jobs.contains(page.job_id)) {
+    forget(page);  // the store cancels it as it comes back
+    return;
+  }
   scheduler.put_back(page);
 }
 
 void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
                                      const std::string& reason) {
-  PageInfo& info = pages[page.page_id];
+  PageInfo& info = track(page);
   if (++info.attempts >= config.max_attempts) {
     fail(page, call, fmt::format("gave up after {} attempts: {}", info.attempts, reason));
     return;
@@ -324,14 +350,18 @@ awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl> self, QueuedPage pa
   co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
   hold_timers.erase(&timer);
   // Stopping: the page stays queued in the store, with its backoff, for the next start.
-  if (dead || stopping || cancelled_jobs.contains(page.job_id)) co_return;
+  if (dead || stopping) co_return;
+  if (cancelled_jobs.contains(page.job_id)) {
+    forget(page);  // the store cancelled it with its job
+    co_return;
+  }
   scheduler.put_back(page);
   signal();
 }
 
 void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std::string& reason) {
   ++counters.failed;
-  pages.erase(page.page_id);
+  forget(page);
   submit(PageTransition::failed(page.page_id, reason, call), page.job_id);
 }
 
@@ -459,10 +489,10 @@ Status Dispatcher::start() {
   for (const Lane& lane : lanes.value()) {
     d.scheduler.set_weight(lane.user_id, lane.weight);
     for (const LanePage& p : lane.pages) {
-      auto& info = d.pages[p.page_id];
+      const QueuedPage page{p.page_id, p.job_id, lane.user_id, p.estimated_tokens};
+      auto& info = d.track(page);
       info.attempts = p.attempts;
       if (p.attempts == 0) info.queued_at = d.clock.now();
-      const QueuedPage page{p.page_id, p.job_id, lane.user_id, p.estimated_tokens};
       if (p.not_before && *p.not_before > wall_now) {
         const auto delay = std::chrono::duration_cast<Clock::duration>(*p.not_before - wall_now);
         asio::co_spawn(d.io, d.hold(impl_, page, delay), report_failure);
@@ -489,20 +519,30 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
   for (const LanePage& p : job.pages) {
-    const auto [info, added] = d.pages.try_emplace(p.page_id);
-    if (!added) continue;  // already in a lane
-    info->second.queued_at = d.clock.now();
-    d.scheduler.add(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
+    const QueuedPage page{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens};
+    if (d.pages.contains(p.page_id)) continue;  // already in a lane
+    d.track(page).queued_at = d.clock.now();
+    d.scheduler.add(page);
   }
   d.signal();
 }
 
-void Dispatcher::cancel(UserId user, JobId job) {
+Status Dispatcher::cancel(UserId user, JobId job) {
   Impl& d = *impl_;
-  d.cancelled_jobs.insert(job);
-  for (const QueuedPage& page : d.scheduler.remove_job(user, job)) d.pages.erase(page.page_id);
+  for (const QueuedPage& page : d.scheduler.remove_job(user, job)) d.forget(page);
+  // Pages still out (in flight, or held for a backoff) are cancelled when they come back.
+  if (d.job_pages.contains(job)) d.cancelled_jobs.insert(job);
   d.submit(PageTransition::job_cancelled(job), job);
   d.signal();
+  // Its owner is told: committed now (fully synced, with everything queued before it in
+  // the same transaction), not on the group commit's timer.
+  d.commit_error = d.commits.flush();
+  if (!d.commit_error.ok()) std::cerr << "fairlane: " << d.commit_error.message() << '\n';
+  return d.commit_error;
+}
+
+void Dispatcher::set_weight(UserId user, std::int64_t weight) {
+  impl_->scheduler.set_weight(user, weight);
 }
 
 void Dispatcher::stop(Clock::duration deadline, std::function<void(Status)> stopped) {
@@ -539,6 +579,12 @@ std::size_t Dispatcher::in_flight() const {
 }
 std::size_t Dispatcher::held() const {
   return impl_->hold_timers.size();
+}
+std::size_t Dispatcher::tracked_pages() const {
+  return impl_->pages.size();
+}
+std::size_t Dispatcher::cancelled_jobs() const {
+  return impl_->cancelled_jobs.size();
 }
 const Status& Dispatcher::store_error() const {
   return impl_->commit_error;

@@ -102,9 +102,14 @@ class Dispatcher {
   // Pages of a job just enqueued join their lane; `weight` is its user's.
   void add(const EnqueuedJob& job, std::int64_t weight);
 
-  // Cancels a job: its queued pages leave the lanes and are cancelled in the store (in
-  // order with the transitions before it); pages in flight finish.
-  void cancel(UserId user, JobId job);
+  // Cancels a job: its queued pages leave the lanes and are cancelled in the store, in
+  // order with the transitions before it, committed (fully synced) before this returns;
+  // pages in flight finish. Returns the commit's outcome: on an error the cancellation
+  // stays queued, in effect here, and commits with the next batch that goes through.
+  Status cancel(UserId user, JobId job);
+
+  // A user's weight, for the door's estimates before their lane has ever held a page.
+  void set_weight(UserId user, std::int64_t weight);
 
   // Stops dispatching; calls in flight finish (their outcomes are stored) until
   // `deadline`, then everything queued is committed and `stopped` runs with ok, or with the
@@ -122,6 +127,11 @@ class Dispatcher {
   [[nodiscard]] std::size_t in_flight() const;
   // Pages held back until their backoff ends.
   [[nodiscard]] std::size_t held() const;
+  // Pages known to the dispatcher (queued, held or in flight), and cancelled jobs it keeps in
+  // mind because some of their pages are still out: both bounded by what is in the lanes
+  // and out, never by how many jobs were ever cancelled.
+  [[nodiscard]] std::size_t tracked_pages() const;
+  [[nodiscard]] std::size_t cancelled_jobs() const;
   // The last failure to commit transitions (ok when the last commit went through): while
   // it stands, results are not being saved, and the service is not ready.
   [[nodiscard]] const Status& store_error() const;

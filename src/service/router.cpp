@@ -395,6 +395,8 @@ ApiResponse Router::handle(ApiRequest request) {
                  "estimates are a user's: use a user's key");
   }
   const User* user = &caller.user;
+  // The door counts the user's weight from the first request, before any lane of theirs.
+  dispatcher_.set_weight(user->id, user->weight);
 
   if (path == "/v1/jobs" && request.method == "POST") {
     const std::string type = request.header("Content-Type").value_or("");
@@ -488,11 +490,24 @@ ApiResponse Router::handle(ApiRequest request) {
     }
     if (tail.empty() && request.method == "GET") return json_response(200, job_object(job.value()));
     if (tail.empty() && request.method == "DELETE") {
-      dispatcher_.cancel(user->id, job->id);
-      watchers_.notify();
-      return json_response(202, job_object(job.value()));
+      // Nothing to cancel once it has ended: no commit, nothing to remember.
+      if (is_terminal(job->state)) return json_response(200, job_object(job.value()));
+      // Answered once committed (its commit wakes the watchers), with the job as it is now.
+      if (Status cancelled = dispatcher_.cancel(user->id, job->id); !cancelled.ok()) {
+        return from(answer_for(cancelled));
+      }
+      auto after = store_.job(job->id);
+      if (!after.ok()) return from(answer_for(after.status()));
+      return json_response(202, job_object(after.value()));
     }
     if (tail == "events" && request.method == "GET") {
+      // EventSource clients reconnect after a stream ends, unless the answer is 204.
+      if (is_terminal(job->state)) {
+        ApiResponse ended;
+        ended.status = 204;
+        ended.content_type.clear();
+        return ended;
+      }
       ApiResponse response;
       response.content_type = "text/event-stream";
       response.events = EventStream{user->id, job->id};
@@ -527,7 +542,15 @@ ApiResponse Router::handle(ApiRequest request) {
         as_number(param("tokens_per_page"))
             .value_or(estimate_tokens(std::string(3'000, ' '), config_.max_tokens));
     const DoorDecision decision = dispatcher_.door().estimate(user->id, *pages, tokens);
-    if (auto refusal = answer_for(decision)) return from(*refusal);
+    if (auto refusal = answer_for(decision)) {
+      // The estimate succeeded, whatever it says: 200 with the refusal's numbers (a 503
+      // would say the service is down, and proxies would retry it).
+      json::object body{{"accepted", false}};
+      for (const auto& [field, value] : refusal->body.at("error").as_object()) {
+        body[field == "type" ? "reason" : field] = value;
+      }
+      return json_response(200, body);
+    }
     const JobEstimate& e = std::get<DoorAccepted>(decision).estimate;
     return json_response(
         200,

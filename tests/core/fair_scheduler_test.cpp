@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <iterator>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -285,4 +287,72 @@ TEST_CASE("A lane's tokens, and the tokens ahead of a job, follow adds, takes an
   scheduler.remove_job(kA, 1);
   CHECK(scheduler.lane_tokens(kA) == 240);
   CHECK(scheduler.job_place(kA, 3)->tokens_before == 200);
+}
+
+// Against a model of one lane (its queued page ids in page order, which is the lane's
+// order), every job's place after random adds, takes, returns and cancellations: the
+// 1-based index of its first and of its last queued page, its count, its tokens and the
+// tokens ahead of it.
+TEST_CASE("Property: a job's place in its lane is where its pages are, after any returns") {
+  std::mt19937_64 rng(7);
+  for (int run = 0; run < 200; ++run) {
+    FairScheduler scheduler;
+    std::map<fairlane::PageId, QueuedPage> lane;      // the model: queued, by page id
+    std::map<fairlane::PageId, QueuedPage> taken;     // out, may come back
+    fairlane::JobId next_job = 1;
+    for (int step = 0; step < 60; ++step) {
+      const auto op = rng() % 10;
+      if (op < 3) {
+        const fairlane::JobId job = next_job++;
+        const int pages = 1 + static_cast<int>(rng() % 5);
+        for (int i = 1; i <= pages; ++i) {
+          const QueuedPage page{job * 100 + i, job, kA, 100 + static_cast<std::int64_t>(rng() % 50)};
+          scheduler.add(page);
+          lane.emplace(page.page_id, page);
+        }
+      } else if (op < 6) {
+        const auto page = scheduler.take();
+        REQUIRE(page.has_value() == !lane.empty());
+        if (!page) continue;
+        CHECK(page->page_id == lane.begin()->first);
+        lane.erase(lane.begin());
+        taken.emplace(page->page_id, *page);
+      } else if (op < 9) {
+        if (taken.empty()) continue;
+        auto it = std::next(taken.begin(), static_cast<std::ptrdiff_t>(rng() % taken.size()));
+        scheduler.put_back(it->second);
+        lane.emplace(it->first, it->second);
+        taken.erase(it);
+      } else if (!lane.empty()) {
+        const fairlane::JobId job =
+            std::next(lane.begin(), static_cast<std::ptrdiff_t>(rng() % lane.size()))->second.job_id;
+        (void)scheduler.remove_job(kA, job);
+        std::erase_if(lane, [job](const auto& entry) { return entry.second.job_id == job; });
+        std::erase_if(taken, [job](const auto& entry) { return entry.second.job_id == job; });
+      }
+      for (fairlane::JobId job = 1; job < next_job; ++job) {
+        std::int64_t index = 0, first = 0, last = 0, queued = 0, tokens = 0, before = 0;
+        for (const auto& [id, page] : lane) {
+          ++index;
+          if (page.job_id == job) {
+            if (first == 0) first = index;
+            last = index;
+            ++queued;
+            tokens += page.cost;
+          } else if (first == 0) {
+            before += page.cost;
+          }
+        }
+        const auto place = scheduler.job_place(kA, job);
+        REQUIRE(place.has_value() == (queued > 0));
+        if (!place) continue;
+        INFO("run ", run, " step ", step, " job ", job);
+        CHECK(place->next_index == first);
+        CHECK(place->last_index == last);
+        CHECK(place->queued == queued);
+        CHECK(place->tokens == tokens);
+        CHECK(place->tokens_before == before);
+      }
+    }
+  }
 }

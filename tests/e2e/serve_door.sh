@@ -33,10 +33,13 @@ big=()
 for n in $(seq 30); do big+=("\"more-$n\""); done
 big_json="{\"name\":\"big\",\"pages\":[$(IFS=,; echo "${big[*]}")]}"
 
-# A 30-page book would wait minutes: the estimate says busy, and so does the door.
-[[ $(status_of "$base/v1/estimate?pages=30&tokens_per_page=120" "$alice") == 503 ]] ||
-  fail "the estimate for 30 pages was not busy: $(cat "$work/body")"
-grep -q '"type":"busy"' "$work/body" || fail "the estimate's refusal is not busy: $(cat "$work/body")"
+# A 30-page book would wait minutes: the estimate says busy (a 200: the estimate itself
+# succeeded, and a 503 would have proxies retry it), and so does the door.
+[[ $(status_of "$base/v1/estimate?pages=30&tokens_per_page=120" "$alice") == 200 ]] ||
+  fail "the estimate for 30 pages did not answer 200: $(cat "$work/body")"
+grep -q '"accepted":false' "$work/body" || fail "the estimate accepted 30 pages: $(cat "$work/body")"
+grep -q '"reason":"busy"' "$work/body" || fail "the estimate's refusal is not busy: $(cat "$work/body")"
+grep -qi '^retry-after:' "$work/headers" && fail "the estimate's 200 has a Retry-After"
 [[ $(status_of "$base/v1/jobs" "$alice" -X POST -H 'Content-Type: application/json' \
   -d "$big_json") == 503 ]] || fail "the 30-page upload was let in: $(cat "$work/body")"
 body=$(cat "$work/body")

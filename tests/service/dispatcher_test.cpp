@@ -3,6 +3,7 @@
 // wait is bounded.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/json.hpp>
@@ -245,13 +246,45 @@ TEST_CASE("Cancelling a job mid-run: queued pages are cancelled, those in flight
   const auto job = rig.enqueue(user, 20, "book");
   rig.dispatcher->add(job, 1);
   REQUIRE(rig.run_until([&] { return rig.dispatcher->counters().done >= 3; }));
-  rig.dispatcher->cancel(user, job.job.id);
+  REQUIRE(rig.dispatcher->cancel(user, job.job.id).ok());
   REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
   const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
   CHECK(view.state == JobState::cancelled);
   CHECK(view.pages.done + view.pages.cancelled == 20);
   CHECK(view.pages.cancelled >= 10);
   CHECK(rig.dispatcher->scheduler().size() == 0);
+}
+
+TEST_CASE("Cancelled jobs leave nothing behind: 10,000 cancels, and cancels with calls out") {
+  Rig rig(stand_in(2, 40), fairlane_config(2));
+  const auto user = rig.user("alice");
+  // The loop is not started: every page is queued when its job is cancelled.
+  for (int i = 0; i < 10'000; ++i) {
+    const auto job = rig.enqueue(user, 1, "note");
+    rig.dispatcher->add(job, 1);
+    REQUIRE(rig.dispatcher->cancel(user, job.job.id).ok());
+  }
+  CHECK(rig.dispatcher->tracked_pages() == 0);
+  CHECK(rig.dispatcher->cancelled_jobs() == 0);
+  CHECK(rig.dispatcher->scheduler().size() == 0);
+
+  // With calls out: the job is kept in mind until its last page comes back, then forgotten.
+  REQUIRE(rig.dispatcher->start().ok());
+  std::vector<fairlane::JobId> jobs;
+  for (int i = 0; i < 3; ++i) {
+    const auto job = rig.enqueue(user, 4, "book-" + std::to_string(i));
+    rig.dispatcher->add(job, 1);
+    jobs.push_back(job.job.id);
+  }
+  REQUIRE(rig.run_until([&] { return rig.stats().at("in_flight") == 2; }));
+  for (const auto job : jobs) REQUIRE(rig.dispatcher->cancel(user, job).ok());
+  CHECK(rig.dispatcher->cancelled_jobs() >= 1);
+  REQUIRE(rig.run_until([&] {
+    return rig.dispatcher->in_flight() == 0 &&
+           std::all_of(jobs.begin(), jobs.end(), [&](auto job) { return rig.terminal(job); });
+  }));
+  CHECK(rig.dispatcher->tracked_pages() == 0);
+  CHECK(rig.dispatcher->cancelled_jobs() == 0);
 }
 
 TEST_CASE("Stopping lets the calls in flight finish, commits, and says so") {

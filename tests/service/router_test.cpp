@@ -2,6 +2,8 @@
 // (whose loop is not started, so uploads stay queued where the tests can see them).
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <string>
@@ -214,7 +216,17 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   // 340.5 in all, 200 at once, the rest at 100 a second: 1.4 s, plus 2 s for the call.
   const auto predicted = api.send("GET", "/v1/estimate?pages=400&tokens_per_page=227", carol);
   const auto busy = api.send("POST", "/v1/jobs", carol, Api::pages_json(400));
-  CHECK(predicted.status == 503);
+  // The estimate succeeded: 200, with the door's refusal and its numbers, never a 503.
+  REQUIRE(predicted.status == 200);
+  const auto refusal = Api::body(predicted);
+  CHECK(refusal.at("accepted") == false);
+  CHECK(refusal.at("reason") == "busy");
+  CHECK(refusal.at("position").as_int64() > 0);
+  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
+  CHECK(refusal.at("max_wait_seconds").as_double() == 3.0);
+  CHECK(refusal.at("retry_after_seconds") == 1);
+  CHECK(!std::string(refusal.at("message").as_string()).empty());
+  CHECK(header(predicted, "Retry-After").empty());
   REQUIRE(busy.status == 503);
   const auto error = Api::body(busy).at("error").as_object();
   CHECK(error.at("type") == "busy");
@@ -224,8 +236,37 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   CHECK(error.at("retry_after_seconds") == 1);
   CHECK(header(busy, "Retry-After") == "1");
   // A small job fits, and the estimate said so.
-  CHECK(api.send("GET", "/v1/estimate?pages=10&tokens_per_page=227", carol).status == 200);
+  const auto fits = api.send("GET", "/v1/estimate?pages=10&tokens_per_page=227", carol);
+  CHECK(fits.status == 200);
+  CHECK(Api::body(fits).at("accepted") == true);
   CHECK(api.send("POST", "/v1/jobs", carol, Api::pages_json(10)).status == 202);
+  // A full queue is a refusal the estimate reports too, with its numbers.
+  const auto full = Api::body(api.send("GET", "/v1/estimate?pages=600&tokens_per_page=227", carol));
+  CHECK(full.at("accepted") == false);
+  CHECK(full.at("reason") == "user_queue_full");
+  CHECK(full.at("limit") == 500);
+}
+
+TEST_CASE("The door counts a user's weight from their first request, before any lane of theirs") {
+  Api api;
+  // Fresh users, as after a restart: the scheduler has never seen a lane of theirs.
+  const auto added = [&](const std::string& name, int weight) {
+    const auto r = api.send("POST", "/v1/users", "admin-secret",
+                            fmt::format(R"({{"name": "{}", "weight": {}}})", name, weight));
+    REQUIRE(r.status == 201);
+    return std::string(Api::body(r).at("key").as_string());
+  };
+  const std::string heavy = added("heavy", 10);
+  const std::string light = added("light", 1);
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(400)).status == 202);
+  const auto eta = [&](const std::string& key) {
+    const auto r = Api::body(api.send("GET", "/v1/estimate?pages=100&tokens_per_page=2270", key));
+    REQUIRE(r.at("accepted") == true);
+    return r.at("eta_seconds").as_double();
+  };
+  // Weight 10 sends ten pages for each of bob's; weight 1, one: its job ends later.
+  CHECK(eta(heavy) < eta(light));
+  CHECK(api.dispatcher->scheduler().weight(api.store->find_user_by_key(heavy)->id) == 10);
 }
 
 TEST_CASE("Bad uploads get their clear errors, and nothing is queued") {
@@ -246,14 +287,38 @@ TEST_CASE("Bad uploads get their clear errors, and nothing is queued") {
   CHECK(api.store->jobs_of(api.store->find_user_by_key(api.alice)->id, 10)->jobs.empty());
 }
 
-TEST_CASE("Cancel takes the queued pages out at once and the job ends cancelled") {
-  Api api;
+TEST_CASE("A cancel's 202 comes after its commit, with the job as it is after the cancel") {
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("cancel.db");
+  Api api(60.0, db);
   const std::string id(
       Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(4))).at("id").as_string());
-  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  const auto cancelled = api.send("DELETE", "/v1/jobs/" + id, api.alice);
+  CHECK(cancelled.status == 202);
+  const auto job = Api::body(cancelled);
+  CHECK(job.at("state") == "cancelled");
+  CHECK(job.at("pages").at("queued") == 0);
+  CHECK(job.at("pages").at("cancelled") == 4);
   CHECK(api.dispatcher->scheduler().size() == 0);
-  api.io.run_for(50ms);  // the group commit's timer flushes the cancellation
-  CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("state") == "cancelled");
+  // Committed before the answer, no timer run: another connection to the file sees it.
+  const auto other = fairlane::testing::open_store(db);
+  const auto user = other->find_user_by_key(api.alice);
+  REQUIRE(user.ok());
+  const auto seen = other->job_of(id, user->id);
+  REQUIRE(seen.ok());
+  CHECK(seen->state == fairlane::JobState::cancelled);
+  CHECK(seen->pages.cancelled == 4);
+}
+
+TEST_CASE("Cancelling a job that has ended changes nothing and answers 200 with it") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  const auto again = api.send("DELETE", "/v1/jobs/" + id, api.alice);
+  CHECK(again.status == 200);
+  CHECK(Api::body(again).at("state") == "cancelled");
+  CHECK(api.dispatcher->cancelled_jobs() == 0);
 }
 
 TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buckets") {
@@ -330,11 +395,8 @@ TEST_CASE("Events: uploads, cancels and committed changes wake the watchers, and
 
   api.router->watchers().park([&] { ++woken; });
   CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  // The cancellation committed before its answer, and its commit woke the watcher.
   CHECK(woken == 2);
-  // The cancellation commits on the group commit's timer; the commit wakes watchers too.
-  api.router->watchers().park([&] { ++woken; });
-  for (int i = 0; i < 500 && woken < 3; ++i) api.io.run_one_for(10ms);
-  CHECK(woken == 3);
   const auto last = api.router->job_event(*stream);
   REQUIRE(last.has_value());
   CHECK(last->ended);
@@ -680,4 +742,15 @@ TEST_CASE("Hostile job names and idempotency keys come back from the API as sent
   }
   CHECK(api.dispatcher->scheduler().size() == 3);
   CHECK(Api::body(api.send("GET", "/v1/jobs", api.alice)).at("jobs").as_array().size() == 3);
+}
+
+TEST_CASE("Events of a job that has ended: 204, which tells EventSource clients to stop") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  const ApiResponse stream = api.send("GET", "/v1/jobs/" + id + "/events", api.alice);
+  CHECK(stream.status == 204);
+  CHECK(stream.body.empty());
+  CHECK_FALSE(stream.events.has_value());
 }
