@@ -25,19 +25,28 @@ using asio::use_awaitable;
 // Reports, rather than swallows, an exception that ends a coroutine.
 constexpr ReportFailure report_failure{"fairlane: a connection failed"};
 
-// Runs on a worker thread: reads the document into `out`, which the awaiting session owns.
-awaitable<void> read_on_worker(std::string content_type, std::string body,
-                               const DocumentReading& reading, ReaderProcesses& processes,
-                               std::optional<Result<Document>>& out) {
-  out.emplace(read_document(content_type, std::move(body), reading, &processes));
+// Runs on a worker thread: reads the upload's body into `out`, which the awaiting session
+// owns.
+awaitable<void> read_on_worker(DocumentUpload upload, const DocumentReading& reading,
+                               ReaderProcesses& processes, std::optional<UploadRead>& out) {
+  out.emplace(read_upload(std::move(upload), reading, &processes));
   co_return;
+}
+
+// The request as the API sees it, without its body.
+ApiRequest api_request(const http::request<http::string_body>& request) {
+  ApiRequest api{std::string(request.method_string()), std::string(request.target()), {}, {}};
+  for (const auto& field : request) {
+    api.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  return api;
 }
 
 http::response<http::string_body> to_beast(const ApiResponse& r, unsigned version,
                                            bool keep_alive) {
   http::response<http::string_body> response{static_cast<http::status>(r.status), version};
   response.set(http::field::server, "fairlane");
-  response.set(http::field::content_type, r.content_type);
+  if (!r.content_type.empty()) response.set(http::field::content_type, r.content_type);
   for (const auto& [name, value] : r.headers) response.set(name, value);
   response.keep_alive(keep_alive);
   response.body() = r.body;
@@ -69,10 +78,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   Router& router;
   const HttpLimits limits;
   const std::size_t threads;
-  asio::thread_pool workers;                    // reads uploaded documents
-  ReaderProcesses processes;                    // their reader processes, killed by stop()
-  std::size_t pending_documents = 0;            // read or waiting for a worker
-  std::map<UserId, std::size_t> event_streams;  // open, by user
+  asio::thread_pool workers;  // reads uploads' bodies
+  ReaderProcesses processes;  // their reader processes, killed by stop()
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::size_t open = 0;
@@ -81,6 +88,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
   // Answers 503 to a connection past max_connections, without waiting, and closes it.
   void refuse_connection(tcp::socket& socket) const;
+  // The answer to a read that failed for a reason the client should hear (a body or headers
+  // over the limit, a request that is not HTTP/1.1), or nullopt.
+  [[nodiscard]] std::optional<http::response<http::string_body>> refusal_for(
+      const boost::system::error_code& error, unsigned version) const;
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   // Streams a job's events until it ends, the client goes or the server stops. Returns
   // whether the connection may carry another request.
@@ -161,6 +172,29 @@ void HttpServer::Impl::refuse_connection(tcp::socket& socket) const {
   socket.close(ignored);
 }
 
+std::optional<http::response<http::string_body>> HttpServer::Impl::refusal_for(
+    const boost::system::error_code& error, unsigned version) const {
+  if (error == http::error::body_limit) {
+    return refusal(version, http::status::payload_too_large, "payload_too_large",
+                   fmt::format("the body is larger than the {} MB fairlane accepts "
+                               "(--max-body-mb): split the upload",
+                               limits.max_body_bytes / (std::size_t{1024} * 1024)));
+  }
+  if (error == http::error::header_limit) {
+    return refusal(11, http::status::request_header_fields_too_large, "headers_too_large",
+                   fmt::format("the request's headers are larger than the {} KB fairlane accepts "
+                               "(--max-header-kb): send fewer or shorter ones",
+                               limits.max_header_bytes / 1024));
+  }
+  if (error.category() == http::make_error_code(http::error::bad_method).category() &&
+      error != http::error::end_of_stream && error != http::error::partial_message) {
+    // Not HTTP/1.1 as Beast reads it: a bad request line, header, length or chunk.
+    return refusal(11, http::status::bad_request, "bad_request",
+                   fmt::format("the request is not valid HTTP/1.1 ({})", error.message()));
+  }
+  return std::nullopt;
+}
+
 awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socket socket) {
   const std::shared_ptr<Impl> keep = std::move(self);
   auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
@@ -194,88 +228,62 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     co_await http::async_read_header(*stream, buffer, parser,
                                      asio::redirect_error(use_awaitable, error));
     // A Content-Length over the limit fails already here, with body_limit.
-    if (!error) {
-      co_await http::async_read(*stream, buffer, parser,
-                                asio::redirect_error(use_awaitable, error));
-    }
-    if (error == http::error::body_limit) {
-      auto response =
-          refusal(parser.get().version(), http::status::payload_too_large, "payload_too_large",
-                  fmt::format("the body is larger than the {} MB fairlane accepts "
-                              "(--max-body-mb): split the upload",
-                              limits.max_body_bytes / (std::size_t{1024} * 1024)));
-      co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
-      break;
-    }
-    if (error == http::error::header_limit) {
-      auto response =
-          refusal(11, http::status::request_header_fields_too_large, "headers_too_large",
-                  fmt::format("the request's headers are larger than the {} KB fairlane accepts "
-                              "(--max-header-kb): send fewer or shorter ones",
-                              limits.max_header_bytes / 1024));
-      co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
-      break;
-    }
-    if (error.category() == http::make_error_code(http::error::bad_method).category() &&
-        error != http::error::end_of_stream && error != http::error::partial_message) {
-      // Not HTTP/1.1 as Beast reads it: a bad request line, header, length or chunk.
-      auto response =
-          refusal(11, http::status::bad_request, "bad_request",
-                  fmt::format("the request is not valid HTTP/1.1 ({})", error.message()));
+    if (auto refusal = refusal_for(error, parser.get().version())) {
       stream->expires_after(limits.write_timeout);
-      co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
+      co_await http::async_write(*stream, *refusal, asio::redirect_error(use_awaitable, error));
       break;
     }
     if (error) break;
+    // Who sends it, and whether it may be read at all, from its headers alone: no key, no
+    // body. An answer given now closes the connection unless there was no body to skip.
+    const unsigned version = parser.get().version();
+    const bool keep_alive = parser.get().keep_alive();
+    ApiRequest api = api_request(parser.get());
+    auto admitted = router.admit(api);
+    if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
+      const bool reusable = keep_alive && parser.is_done();
+      auto response = to_beast(*answer, version, reusable);
+      stream->expires_after(limits.write_timeout);
+      co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
+      if (error || !reusable) break;
+      continue;
+    }
+    if (!parser.is_done()) {
+      if (iequals(parser.get()[http::field::expect], "100-continue")) {
+        // The key and the size passed: the client may send the body now.
+        http::response<http::empty_body> go_on{http::status::continue_, version};
+        stream->expires_after(limits.write_timeout);
+        co_await http::async_write(*stream, go_on, asio::redirect_error(use_awaitable, error));
+        if (error) break;
+        stream->expires_after(limits.read_timeout);
+      }
+      co_await http::async_read(*stream, buffer, parser,
+                                asio::redirect_error(use_awaitable, error));
+      if (auto refusal = refusal_for(error, version)) {
+        stream->expires_after(limits.write_timeout);
+        co_await http::async_write(*stream, *refusal, asio::redirect_error(use_awaitable, error));
+        break;
+      }
+      if (error) break;
+    }
     stream->expires_never();
-    auto& request = parser.get();
-    ApiRequest api{std::string(request.method_string()),
-                   std::string(request.target()),
-                   {},
-                   std::move(request.body())};  // an upload can be 100 MB: moved, not copied
-    for (const auto& field : request) {
-      api.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-    }
-    const bool keep_alive = request.keep_alive();
-    const unsigned version = request.version();
-    ApiResponse answer = router.handle(std::move(api));
-    const std::size_t max_pending =
-        limits.max_pending_documents > 0 ? limits.max_pending_documents : 2 * threads;
-    if (answer.document && pending_documents >= max_pending) {
-      // Bounded: a body waiting for a worker holds its memory until it is read.
-      answer = ApiResponse{};
-      answer.status = 503;
-      answer.headers.emplace_back("Retry-After", "5");
-      answer.body = boost::json::serialize(error_json(
-          "busy", fmt::format("fairlane is reading {} other documents already: retry in 5 s",
-                              pending_documents)));
-    }
+    api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
+    ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
     if (answer.document) {
-      // Read on a worker; the answer comes back to this thread, which enqueues it.
+      // Read on a worker; the answer comes back to this thread, which enqueues it. The
+      // reading slot is held here, and given back on this thread.
       DocumentUpload upload = std::move(*answer.document);
-      std::optional<Result<Document>> document;
-      ++pending_documents;
+      const auto slot = std::exchange(upload.slot, {});
+      const Upload who = upload.upload;
+      std::optional<UploadRead> read;
       co_await asio::co_spawn(workers,
-                              read_on_worker(std::move(upload.content_type), std::move(upload.body),
-                                             limits.documents, processes, document),
+                              read_on_worker(std::move(upload), limits.documents, processes, read),
                               use_awaitable);
-      --pending_documents;
       if (stopped) break;
-      answer = router.finish_upload(upload.upload, std::move(*document));
-    }
-    if (answer.events && event_streams[answer.events->user] >= limits.max_event_streams_per_user) {
-      answer = ApiResponse{};
-      answer.status = 429;
-      answer.body = boost::json::serialize(
-          error_json("too_many_streams",
-                     fmt::format("you have {} live-event streams open already: close one first",
-                                 limits.max_event_streams_per_user)));
+      answer = router.finish_upload(who, std::move(*read));
     }
     if (answer.events) {
-      const EventStream events = *answer.events;
-      ++event_streams[events.user];
-      const bool reusable = co_await stream_events(*stream, events, version, keep_alive);
-      if (--event_streams[events.user] == 0) event_streams.erase(events.user);
+      const bool reusable = co_await stream_events(*stream, *answer.events, version, keep_alive);
       if (!reusable || !keep_alive) break;
       continue;
     }

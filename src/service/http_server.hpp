@@ -40,13 +40,10 @@ struct HttpLimits {
   // After a change, a stream waits this long before it renders, so that the changes of a
   // busy dispatcher reach a watcher a few times a second, the latest state each time.
   std::chrono::milliseconds event_interval{250};
-  // Threads that read uploaded PDFs, off the io thread; 0: one per core.
+  // Threads that read uploads' bodies (PDFs, JSON pages), off the io thread; 0: one per core.
+  // (How many may wait for them is the router's: RouterConfig::max_pending_documents.)
   std::size_t document_threads = 0;
-  // Uploads read or waiting to be read at once; more get 503 busy. 0: twice the threads.
-  std::size_t max_pending_documents = 0;
   DocumentReading documents;
-  // Live-event streams one user may hold open; more get 429.
-  std::size_t max_event_streams_per_user = 16;
 };
 
 class HttpServer {

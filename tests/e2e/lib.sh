@@ -15,7 +15,7 @@ cleanup() {
     for file in $reports; do echo "FAIL: a sanitizer reported in $file:" >&2; head -40 "$file" >&2; done
     status=1
   fi
-  rm -rf "$work"
+  [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" >&2 || rm -rf "$work"
   exit "$status"
 }
 trap cleanup EXIT

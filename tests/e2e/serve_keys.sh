@@ -40,8 +40,9 @@ want "$(status "$base/v1/estimate?pages=3" "$alice")" 200 "alice's estimate"
 want "$(status "$base/v1/queue" "$alice")" 200 "alice's queue"
 wait_ended "$alice" "$id" 20 >/dev/null
 want "$(status "$base/v1/jobs/$id/result" "$alice")" 200 "alice's result"
-want "$(status "$base/v1/jobs/$id/events" "$alice" -N)" 200 "alice's events"
-want "$(status "$base/v1/jobs/$id" "$alice" -X DELETE)" 202 "alice's cancel"
+# The job has ended: its stream is 204 (nothing to follow), its cancel 200 (nothing to do).
+want "$(status "$base/v1/jobs/$id/events" "$alice" -N)" 204 "alice's events"
+want "$(status "$base/v1/jobs/$id" "$alice" -X DELETE)" 200 "alice's cancel"
 want "$(status "$base/v1/queue" "$admin_key")" 200 "the admin's queue"
 grep -q '"users":\[' "$work/body" || fail "the admin's queue has no lanes: $(cat "$work/body")"
 want "$(status "$base/metrics" "$admin_key")" 200 "the admin's metrics"

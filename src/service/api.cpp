@@ -1,0 +1,58 @@
+#include "service/api.hpp"
+
+#include <algorithm>
+#include <boost/json/serialize.hpp>
+#include <cctype>
+#include <charconv>
+
+namespace fairlane::service {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::optional<std::string> ApiRequest::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (iequals(key, name)) return value;
+  }
+  return std::nullopt;
+}
+
+std::string media_type(std::string_view content_type) {
+  std::string media(content_type.substr(0, content_type.find(';')));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  std::transform(media.begin(), media.end(), media.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return media;
+}
+
+std::optional<std::int64_t> whole_number(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || err != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+ApiResponse json_response(int status, const boost::json::object& body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = boost::json::serialize(body);
+  return r;
+}
+
+ApiResponse error_response(int status, std::string_view type, std::string_view message) {
+  return json_response(status, error_json(type, message));
+}
+
+ApiResponse response_for(const ApiAnswer& answer) {
+  ApiResponse r = json_response(answer.status, answer.body);
+  if (answer.retry_after_s) {
+    r.headers.emplace_back("Retry-After", std::to_string(*answer.retry_after_s));
+  }
+  return r;
+}
+
+}  // namespace fairlane::service

@@ -1,0 +1,92 @@
+// The API's vocabulary between the transport and the routes (DESIGN.md section 7): a request
+// as the transport read it, the response it writes, who sent it, and the few helpers every
+// route builds its answers with. No sockets here, and no business rules.
+//
+// Thread safety: plain values; the helpers are pure.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fairlane/ids.hpp"
+#include "fairlane/job.hpp"
+#include "fairlane/store.hpp"
+#include "service/api_json.hpp"
+
+namespace fairlane::service {
+
+struct ApiRequest {
+  std::string method;  // "GET", "POST", "DELETE"
+  std::string target;  // path and query, e.g. "/v1/estimate?pages=10"
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // empty until the transport has read it (after admission)
+  [[nodiscard]] std::optional<std::string> header(std::string_view name) const;
+};
+
+// A job's live events, for the transport to stream (text/event-stream).
+struct EventStream {
+  UserId user = 0;
+  JobId job = 0;
+  std::shared_ptr<const void> slot;  // the user's stream slot (StreamSlots), held while it runs
+};
+
+// An upload's who and how, whatever its format.
+struct Upload {
+  UserId user = 0;
+  std::int64_t weight = 1;
+  std::string name;             // the job's name
+  bool name_given = false;      // false: a multipart part's filename or the JSON's name may name it
+  std::int64_t max_tokens = 0;  // output tokens per page
+  std::optional<std::string> idempotency_key;
+};
+
+// An upload whose body is read off the io thread (a PDF, raw or as the `file` part of a
+// multipart body, or pages as JSON): the transport gives it to read_upload() on a worker
+// and the outcome to Router::finish_upload().
+struct DocumentUpload {
+  Upload upload;
+  std::string content_type;
+  std::string body;
+  std::int64_t default_max_tokens = 0;  // the service's, named when a JSON's is refused
+  // Its reading slot (ReadSlots), to hold on the io thread until the read has ended.
+  std::shared_ptr<const void> slot;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";  // empty: no body (204)
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::optional<EventStream> events;  // set: stream the job's events instead of the body
+  // Set: read the upload's body (read_upload), then answer with Router::finish_upload().
+  std::optional<DocumentUpload> document;
+};
+
+// Who sent a request, once its key was checked: the admin, or a user.
+struct Caller {
+  bool admin = false;
+  User user;  // when !admin
+};
+
+// Case-insensitive ASCII comparison (header names, schemes, media types).
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b);
+
+// "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.
+[[nodiscard]] std::string media_type(std::string_view content_type);
+
+// A whole decimal number and nothing else, or nullopt.
+[[nodiscard]] std::optional<std::int64_t> whole_number(std::string_view text);
+
+[[nodiscard]] ApiResponse json_response(int status, const boost::json::object& body);
+[[nodiscard]] ApiResponse error_response(int status, std::string_view type,
+                                         std::string_view message);
+// An ApiAnswer (api_json.hpp) as a response, with its Retry-After.
+[[nodiscard]] ApiResponse response_for(const ApiAnswer& answer);
+
+}  // namespace fairlane::service

@@ -1,0 +1,83 @@
+// The routes of the API, one family to a file (src/service/routes/): functions from a request
+// and its caller to a response, over what a RouteContext holds. The Router picks one by path
+// and method; the upload use case is apart (uploads.hpp).
+//
+// Thread safety: the io_context's thread, like the store and the dispatcher.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fairlane/store.hpp"
+#include "service/api.hpp"
+#include "service/dispatcher.hpp"
+#include "service/metrics.hpp"
+#include "service/stream_slots.hpp"
+#include "service/watchers.hpp"
+
+namespace fairlane::service {
+
+struct RouterConfig {
+  std::string admin_key;            // empty: no admin (POST /v1/users, /metrics are refused)
+  std::string prompt;               // the instruction sent with every page (for the estimate)
+  std::int64_t max_tokens = 1'000;  // output tokens per page when an upload does not say
+  std::int64_t max_pages = 10'000;  // pages in one upload
+  std::int64_t max_page_bytes =
+      std::int64_t{64} * 1024;  // bytes of text in one page (JSON, or a PDF's)
+  // Uploads read or waiting to be read at once; more get 503 busy with Retry-After.
+  // 0: twice the machine's hardware threads.
+  std::size_t max_pending_documents = 0;
+  // Live-event streams one user may hold open; more get 429 too_many_streams.
+  std::size_t max_event_streams_per_user = 16;
+};
+
+// What every route works over. The references outlive the routes' calls.
+struct RouteContext {
+  Store& store;
+  Dispatcher& dispatcher;
+  Watchers& watchers;
+  const RouterConfig& config;
+  RefusalCounts& door_refusals;
+  StreamSlots& streams;
+};
+
+// The job object of the API, with its position and ETA now.
+[[nodiscard]] boost::json::object job_object(const RouteContext& context, const JobView& job);
+
+// The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
+[[nodiscard]] std::int64_t estimate_tokens(const RouteContext& context, std::string_view page_text,
+                                           std::int64_t max_tokens);
+
+namespace routes {
+
+// GET /healthz and /readyz, which need no key; nullopt for any other path.
+[[nodiscard]] std::optional<ApiResponse> probe(RouteContext& context, std::string_view path);
+
+// POST /v1/users (the admin's).
+[[nodiscard]] ApiResponse add_user(RouteContext& context, const ApiRequest& request);
+
+// GET /v1/queue: lanes, pages, the rate, the binding limit, the buckets, the pause; for the
+// admin also every lane with work, by user.
+[[nodiscard]] ApiResponse queue(RouteContext& context, bool admin);
+// GET /metrics (the admin's).
+[[nodiscard]] ApiResponse metrics(RouteContext& context);
+
+// GET /v1/jobs: the user's jobs, newest first.
+[[nodiscard]] ApiResponse list_jobs(RouteContext& context, const User& user,
+                                    const std::optional<std::string>& limit,
+                                    const std::optional<std::string>& cursor);
+// GET, DELETE /v1/jobs/{id}, GET /v1/jobs/{id}/events and /result; `tail` is what follows
+// the id ("", "events", "result"). nullopt: no such route for this method.
+[[nodiscard]] std::optional<ApiResponse> job(RouteContext& context, const User& user,
+                                             std::string_view method, std::string_view public_id,
+                                             std::string_view tail);
+// GET /v1/estimate: what the door would say now, always 200 when it could say.
+[[nodiscard]] ApiResponse estimate(RouteContext& context, const User& user,
+                                   const std::optional<std::string>& pages,
+                                   const std::optional<std::string>& tokens_per_page);
+
+}  // namespace routes
+}  // namespace fairlane::service

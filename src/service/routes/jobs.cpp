@@ -1,0 +1,150 @@
+// A user's jobs: the list, one job, its cancel, its live events and its result; and the
+// estimate, which asks the door about a job not sent.
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <string>
+
+#include "service/routes.hpp"
+
+namespace fairlane::service {
+namespace json = boost::json;
+
+json::object job_object(const RouteContext& context, const JobView& job) {
+  const Estimator& estimator = context.dispatcher.estimator();
+  return job_json(job, estimator.job(job.user_id, job.id), estimator.avg_latency_s());
+}
+
+std::int64_t estimate_tokens(const RouteContext& context, std::string_view page_text,
+                             std::int64_t max_tokens) {
+  const auto bytes = static_cast<std::int64_t>(context.config.prompt.size() + page_text.size());
+  return (bytes + 3) / 4 + max_tokens;
+}
+
+namespace routes {
+namespace {
+
+// DELETE /v1/jobs/{id}: answered once the cancel is committed, with the job as it is then.
+ApiResponse cancel(RouteContext& context, const User& user, const JobView& job) {
+  // Nothing to cancel once it has ended: no commit, nothing to remember.
+  if (is_terminal(job.state)) return json_response(200, job_object(context, job));
+  // The commit wakes the watchers.
+  if (Status cancelled = context.dispatcher.cancel(user.id, job.id); !cancelled.ok()) {
+    return response_for(answer_for(cancelled));
+  }
+  auto after = context.store.job(job.id);
+  if (!after.ok()) return response_for(answer_for(after.status()));
+  return json_response(202, job_object(context, after.value()));
+}
+
+// GET /v1/jobs/{id}/events: a stream for the transport, 204 for a job that has ended.
+ApiResponse events(RouteContext& context, const User& user, const JobView& job) {
+  // EventSource clients reconnect after a stream ends, unless the answer is 204.
+  if (is_terminal(job.state)) {
+    ApiResponse ended;
+    ended.status = 204;
+    ended.content_type.clear();
+    return ended;
+  }
+  auto slot = context.streams.take(user.id);
+  if (!slot) {
+    return error_response(429, "too_many_streams",
+                          fmt::format("you have {} live-event streams open already: close one "
+                                      "first",
+                                      context.streams.per_user()));
+  }
+  ApiResponse response;
+  response.content_type = "text/event-stream";
+  response.events = EventStream{user.id, job.id, std::move(slot)};
+  return response;
+}
+
+// GET /v1/jobs/{id}/result: the pages in order, with their output or error.
+ApiResponse result(RouteContext& context, const JobView& job) {
+  auto results = context.store.results(job.id);
+  if (!results.ok()) return response_for(answer_for(results.status()));
+  json::array pages;
+  for (const PageResult& page : results.value()) {
+    json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
+    if (page.output) p["output"] = *page.output;
+    if (page.error) p["error"] = *page.error;
+    pages.push_back(std::move(p));
+  }
+  return json_response(200, json::object{{"id", job.public_id},
+                                         {"state", to_string(job.state)},
+                                         {"pages", std::move(pages)}});
+}
+
+}  // namespace
+
+ApiResponse list_jobs(RouteContext& context, const User& user,
+                      const std::optional<std::string>& limit_text,
+                      const std::optional<std::string>& cursor) {
+  std::size_t limit = 20;
+  if (limit_text) {
+    const auto n = whole_number(*limit_text);
+    if (!n || *n < 1 || *n > 1'000) return error_response(400, "invalid_request", "limit is 1 to 1000");
+    limit = static_cast<std::size_t>(*n);
+  }
+  auto list = context.store.jobs_of(
+      user.id, limit, cursor ? std::optional<std::string_view>(*cursor) : std::nullopt);
+  if (!list.ok()) return response_for(answer_for(list.status()));
+  json::array jobs;
+  for (const JobView& job : list->jobs) jobs.push_back(job_object(context, job));
+  json::object body{{"jobs", std::move(jobs)}};
+  if (list->next_cursor) {
+    body["next_cursor"] = *list->next_cursor;
+  } else {
+    body["next_cursor"] = nullptr;
+  }
+  return json_response(200, body);
+}
+
+std::optional<ApiResponse> job(RouteContext& context, const User& user, std::string_view method,
+                               std::string_view public_id, std::string_view tail) {
+  const bool get = method == "GET";
+  const bool known = (tail.empty() && (get || method == "DELETE")) ||
+                     (get && (tail == "events" || tail == "result"));
+  if (!known) return std::nullopt;
+  auto job = context.store.job_of(public_id, user.id);
+  if (!job.ok()) {
+    if (job.status().code() == StatusCode::not_found) {
+      return error_response(404, "not_found", fmt::format("you have no job {}", public_id));
+    }
+    return response_for(answer_for(job.status()));
+  }
+  if (tail == "events") return events(context, user, job.value());
+  if (tail == "result") return result(context, job.value());
+  if (method == "DELETE") return cancel(context, user, job.value());
+  return json_response(200, job_object(context, job.value()));
+}
+
+ApiResponse estimate(RouteContext& context, const User& user,
+                     const std::optional<std::string>& pages_text,
+                     const std::optional<std::string>& tokens_text) {
+  const auto pages = pages_text ? whole_number(*pages_text) : std::nullopt;
+  if (!pages || *pages < 1) {
+    return error_response(400, "invalid_request",
+                          "ask /v1/estimate?pages=N (and &tokens_per_page=T)");
+  }
+  // Without tokens_per_page, a page of 3,000 bytes (a dense printed page).
+  const std::int64_t tokens =
+      (tokens_text ? whole_number(*tokens_text) : std::nullopt)
+          .value_or(estimate_tokens(context, std::string(3'000, ' '), context.config.max_tokens));
+  const DoorDecision decision = context.dispatcher.door().estimate(user.id, *pages, tokens);
+  if (auto refusal = answer_for(decision)) {
+    // The estimate succeeded, whatever it says: 200 with the refusal's numbers (a 503
+    // would say the service is down, and proxies would retry it).
+    json::object body{{"accepted", false}};
+    for (const auto& [field, value] : refusal->body.at("error").as_object()) {
+      body[field == "type" ? "reason" : field] = value;
+    }
+    return json_response(200, body);
+  }
+  const JobEstimate& e = std::get<DoorAccepted>(decision).estimate;
+  return json_response(
+      200, json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
+}
+
+}  // namespace routes
+}  // namespace fairlane::service

@@ -1,0 +1,59 @@
+// GET /v1/queue and GET /metrics: the service's state, for users, the admin and scrapers.
+#include <boost/json.hpp>
+#include <map>
+
+#include "service/routes.hpp"
+
+namespace fairlane::service::routes {
+namespace json = boost::json;
+
+ApiResponse queue(RouteContext& context, bool admin) {
+  const Dispatcher& dispatcher = context.dispatcher;
+  const Budget& budget = dispatcher.budget();
+  const auto level = [](const TokenBucket& bucket) -> json::value {
+    if (bucket.unlimited()) return nullptr;
+    return bucket.level();
+  };
+  json::object body{{"lanes", dispatcher.scheduler().lane_count()},
+                    {"queued", dispatcher.scheduler().size()},
+                    {"held", dispatcher.held()},
+                    {"in_flight", dispatcher.in_flight()},
+                    {"mu", dispatcher.estimator().mu()},
+                    {"binding", to_string(dispatcher.estimator().binding())},
+                    {"buckets", json::object{{"requests", level(budget.requests())},
+                                             {"tokens", level(budget.tokens())}}},
+                    {"paused", dispatcher.paused_until().has_value()}};
+  if (admin) {
+    // Every user with pages queued or in flight; the users table is small, and the pages in
+    // flight are at most the cap on calls.
+    auto users = context.store.users();
+    if (!users.ok()) return response_for(answer_for(users.status()));
+    auto in_flight = context.store.in_flight_by_user();
+    if (!in_flight.ok()) return response_for(answer_for(in_flight.status()));
+    const std::map<UserId, std::int64_t> flying(in_flight->begin(), in_flight->end());
+    const FairScheduler& scheduler = dispatcher.scheduler();
+    json::array lanes;
+    for (const User& user : users.value()) {
+      const std::int64_t queued = scheduler.lane_length(user.id);
+      const auto it = flying.find(user.id);
+      const std::int64_t calls = it == flying.end() ? 0 : it->second;
+      if (queued == 0 && calls == 0) continue;
+      lanes.push_back(json::object{{"user", user.name},
+                                   {"weight", user.weight},
+                                   {"queued", queued},
+                                   {"queued_tokens", scheduler.lane_tokens(user.id)},
+                                   {"in_flight", calls}});
+    }
+    body["users"] = std::move(lanes);
+  }
+  return json_response(200, body);
+}
+
+ApiResponse metrics(RouteContext& context) {
+  ApiResponse response;
+  response.content_type = "text/plain; version=0.0.4";
+  response.body = render_metrics(context.dispatcher, context.door_refusals);
+  return response;
+}
+
+}  // namespace fairlane::service::routes

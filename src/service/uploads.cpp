@@ -1,0 +1,240 @@
+#include "service/uploads.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+#include <thread>
+
+#include "fairlane/document.hpp"
+
+namespace fairlane::service {
+namespace {
+
+namespace json = boost::json;
+
+enum class Format { json_pages, document, unsupported };
+
+Format format_of(std::string_view content_type) {
+  const std::string media = media_type(content_type);
+  if (media == "application/json") return Format::json_pages;
+  if (media == "application/pdf" || media == "multipart/form-data") return Format::document;
+  return Format::unsupported;
+}
+
+// A param of the request's query, or nullopt (also when the target is not a valid path).
+std::optional<std::string> param(const ApiRequest& request, std::string_view name) {
+  const auto url = boost::urls::parse_origin_form(request.target);
+  if (!url) return std::nullopt;
+  const auto it = url->params().find(name);
+  if (it == url->params().end()) return std::nullopt;
+  return std::string((*it).value);
+}
+
+// The upload's ?max_tokens= (checked with its headers), or the service's.
+std::int64_t max_tokens_of(const RouteContext& context, const ApiRequest& request) {
+  const auto text = param(request, "max_tokens");
+  const auto n = text ? whole_number(*text) : std::nullopt;
+  return n.value_or(context.config.max_tokens);
+}
+
+ApiResponse accepted(RouteContext& context, const JobView& job) {
+  ApiResponse response = json_response(202, job_object(context, job));
+  response.headers.emplace_back("Location", "/v1/jobs/" + job.public_id);
+  return response;
+}
+
+// The first job of a retried upload (same Idempotency-Key), or nullopt.
+std::optional<ApiResponse> uploaded_before(RouteContext& context, const Upload& upload) {
+  if (!upload.idempotency_key) return std::nullopt;
+  // A retried upload gets the first job back, whatever the door would say now.
+  auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
+  if (earlier.ok()) return accepted(context, earlier.value());
+  if (earlier.status().code() != StatusCode::not_found) {
+    return response_for(answer_for(earlier.status()));
+  }
+  return std::nullopt;
+}
+
+// The pages against the limits, the door, the store, the dispatcher; the answer.
+ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<std::string> texts) {
+  const RouterConfig& config = context.config;
+  if (texts.empty()) return error_response(400, "invalid_document", "the upload has no pages");
+  if (static_cast<std::int64_t>(texts.size()) > config.max_pages) {
+    return error_response(413, "payload_too_large",
+                          fmt::format("the upload has {} pages; at most {} are taken at once "
+                                      "(--max-pages): split it",
+                                      texts.size(), config.max_pages));
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto bytes = static_cast<std::int64_t>(texts[i].size());
+    if (bytes <= config.max_page_bytes) continue;
+    json::object refusal = error_json(
+        "payload_too_large",
+        fmt::format("page {} has {} bytes of text; a page may have at most {} (--max-page-kb): "
+                    "split the page",
+                    i + 1, bytes, config.max_page_bytes));
+    refusal["error"].as_object()["page"] = i + 1;
+    refusal["error"].as_object()["bytes"] = bytes;
+    refusal["error"].as_object()["max_page_bytes"] = config.max_page_bytes;
+    return json_response(413, refusal);
+  }
+  JobRequest job{upload.user, upload.name, {}, upload.max_tokens, upload.idempotency_key};
+  std::vector<std::int64_t> tokens;
+  tokens.reserve(texts.size());
+  job.pages.reserve(texts.size());
+  for (std::string& text : texts) {
+    tokens.push_back(estimate_tokens(context, text, upload.max_tokens));
+    job.pages.push_back(PageInput{std::move(text), tokens.back()});
+  }
+  const DoorDecision decision = context.dispatcher.door().admit(upload.user, tokens);
+  if (auto refusal = answer_for(decision)) {
+    ++context.door_refusals[std::string(refusal_reason(decision))];
+    return response_for(*refusal);
+  }
+  auto enqueued = context.store.enqueue_job(job);
+  if (!enqueued.ok()) return response_for(answer_for(enqueued.status()));
+  if (enqueued->created) {
+    context.dispatcher.add(enqueued.value(), upload.weight);
+    context.watchers.notify();  // the positions and ETAs of the jobs behind it move
+  }
+  return accepted(context, enqueued->job);
+}
+
+}  // namespace
+
+Result<Document> read_document(std::string_view content_type, std::string body,
+                               const DocumentReading& reading, ReaderProcesses* processes) {
+  if (processes != nullptr && processes->stopping()) {
+    return Status(StatusCode::internal, "the service is stopping");
+  }
+  Document document;
+  if (media_type(content_type) == "multipart/form-data") {
+    auto file = multipart_file(content_type, std::move(body));
+    if (!file.ok()) return file.status();
+    document.filename = std::move(file->filename);
+    body = std::move(file->data);
+  }
+  auto pages = reading.reader.command.empty() ? split_pdf(body, reading.max_pages)
+                                              : read_pdf_in_child(body, reading.reader, processes);
+  if (!pages.ok()) return pages.status();
+  document.pages = std::move(pages).value();
+  return document;
+}
+
+UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
+                       ReaderProcesses* processes) {
+  if (format_of(upload.content_type) == Format::json_pages) {
+    auto parsed = parse_json_upload(upload.body, upload.default_max_tokens);
+    if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return std::move(*refusal);
+    auto& fields = std::get<JsonUpload>(parsed);
+    return Document{{}, std::move(fields.name), fields.max_tokens, std::move(fields.pages)};
+  }
+  return upload_read(
+      read_document(upload.content_type, std::move(upload.body), reading, processes));
+}
+
+UploadRead upload_read(Result<Document> document) {
+  if (document.ok()) return std::move(document).value();
+  if (document.status().code() == StatusCode::invalid_argument) {
+    return ApiAnswer{400, error_json("invalid_document", document.status().message()),
+                     std::nullopt};
+  }
+  return answer_for(document.status());
+}
+
+ReadSlots::ReadSlots(std::size_t max)
+    : max_(max > 0 ? max : 2 * std::max<std::size_t>(1, std::thread::hardware_concurrency())) {}
+
+std::shared_ptr<const void> ReadSlots::take() {
+  if (*taken_ >= max_) return nullptr;
+  ++*taken_;
+  return {static_cast<const void*>(this), [weak = std::weak_ptr<std::size_t>(taken_)](const void*) {
+            if (const auto taken = weak.lock()) --*taken;
+          }};
+}
+
+std::optional<ApiResponse> check_upload_headers(RouteContext& context, const ApiRequest& head,
+                                                const User& user) {
+  if (format_of(head.header("Content-Type").value_or("")) == Format::unsupported) {
+    return error_response(415, "unsupported_media_type",
+                          "send a PDF as application/pdf (the raw file) or multipart/form-data (a "
+                          "part named file), or the pages' text as application/json: "
+                          "{\"name\": ..., \"pages\": [\"text\", ...]}");
+  }
+  if (const auto text = param(head, "max_tokens")) {
+    const auto n = whole_number(*text);
+    if (!n || *n < 1 || *n > kMaxTokensCeiling) {
+      return response_for(bad_max_tokens(context.config.max_tokens));
+    }
+  }
+  if (const auto key = head.header("Idempotency-Key");
+      key && (key->empty() || key->size() > kMaxIdempotencyKeyBytes)) {
+    return error_response(400, "invalid_request",
+                          fmt::format("an Idempotency-Key is 1 to {} bytes: send a shorter one, "
+                                      "such as a UUID",
+                                      kMaxIdempotencyKeyBytes));
+  }
+  // A retried upload gets its first job, with no need of the body.
+  const Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};
+  if (auto earlier = uploaded_before(context, retried)) return earlier;
+  // Refused at once, before any body is read, if even a one-page upload would be.
+  const DoorDecision decision = context.dispatcher.door().estimate(
+      user.id, 1, estimate_tokens(context, "", max_tokens_of(context, head)));
+  if (std::holds_alternative<DoorBusy>(decision) ||
+      std::holds_alternative<DoorUserQueueFull>(decision)) {
+    ++context.door_refusals[std::string(refusal_reason(decision))];
+    return response_for(*answer_for(decision));
+  }
+  return std::nullopt;
+}
+
+ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
+                         const User& user) {
+  const std::string type = request.header("Content-Type").value_or("");
+  const bool json_pages = format_of(type) == Format::json_pages;
+  Upload upload{user.id,
+                user.weight,
+                json_pages ? "pages.json" : "document.pdf",
+                false,
+                max_tokens_of(context, request),
+                request.header("Idempotency-Key")};
+  if (auto name = param(request, "name"); name && !name->empty()) {
+    upload.name = *name;
+    upload.name_given = true;
+  }
+  if (!json_pages && request.body.empty()) {
+    return error_response(400, "invalid_document", "the body is empty: send the PDF's bytes");
+  }
+  // A document holds a reader process and its body until read: those are capped. JSON pages
+  // take a worker only for their parse, and hold no more than any body does.
+  std::shared_ptr<const void> slot;
+  if (!json_pages) slot = slots.take();
+  if (!json_pages && !slot) {
+    ApiResponse busy = error_response(
+        503, "busy",
+        fmt::format("fairlane is reading {} other documents already: retry in 5 s",
+                    slots.taken()));
+    busy.headers.emplace_back("Retry-After", "5");
+    return busy;
+  }
+  ApiResponse read;
+  read.document = DocumentUpload{std::move(upload), type, std::move(request.body),
+                                 context.config.max_tokens, std::move(slot)};
+  return read;
+}
+
+ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read) {
+  // The same upload may have been retried and committed while this one was being read.
+  if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
+  if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
+  Document& document = std::get<Document>(read);
+  Upload named = upload;
+  // A JSON body's name wins; a multipart part's file name only when ?name= said none.
+  if (document.name) named.name = std::move(*document.name);
+  if (!named.name_given && !document.filename.empty()) named.name = document.filename;
+  if (document.max_tokens) named.max_tokens = *document.max_tokens;
+  return enqueue(context, named, std::move(document.pages));
+}
+
+}  // namespace fairlane::service

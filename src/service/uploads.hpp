@@ -1,0 +1,97 @@
+// The upload use case, POST /v1/jobs, in three steps:
+//
+//   check_upload_headers()  before the body is read: the media type, the Idempotency-Key, and
+//                           whether the door would take even one page (so a busy service reads
+//                           no body);
+//   begin_upload()          once it is read: the name and max_tokens, a retried upload's first
+//                           job; then the body goes to a worker thread, in its reading slot
+//                           (ReadSlots caps them);
+//   read_upload()           on the worker: a multipart part, a PDF's pages (poppler, in the
+//                           reader's child), or the pages of a JSON body;
+//   finish_upload()         back on the io thread: the limits on pages, the door for the whole
+//                           job, the commit, the dispatcher.
+//
+// Thread safety: read_upload() and read_document() on any thread; the rest on the io thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "fairlane/pdf_reader.hpp"
+#include "fairlane/result.hpp"
+#include "service/api.hpp"
+#include "service/routes.hpp"
+
+namespace fairlane::service {
+
+// What an upload's body held: the multipart part's file name (empty for a raw PDF), the JSON's
+// own name and max_tokens, and the text of each page.
+struct Document {
+  std::string filename;
+  std::optional<std::string> name;
+  std::optional<std::int64_t> max_tokens;
+  std::vector<std::string> pages;
+};
+
+// How uploaded PDFs are read.
+struct DocumentReading {
+  // The child process that reads them (`fairlane read-pdf`, under limits of CPU, memory and
+  // time); with no command, they are read in this process (tests that have no binary).
+  PdfReaderOptions reader;
+  std::int64_t max_pages = 10'000;  // more: refused before any text is read
+};
+
+// Reads an uploaded document: the multipart part, then the PDF's pages (poppler, in the
+// reader's child process when there is one, registered with `processes`). Safe on any
+// thread; invalid_argument with the sentence for the client when it cannot be read.
+[[nodiscard]] Result<Document> read_document(std::string_view content_type, std::string body,
+                                             const DocumentReading& reading = {},
+                                             ReaderProcesses* processes = nullptr);
+
+// What a worker made of an upload's body: its pages, or the answer that refuses it.
+using UploadRead = std::variant<Document, ApiAnswer>;
+
+// A document read, or the answer to its failure (400 invalid_document for invalid_argument).
+[[nodiscard]] UploadRead upload_read(Result<Document> document);
+
+// Reads an upload's body off the io thread: JSON pages, or a document (read_document, whose
+// failures become 400 invalid_document).
+[[nodiscard]] UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading = {},
+                                     ReaderProcesses* processes = nullptr);
+
+// Uploads being read or waiting for a worker, and the cap on them: a body waiting holds its
+// memory until it is read.
+class ReadSlots {
+ public:
+  explicit ReadSlots(std::size_t max);
+  // A slot held until the handle goes, or nullptr when all are taken.
+  [[nodiscard]] std::shared_ptr<const void> take();
+  [[nodiscard]] std::size_t taken() const { return *taken_; }
+  [[nodiscard]] std::size_t max() const { return max_; }
+
+ private:
+  const std::size_t max_;
+  std::shared_ptr<std::size_t> taken_ = std::make_shared<std::size_t>(0);
+};
+
+// The checks of POST /v1/jobs that need only its headers, or nullopt when it may be read.
+[[nodiscard]] std::optional<ApiResponse> check_upload_headers(RouteContext& context,
+                                                              const ApiRequest& head,
+                                                              const User& user);
+
+// POST /v1/jobs once its body is read: a response with `document` set (to be read by
+// read_upload on a worker, in `slot`), or the answer now.
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots,
+                                       ApiRequest request, const User& user);
+
+// The answer to an upload once its body was read: 202 with the job, or the refusal.
+[[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,
+                                        UploadRead read);
+
+}  // namespace fairlane::service
