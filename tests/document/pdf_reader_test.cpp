@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "fairlane/document.hpp"
 #include "fairlane/pdf_writer.hpp"
 
 using fairlane::PdfReaderOptions;
@@ -24,7 +27,36 @@ namespace {
 
 PdfReaderOptions shell(const std::string& script,
                        std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  return PdfReaderOptions{{"/bin/sh", "-c", script}, timeout};
+  PdfReaderOptions options;
+  options.command = {"/bin/sh", "-c", script};
+  options.timeout = timeout;
+  return options;
+}
+
+// A file of this test's own, removed with its owner.
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             fmt::format("fairlane-reader-test-{}-{}", ::getpid(), name)) {
+    std::filesystem::remove(path);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+// What the real reader (read_pdf_child, as `fairlane read-pdf` runs it) answers for `pdf`,
+// handed to read_pdf_in_child by a stand-in that replays it: the whole way from the
+// child's answer to the parent's result.
+fairlane::Result<std::vector<std::string>> through_child(const std::string& pdf) {
+  std::istringstream in(pdf);
+  std::ostringstream out;
+  REQUIRE(fairlane::read_pdf_child(in, out, 0, 0, 10) == 0);
+  const TempFile answer("answer");
+  std::ofstream(answer.path, std::ios::binary) << out.str();
+  return read_pdf_in_child(pdf, shell("cat >/dev/null; cat '" + answer.path.string() + "'"),
+                           nullptr);
 }
 
 }  // namespace
@@ -113,7 +145,7 @@ TEST_CASE("Reader: the child gets no descriptor and no environment of its own pa
 
 TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
   const auto pages =
-      read_pdf_in_child("%PDF", PdfReaderOptions{{"/nonexistent/reader"}, {}}, nullptr);
+      read_pdf_in_child("%PDF", PdfReaderOptions{.command = {"/nonexistent/reader"}}, nullptr);
   REQUIRE_FALSE(pages.ok());
   // glibc's posix_spawn reports the failed exec itself.
   CHECK(pages.status().code() == StatusCode::internal);
@@ -128,11 +160,35 @@ TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one c
   std::istringstream junk("not a pdf");
   std::ostringstream refused;
   CHECK(fairlane::read_pdf_child(junk, refused, 0, 0, 10) == 0);
-  CHECK(refused.str().rfind("refused the PDF could not be read", 0) == 0);
+  CHECK(refused.str().rfind("refused this is not a PDF but text, so it could not be read", 0) == 0);
 
   std::istringstream three(fairlane::write_pdf({"a", "b", "c"}));
   std::ostringstream too_many;
   CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, 2) == 0);
   CHECK(too_many.str() ==
         "refused the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+}
+
+TEST_CASE(
+    "Reader: the real reader's refusal of a file that is not a PDF reaches the parent whole") {
+  const std::string png = std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+  for (const std::string& bytes : {std::string(R"({"name": "book", "pages": ["one"]})"), png,
+                                   std::string("\x1b[2J\"quoted\"\n\\")}) {
+    CAPTURE(bytes);
+    const auto pages = through_child(bytes);
+    REQUIRE_FALSE(pages.ok());
+    CHECK(pages.status().code() == StatusCode::invalid_argument);
+    CHECK(pages.status().message() == fairlane::split_pdf(bytes).status().message());
+    CHECK(pages.status().message().rfind("this is not a PDF", 0) == 0);
+  }
+}
+
+TEST_CASE("Reader: a padded PDF and one with junk before its header come through the child") {
+  const std::string pdf = fairlane::write_pdf({"Page 1 of 2\nOne.", "Page 2 of 2\nTwo."});
+  for (const std::string& bytes :
+       {pdf + std::string(4096, '\0'), std::string(500, ' ') + pdf + std::string(4096, '\n')}) {
+    const auto pages = through_child(bytes);
+    REQUIRE(pages.ok());
+    CHECK(pages.value() == std::vector<std::string>{"Page 1 of 2\nOne.\n", "Page 2 of 2\nTwo.\n"});
+  }
 }
