@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "fairlane/document.hpp"
+#include "refusals.hpp"
 
 namespace fairlane {
 namespace {
@@ -174,7 +175,8 @@ bool looks_cut_short(std::string_view bytes) {
 
 }  // namespace
 
-Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages) {
+Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages,
+                                           std::int64_t max_page_bytes) {
   silence_poppler();
   if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
     return Status(StatusCode::invalid_argument,
@@ -196,9 +198,7 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
   const int page_count = document->pages();
   if (page_count <= 0) return Status(StatusCode::invalid_argument, "the PDF has no pages");
   if (max_pages > 0 && page_count > max_pages) {
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("the PDF has {} pages; at most {} are taken in one upload: split it",
-                              page_count, max_pages));
+    return refusals::too_many_pages(page_count, max_pages);
   }
 
   std::vector<std::string> pages;
@@ -219,6 +219,10 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
     if (!text.empty()) {
       text += '\n';
       any_text = true;
+    }
+    // A page past the limit ends the reading: the pages after it would be refused with it.
+    if (max_page_bytes > 0 && static_cast<std::int64_t>(text.size()) > max_page_bytes) {
+      return refusals::page_too_long(i + 1, static_cast<std::int64_t>(text.size()), max_page_bytes);
     }
     pages.push_back(std::move(text));
   }

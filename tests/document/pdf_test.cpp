@@ -284,3 +284,21 @@ TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {
   for (auto& thread : threads) thread.join();
   CHECK(correct == std::vector<int>(kThreads, kRounds + 1));
 }
+
+TEST_CASE("split_pdf: a page with more text than max_page_bytes is refused naming the page") {
+  std::string long_page;
+  for (int i = 0; i < 800; ++i) long_page += "word" + std::to_string(i) + " ";
+  const std::string pdf = write_pdf({"Page 1 of 3\nShort.", long_page, "Page 3 of 3"});
+  const auto whole = split_pdf(pdf);
+  REQUIRE(whole.ok());
+  const std::size_t bytes = (*whole)[1].size();
+  REQUIRE(bytes > 4096);
+  const auto pages = split_pdf(pdf, 0, 4096);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() ==
+        "page 2 has " + std::to_string(bytes) +
+            " bytes of text; a page may have at most 4096 (--max-page-kb): split the page");
+  // Exactly at the limit is allowed.
+  CHECK(split_pdf(pdf, 0, static_cast<std::int64_t>(bytes)).ok());
+}
