@@ -149,6 +149,17 @@ Status not_a_pdf(std::string_view bytes) {
 // linearized file, whose first %%EOF comes early) cut before its own %%EOF. The %%EOF is
 // searched for in the whole file, not only in its last 1024 bytes as Acrobat does: viewers
 // and poppler read files padded with kilobytes after it.
+// Where the number before text[at] starts, when whitespace separates them ("12 " before
+// "obj"); npos when there is none.
+std::size_t number_before(std::string_view text, std::size_t at) {
+  std::size_t i = at;
+  if (i == 0 || !is_space(text[i - 1])) return std::string_view::npos;
+  while (i > 0 && is_space(text[i - 1])) --i;
+  const std::size_t digits_end = i;
+  while (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9') --i;
+  return i < digits_end ? i : std::string_view::npos;
+}
+
 bool looks_cut_short(std::string_view bytes) {
   constexpr std::string_view kEnd = "%%EOF";
   const std::size_t end = bytes.rfind(kEnd);
@@ -160,15 +171,11 @@ bool looks_cut_short(std::string_view bytes) {
   // "N G obj", an object's start.
   for (std::size_t at = after.find("obj"); at != std::string_view::npos;
        at = after.find("obj", at + 1)) {
-    std::size_t i = at;
-    const auto digits_then_space = [&] {
-      if (i == 0 || !is_space(after[i - 1])) return false;
-      while (i > 0 && is_space(after[i - 1])) --i;
-      const std::size_t last = i;
-      while (i > 0 && after[i - 1] >= '0' && after[i - 1] <= '9') --i;
-      return i < last;
-    };
-    if (digits_then_space() && digits_then_space()) return true;
+    const std::size_t generation = number_before(after, at);
+    if (generation != std::string_view::npos &&
+        number_before(after, generation) != std::string_view::npos) {
+      return true;
+    }
   }
   return false;
 }
