@@ -20,12 +20,15 @@ namespace fairlane {
 // The text of each page of a PDF, in page order, as UTF-8 in reading order: lines end in
 // '\n', and a page's text ends with exactly one. A page without text is kept as an empty
 // string, so element i is always page i + 1.
-// Fails when the bytes are not a readable PDF (not a PDF, damaged or truncated), when the
-// PDF is encrypted, when it has no pages or more than `max_pages` (0: any number; checked
-// before any text is read), or when no page has any text (a scan).
+// Fails when the bytes are not a PDF (the message names what they seem to be and quotes
+// their start, escaped to printable ASCII), when the PDF is damaged or truncated, when it is
+// encrypted, when it has no pages or more than `max_pages` (0: any number; checked before any
+// text is read), when a page has more than `max_page_bytes` bytes of text (0: any; checked
+// page by page, the reading stops there), or when no page has any text (a scan).
 // `bytes` is only read, and only during the call.
 [[nodiscard]] Result<std::vector<std::string>> split_pdf(std::string_view bytes,
-                                                         std::int64_t max_pages = 0);
+                                                         std::int64_t max_pages = 0,
+                                                         std::int64_t max_page_bytes = 0);
 
 // One part of a multipart/form-data body (RFC 7578).
 struct MultipartFile {

@@ -30,6 +30,13 @@ struct PdfReaderOptions {
   std::vector<std::string> command;
   // A child that has not answered in this long is killed and the PDF refused.
   std::chrono::milliseconds timeout{60'000};
+  // What is read back from the child: at most `max_pages` pages (--max-pages), each with at
+  // most `max_page_bytes` bytes of text (--max-page-kb), checked as the answer arrives. An
+  // answer past either is refused naming the limit and the child killed, so that the parent
+  // never holds more than the limits allow (a small PDF of compressed text can hold
+  // gigabytes of it). The child should be given the same limits (read_pdf_child's).
+  std::int64_t max_pages = 10'000;
+  std::int64_t max_page_bytes = std::int64_t{64} * 1024;
 };
 
 // The children reading now, so that a stopping service can end them at once.
@@ -53,19 +60,21 @@ class ReaderProcesses {
 // Runs the reader on `bytes` and returns each page's text, as split_pdf would. A refusal
 // of the reader (a damaged, encrypted, empty or text-less PDF) comes back as its
 // invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
-// timeout is an invalid_argument naming the limit; a reader that cannot be started is
-// internal. Ignores SIGPIPE in the process (once), so that a reader dying while it is sent
-// the PDF is an error, not the end of the service.
+// timeout, or whose answer has more pages or a page more text than `options` allow, is an
+// invalid_argument naming the limit; a reader that cannot be started, or whose answer
+// cannot be read, is internal. Ignores SIGPIPE in the process (once), so that a reader
+// dying while it is sent the PDF is an error, not the end of the service.
 [[nodiscard]] Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
                                                                  const PdfReaderOptions& options,
                                                                  ReaderProcesses* processes);
 
 // The reader's side (`fairlane read-pdf`): limits this process to `cpu_seconds` of CPU and
 // `memory_mb` of address space (not under AddressSanitizer, which needs terabytes of it),
-// reads a PDF from `in`, splits it (at most `max_pages` pages) and writes the answer to
-// `out`: "ok N\n" then N times "LENGTH\n" and the page's bytes, or "refused MESSAGE\n".
-// Returns the process's exit status (0 for both).
+// reads a PDF from `in`, splits it (at most `max_pages` pages, each with at most
+// `max_page_bytes` bytes of text; 0: any) and writes the answer to `out`: "ok N\n" then N
+// times "LENGTH\n" and the page's bytes, or "refused MESSAGE\n" (one line of printable
+// text). Returns the process's exit status (0 for both).
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
-                   std::int64_t memory_mb, std::int64_t max_pages);
+                   std::int64_t memory_mb, std::int64_t max_pages, std::int64_t max_page_bytes = 0);
 
 }  // namespace fairlane

@@ -22,10 +22,12 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "fairlane/document.hpp"
+#include "refusals.hpp"
 
 namespace fairlane {
 namespace {
@@ -44,30 +46,152 @@ Status damaged() {
           "the PDF could not be read: it is damaged or truncated; upload the file again"};
 }
 
-// A PDF ends with %%EOF in its last 1024 bytes (Acrobat requires it). poppler does not:
-// it rebuilds a missing cross-reference table, and a cut-short upload whose first pages
-// survived would open with its last pages missing or blank. Truncation is how uploads are
-// damaged most often, so it is refused here.
-bool has_end_marker(std::string_view bytes) {
-  constexpr std::size_t kTail = 1024;
-  const std::string_view tail = bytes.substr(bytes.size() - std::min(bytes.size(), kTail));
-  return tail.find("%%EOF") != std::string_view::npos;
+// The PDF header, %PDF-, may follow junk a mailer or a web server put before it: the PDF
+// specification allows it within the first 1024 bytes. poppler searches exactly there (for
+// a header that starts before byte 1019, its search's bound) and reads the file from it.
+constexpr std::size_t kHeaderSearch = 1024;
+constexpr std::string_view kHeader = "%PDF-";
+
+bool has_header(std::string_view bytes) {
+  return bytes.substr(0, kHeaderSearch - 1).find(kHeader) != std::string_view::npos;
+}
+
+bool starts_with(std::string_view bytes, std::string_view prefix) {
+  return bytes.substr(0, prefix.size()) == prefix;
+}
+
+bool starts_with_nocase(std::string_view bytes, std::string_view prefix) {
+  if (bytes.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    char c = bytes[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
 }
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v';
 }
 
+// What a file that is not a PDF seems to be, from its first bytes ("" when unknown): the
+// few things people upload by mistake.
+std::string_view kind_of(std::string_view bytes) {
+  if (starts_with(bytes, "\x89PNG\r\n\x1a\n")) return "a PNG image";
+  if (starts_with(bytes, "\xff\xd8\xff")) return "a JPEG image";
+  if (starts_with(bytes, "GIF87a") || starts_with(bytes, "GIF89a")) return "a GIF image";
+  if (starts_with(bytes, std::string_view("II*\0", 4)) ||
+      starts_with(bytes, std::string_view("MM\0*", 4))) {
+    return "a TIFF image";
+  }
+  if (starts_with(bytes, "PK\x03\x04")) return "a ZIP archive (a Word or other Office document?)";
+  std::string_view text = bytes;
+  if (starts_with(text, "\xef\xbb\xbf")) text.remove_prefix(3);  // a UTF-8 byte order mark
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  if (starts_with_nocase(text, "<!doctype html") || starts_with_nocase(text, "<html")) {
+    return "an HTML page";
+  }
+  if (starts_with(text, "<?xml")) return "XML";
+  if (starts_with(text, "{") || starts_with(text, "[")) return "JSON";
+  const std::string_view start = bytes.substr(0, 64);
+  const bool printable = std::all_of(start.begin(), start.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x80 || (u >= 0x20 && u != 0x7f) || is_space(c);
+  });
+  return printable ? "text" : "";
+}
+
+// The first bytes of a file, for a message: printable ASCII as it is, a quote or backslash
+// escaped, and every other byte as \n, \r, \t or \xHH, so that a hostile file cannot put
+// control characters (or anything but printable ASCII) into the message.
+std::string quoted_start(std::string_view bytes) {
+  constexpr std::size_t kShown = 20;
+  std::string out = "\"";
+  for (const char c : bytes.substr(0, kShown)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", u);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+Status not_a_pdf(std::string_view bytes) {
+  if (bytes.empty()) {
+    return {StatusCode::invalid_argument,
+            "this is not a PDF, so it could not be read: the file is empty"};
+  }
+  const std::string_view kind = kind_of(bytes);
+  return {StatusCode::invalid_argument,
+          fmt::format("this is not a PDF{}{}, so it could not be read: it starts with {} (a PDF "
+                      "starts with {}); upload the PDF itself",
+                      kind.empty() ? "" : " but ", kind, quoted_start(bytes), kHeader)};
+}
+
+// Whether a PDF was cut short. poppler does not tell: it rebuilds a missing or broken
+// cross-reference table by scanning the file, so a cut-short upload whose first pages
+// survived opens with its last pages missing or blank. Truncation is how uploads are damaged
+// most often, so it is tested here: a whole PDF ends its last revision with %%EOF, and after
+// the last %%EOF of the file there is at most padding or junk, never objects or a
+// cross-reference section, which would be an incremental update (or the rest of a
+// linearized file, whose first %%EOF comes early) cut before its own %%EOF. The %%EOF is
+// searched for in the whole file, not only in its last 1024 bytes as Acrobat does: viewers
+// and poppler read files padded with kilobytes after it.
+// Where the number before text[at] starts, when whitespace separates them ("12 " before
+// "obj"); npos when there is none.
+std::size_t number_before(std::string_view text, std::size_t at) {
+  std::size_t i = at;
+  if (i == 0 || !is_space(text[i - 1])) return std::string_view::npos;
+  while (i > 0 && is_space(text[i - 1])) --i;
+  const std::size_t digits_end = i;
+  while (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9') --i;
+  return i < digits_end ? i : std::string_view::npos;
+}
+
+bool looks_cut_short(std::string_view bytes) {
+  constexpr std::string_view kEnd = "%%EOF";
+  const std::size_t end = bytes.rfind(kEnd);
+  if (end == std::string_view::npos) return true;
+  const std::string_view after = bytes.substr(end + kEnd.size());
+  for (const std::string_view keyword : {"endobj", "stream", "xref", "trailer"}) {
+    if (after.find(keyword) != std::string_view::npos) return true;
+  }
+  // "N G obj", an object's start.
+  for (std::size_t at = after.find("obj"); at != std::string_view::npos;
+       at = after.find("obj", at + 1)) {
+    const std::size_t generation = number_before(after, at);
+    if (generation != std::string_view::npos &&
+        number_before(after, generation) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
-Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages) {
+Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages,
+                                           std::int64_t max_page_bytes) {
   silence_poppler();
   if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
     return Status(StatusCode::invalid_argument,
                   "the PDF is larger than 2 GiB, more than fairlane reads: split it into "
                   "smaller files and upload them one by one");
   }
-  if (!has_end_marker(bytes)) return damaged();
+  if (!has_header(bytes)) return not_a_pdf(bytes);
+  if (looks_cut_short(bytes)) return damaged();
 
   // load_from_raw_data reads `bytes` in place (no copy); `bytes` outlives `document`.
   const std::unique_ptr<poppler::document> document(
@@ -81,9 +205,7 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
   const int page_count = document->pages();
   if (page_count <= 0) return Status(StatusCode::invalid_argument, "the PDF has no pages");
   if (max_pages > 0 && page_count > max_pages) {
-    return Status(StatusCode::invalid_argument,
-                  fmt::format("the PDF has {} pages; at most {} are taken in one upload: split it",
-                              page_count, max_pages));
+    return refusals::too_many_pages(page_count, max_pages);
   }
 
   std::vector<std::string> pages;
@@ -104,6 +226,10 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
     if (!text.empty()) {
       text += '\n';
       any_text = true;
+    }
+    // A page past the limit ends the reading: the pages after it would be refused with it.
+    if (max_page_bytes > 0 && static_cast<std::int64_t>(text.size()) > max_page_bytes) {
+      return refusals::page_too_long(i + 1, static_cast<std::int64_t>(text.size()), max_page_bytes);
     }
     pages.push_back(std::move(text));
   }

@@ -10,15 +10,18 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <istream>
 #include <iterator>
+#include <optional>
 #include <ostream>
 #include <system_error>
 #include <thread>
 
 #include "fairlane/document.hpp"
+#include "refusals.hpp"
 
 namespace fairlane {
 namespace {
@@ -41,6 +44,92 @@ struct Fd {
     if (fd >= 0) ::close(fd);
     fd = -1;
   }
+};
+
+Status unreadable_answer() {
+  return Status(StatusCode::internal, "the PDF reader's answer could not be read");
+}
+
+// The child's answer as it arrives, checked against the limits as it grows, so that no more
+// of it is held than the limits allow: the first line ("ok N" with N within max_pages, or a
+// refusal of at most kMaxLine bytes), then each page's "LENGTH" line (within
+// max_page_bytes) before the page's bytes, and nothing after the last page. In all, at most
+// kMaxLine + max_pages x (kMaxLengthLine + 1 + max_page_bytes) bytes, and one read more.
+class Answer {
+ public:
+  Answer(std::int64_t max_pages, std::int64_t max_page_bytes)
+      : max_pages_(max_pages), max_page_bytes_(max_page_bytes) {}
+
+  // Appends bytes from the child; a Status once the answer breaks a limit or cannot be an
+  // answer (read no more of it then).
+  std::optional<Status> add(std::string_view data) {
+    bytes_.append(data);
+    return check();
+  }
+
+  [[nodiscard]] const std::string& bytes() const { return bytes_; }
+
+ private:
+  static constexpr std::size_t kMaxLine = 4096;
+  static constexpr std::size_t kMaxLengthLine = 20;  // the digits of a 64-bit number
+
+  // The number in bytes_[from, to), if it is one (digits only).
+  [[nodiscard]] std::optional<std::int64_t> number(std::size_t from, std::size_t to) const {
+    std::int64_t value = 0;
+    const char* first = bytes_.data() + from;
+    const char* last = bytes_.data() + to;
+    const auto [end, error] = std::from_chars(first, last, value);
+    if (first == last || error != std::errc() || end != last || value < 0) return std::nullopt;
+    return value;
+  }
+
+  std::optional<Status> check() {
+    if (!head_read_) {
+      const std::size_t end = bytes_.find('\n');
+      if (end == std::string::npos) {
+        if (bytes_.size() > kMaxLine) return unreadable_answer();
+        return std::nullopt;
+      }
+      head_read_ = true;
+      const std::string_view head = std::string_view(bytes_).substr(0, end);
+      if (head.rfind("refused ", 0) == 0) {
+        if (end > kMaxLine) return unreadable_answer();
+      } else if (head.rfind("ok ", 0) == 0) {
+        const auto count = number(3, end);
+        if (!count) return unreadable_answer();
+        if (*count > max_pages_) return refusals::too_many_pages(*count, max_pages_);
+        pages_ = *count;
+      } else {
+        return unreadable_answer();
+      }
+      next_ = end + 1;
+    }
+    while (pages_read_ < pages_ && next_ < bytes_.size()) {
+      const std::size_t end = bytes_.find('\n', next_);
+      if (end == std::string::npos) {
+        if (bytes_.size() - next_ > kMaxLengthLine) return unreadable_answer();
+        return std::nullopt;
+      }
+      const auto length = number(next_, end);
+      if (!length) return unreadable_answer();
+      ++pages_read_;
+      if (*length > max_page_bytes_) {
+        return refusals::page_too_long(pages_read_, *length, max_page_bytes_);
+      }
+      next_ = end + 1 + static_cast<std::size_t>(*length);
+    }
+    // Bytes past the end of the last page (or of the refusal) belong to no answer.
+    if (pages_read_ == pages_ && bytes_.size() > next_) return unreadable_answer();
+    return std::nullopt;
+  }
+
+  std::int64_t max_pages_;
+  std::int64_t max_page_bytes_;
+  std::string bytes_;
+  bool head_read_ = false;
+  std::int64_t pages_ = 0;       // announced by "ok N"
+  std::int64_t pages_read_ = 0;  // whose length line has been checked
+  std::size_t next_ = 0;         // where the next length line starts, or the answer ends
 };
 
 // Reads "ok N\n" + N x ("LENGTH\n" + bytes), or "refused MESSAGE\n".
@@ -147,7 +236,8 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   // Sends the PDF and reads the answer at once (the reader may answer before it has read
   // everything, when it refuses), until the answer ends or the time is up.
   const Clock::time_point deadline = Clock::now() + options.timeout;
-  std::string answer;
+  Answer answer(options.max_pages, options.max_page_bytes);
+  std::optional<Status> bad_answer;
   std::size_t sent = 0;
   bool timed_out = false;
   char buffer[65536];
@@ -171,7 +261,12 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       const ssize_t n = ::read(answer_in.fd, buffer, sizeof buffer);
       if (n > 0) {
-        answer.append(buffer, static_cast<std::size_t>(n));
+        bad_answer = answer.add(std::string_view(buffer, static_cast<std::size_t>(n)));
+        if (bad_answer) {
+          // Killed while its pipe is still open, so that it stops here, writing.
+          ::kill(pid, SIGKILL);
+          break;
+        }
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         answer_in.close();
       }
@@ -203,6 +298,7 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   if (processes != nullptr && processes->stopping()) {
     return Status(StatusCode::internal, "the service is stopping");
   }
+  if (bad_answer) return std::move(*bad_answer);
   if (timed_out) {
     return refused(fmt::format(
         "the PDF took longer than {} s to read, more than fairlane allows: it may be damaged or "
@@ -217,9 +313,9 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
                                  : fmt::format("status {}", WEXITSTATUS(wait_status))));
   }
   try {
-    return parse_answer(answer);
+    return parse_answer(answer.bytes());
   } catch (const std::exception&) {
-    return Status(StatusCode::internal, "the PDF reader's answer could not be read");
+    return unreadable_answer();
   }
 }
 
@@ -234,7 +330,7 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
 #endif
 
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
-                   std::int64_t memory_mb, std::int64_t max_pages) {
+                   std::int64_t memory_mb, std::int64_t max_pages, std::int64_t max_page_bytes) {
   if (cpu_seconds > 0) {
     // The soft limit sends SIGXCPU (the process ends); the hard one a second later, SIGKILL.
     const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};
@@ -250,7 +346,7 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
   (void)memory_mb;
 #endif
   const std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto pages = split_pdf(pdf, max_pages);
+  const auto pages = split_pdf(pdf, max_pages, max_page_bytes);
   if (!pages.ok()) {
     std::string message = pages.status().message();
     for (char& c : message) {

@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "fairlane/document.hpp"
 #include "fairlane/pdf_writer.hpp"
 
 using fairlane::PdfReaderOptions;
@@ -24,7 +27,38 @@ namespace {
 
 PdfReaderOptions shell(const std::string& script,
                        std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  return PdfReaderOptions{{"/bin/sh", "-c", script}, timeout};
+  PdfReaderOptions options;
+  options.command = {"/bin/sh", "-c", script};
+  options.timeout = timeout;
+  return options;
+}
+
+// A file of this test's own, removed with its owner.
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             fmt::format("fairlane-reader-test-{}-{}", ::getpid(), name)) {
+    std::filesystem::remove(path);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+// What the real reader (read_pdf_child, as `fairlane read-pdf` runs it) answers for `pdf`,
+// handed to read_pdf_in_child by a stand-in that replays it: the whole way from the
+// child's answer to the parent's result.
+fairlane::Result<std::vector<std::string>> through_child(const std::string& pdf,
+                                                         PdfReaderOptions options,
+                                                         std::int64_t child_max_page_bytes = 0) {
+  std::istringstream in(pdf);
+  std::ostringstream out;
+  REQUIRE(fairlane::read_pdf_child(in, out, 0, 0, options.max_pages, child_max_page_bytes) == 0);
+  const TempFile answer("answer");
+  std::ofstream(answer.path, std::ios::binary) << out.str();
+  options.command = {"/bin/sh", "-c", "cat >/dev/null; cat '" + answer.path.string() + "'"};
+  return read_pdf_in_child(pdf, options, nullptr);
 }
 
 }  // namespace
@@ -113,7 +147,7 @@ TEST_CASE("Reader: the child gets no descriptor and no environment of its own pa
 
 TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
   const auto pages =
-      read_pdf_in_child("%PDF", PdfReaderOptions{{"/nonexistent/reader"}, {}}, nullptr);
+      read_pdf_in_child("%PDF", PdfReaderOptions{.command = {"/nonexistent/reader"}}, nullptr);
   REQUIRE_FALSE(pages.ok());
   // glibc's posix_spawn reports the failed exec itself.
   CHECK(pages.status().code() == StatusCode::internal);
@@ -128,11 +162,122 @@ TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one c
   std::istringstream junk("not a pdf");
   std::ostringstream refused;
   CHECK(fairlane::read_pdf_child(junk, refused, 0, 0, 10) == 0);
-  CHECK(refused.str().rfind("refused the PDF could not be read", 0) == 0);
+  CHECK(refused.str().rfind("refused this is not a PDF but text, so it could not be read", 0) == 0);
 
   std::istringstream three(fairlane::write_pdf({"a", "b", "c"}));
   std::ostringstream too_many;
   CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, 2) == 0);
   CHECK(too_many.str() ==
         "refused the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+}
+
+TEST_CASE(
+    "Reader: the real reader's refusal of a file that is not a PDF reaches the parent whole") {
+  const std::string png = std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+  for (const std::string& bytes : {std::string(R"({"name": "book", "pages": ["one"]})"), png,
+                                   std::string("\x1b[2J\"quoted\"\n\\")}) {
+    CAPTURE(bytes);
+    const auto pages = through_child(bytes, PdfReaderOptions{});
+    REQUIRE_FALSE(pages.ok());
+    CHECK(pages.status().code() == StatusCode::invalid_argument);
+    CHECK(pages.status().message() == fairlane::split_pdf(bytes).status().message());
+    CHECK(pages.status().message().rfind("this is not a PDF", 0) == 0);
+  }
+}
+
+TEST_CASE("Reader: a padded PDF and one with junk before its header come through the child") {
+  const std::string pdf = fairlane::write_pdf({"Page 1 of 2\nOne.", "Page 2 of 2\nTwo."});
+  for (const std::string& bytes :
+       {pdf + std::string(4096, '\0'), std::string(500, ' ') + pdf + std::string(4096, '\n')}) {
+    const auto pages = through_child(bytes, PdfReaderOptions{});
+    REQUIRE(pages.ok());
+    CHECK(pages.value() == std::vector<std::string>{"Page 1 of 2\nOne.\n", "Page 2 of 2\nTwo.\n"});
+  }
+}
+
+TEST_CASE(
+    "Reader: an answer with a page longer than max_page_bytes is refused and the child killed") {
+  PdfReaderOptions options;
+  options.max_page_bytes = 4096;
+  // The child claims a second page of 100,000 bytes and sends 30 MB: the parent stops at the
+  // length, kills the child before it gets to the marker, and names the limit.
+  const TempFile marker("marker");
+  options.command = {"/bin/sh", "-c",
+                     "cat >/dev/null; printf 'ok 2\\n3\\nab\\n100000\\n'; "
+                     "head -c 30000000 /dev/zero; touch '" +
+                         marker.path.string() + "'"};
+  const auto pages = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() ==
+        "page 2 has 100000 bytes of text; a page may have at most 4096 (--max-page-kb): split the "
+        "page");
+  CHECK_FALSE(std::filesystem::exists(marker.path));
+
+  // One byte within the limit is taken.
+  options.command = {"/bin/sh", "-c",
+                     "cat >/dev/null; printf 'ok 1\\n4096\\n'; head -c 4096 /dev/zero"};
+  const auto within = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE(within.ok());
+  CHECK(within.value() == std::vector<std::string>{std::string(4096, '\0')});
+}
+
+TEST_CASE("Reader: an answer with more pages than max_pages is refused naming the limit") {
+  PdfReaderOptions options;
+  options.max_pages = 3;
+  options.command = {"/bin/sh", "-c", "cat >/dev/null; printf 'ok 4\\n1\\na1\\nb1\\nc1\\nd'"};
+  const auto pages = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() ==
+        "the PDF has 4 pages; at most 3 are taken in one upload: split it");
+}
+
+TEST_CASE("Reader: an answer that goes on past its end is not held") {
+  PdfReaderOptions options;
+  options.max_page_bytes = 4096;
+  // "ok 1", a page of 5 bytes, then 30 MB more than the answer said: the child is killed
+  // before it gets to the marker.
+  const TempFile marker("marker");
+  const std::string then_mark = "; touch '" + marker.path.string() + "'";
+  options.command = {
+      "/bin/sh", "-c",
+      "cat >/dev/null; printf 'ok 1\\n5\\nhello'; head -c 30000000 /dev/zero" + then_mark};
+  const auto pages = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::internal);
+  CHECK_FALSE(std::filesystem::exists(marker.path));
+  // A refusal line without an end is cut off too.
+  options.command = {"/bin/sh", "-c",
+                     "cat >/dev/null; printf 'refused '; head -c 30000000 /dev/zero" + then_mark};
+  const auto endless = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE_FALSE(endless.ok());
+  CHECK(endless.status().code() == StatusCode::internal);
+  CHECK_FALSE(std::filesystem::exists(marker.path));
+}
+
+TEST_CASE(
+    "Reader: a PDF whose pages have more text than max_page_bytes is refused, from the child") {
+  std::string long_page;
+  for (int i = 0; i < 800; ++i) long_page += "word" + std::to_string(i) + " ";
+  REQUIRE(long_page.size() > 5'000);
+  const std::string pdf = fairlane::write_pdf({"Page 1 of 3\nShort.", long_page, long_page});
+  PdfReaderOptions options;
+  options.max_page_bytes = 4096;
+  // The child stops at the page past its limit...
+  std::istringstream in(pdf);
+  std::ostringstream out;
+  CHECK(fairlane::read_pdf_child(in, out, 0, 0, 10, 4096) == 0);
+  CHECK(out.str().rfind("refused page 2 has ", 0) == 0);
+  CHECK(out.str().find("; a page may have at most 4096 (--max-page-kb): split the page\n") !=
+        std::string::npos);
+  const auto refused = through_child(pdf, options, 4096);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::invalid_argument);
+  CHECK(refused.status().message() == out.str().substr(8, out.str().size() - 9));
+  // ...and a child that is not told the limit is stopped by the parent, at the same page.
+  const auto stopped = through_child(pdf, options);
+  REQUIRE_FALSE(stopped.ok());
+  CHECK(stopped.status().code() == StatusCode::invalid_argument);
+  CHECK(stopped.status().message() == refused.status().message());
 }

@@ -108,23 +108,104 @@ TEST_CASE("split_pdf: a truncated PDF is refused as damaged") {
   CHECK(refusal(pdf.substr(0, pdf.size() / 2)) == kDamaged);
   // Wherever the upload was cut, short of the end-of-file marker.
   for (const std::size_t size :
-       {std::size_t{0}, std::size_t{9}, pdf.size() / 10, pdf.size() * 9 / 10, pdf.size() - 7}) {
+       {std::size_t{9}, pdf.size() / 10, pdf.size() * 9 / 10, pdf.size() - 7}) {
     CAPTURE(size);
     CHECK(refusal(pdf.substr(0, size)) == kDamaged);
   }
+  // Cut to nothing, it is no PDF at all.
+  CHECK(refusal(pdf.substr(0, 0)) ==
+        "this is not a PDF, so it could not be read: the file is empty");
 }
 
-TEST_CASE("split_pdf: bytes that are not a PDF are refused as damaged") {
+TEST_CASE("split_pdf: bytes that are not a PDF are refused as not a PDF, quoting their start") {
+  CHECK(refusal(R"({"name": "book", "pages": ["one", "two"]})") ==
+        R"(this is not a PDF but JSON, so it could not be read: it starts with )"
+        R"("{\"name\": \"book\", \"pa" (a PDF starts with %PDF-); upload the PDF itself)");
+  CHECK(refusal("hello, this is a text file\n") ==
+        "this is not a PDF but text, so it could not be read: it starts with "
+        "\"hello, this is a tex\" (a PDF starts with %PDF-); upload the PDF itself");
+  CHECK(refusal("") == "this is not a PDF, so it could not be read: the file is empty");
+  CHECK(refusal(std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\0", 20) + "more") ==
+        "this is not a PDF but a PNG image, so it could not be read: it starts with "
+        "\"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR\\x00\\x00\\x01\\x00\" (a PDF "
+        "starts with %PDF-); upload the PDF itself");
+  CHECK(refusal("\xff\xd8\xff\xe0\0\x10JFIF").find("but a JPEG image,") != std::string::npos);
+  CHECK(refusal("PK\x03\x04\x14\0\x06\0")
+            .find("but a ZIP archive (a Word or other Office "
+                  "document?),") != std::string::npos);
+  CHECK(refusal("\n  <!DOCTYPE html><html>").find("but an HTML page,") != std::string::npos);
+  CHECK(refusal("<html><body>Not found").find("but an HTML page,") != std::string::npos);
+
   std::string noise(4096, '\0');
   std::uint32_t state = 12345;
   for (char& c : noise) {
     state = state * 1664525u + 1013904223u;
     c = static_cast<char>(state >> 24);
   }
-  CHECK(refusal(noise) == kDamaged);
-  CHECK(refusal("hello, this is a text file\n") == kDamaged);
+  const std::string said = refusal(noise);
+  CHECK(said.rfind("this is not a PDF, so it could not be read: it starts with \"", 0) == 0);
+  // A hostile start cannot put control characters or raw bytes into the message, and a
+  // quote in it cannot end the quotation early.
+  const std::string hostile = refusal("\x1b[2J\r\"\\\x7f\x80\n\ttext");
+  CHECK(hostile.find(R"("\x1b[2J\r\"\\\x7f\x80\n\ttext")") != std::string::npos);
+  for (const std::string& message : {said, hostile}) {
+    CAPTURE(message);
+    CHECK(std::all_of(message.begin(), message.end(), [](char c) { return c >= ' ' && c <= '~'; }));
+  }
   // A PDF's header and footer around nothing readable.
   CHECK(refusal("%PDF-1.4\nnot really\n%%EOF\n") == kDamaged);
+}
+
+TEST_CASE("split_pdf: a JSON file sent as a multipart upload's file is refused as not a PDF") {
+  const std::string json = R"({"pages": ["one"]})";
+  const auto file = fairlane::multipart_file(
+      "multipart/form-data; boundary=b",
+      "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"book.json\"\r\n"
+      "Content-Type: application/json\r\n\r\n" +
+          json + "\r\n--b--\r\n");
+  REQUIRE(file.ok());
+  CHECK(refusal(file->data) == refusal(json));
+  CHECK(refusal(file->data).rfind("this is not a PDF but JSON,", 0) == 0);
+}
+
+TEST_CASE("split_pdf: junk before the header, within the first 1024 bytes, is allowed") {
+  const std::vector<std::string> pages = {"Page 1 of 2\nAfter junk.", "Page 2 of 2\nThe end."};
+  const std::string pdf = write_pdf(pages);
+  for (const std::size_t junk : {std::size_t{1}, std::size_t{100}, std::size_t{1018}}) {
+    CAPTURE(junk);
+    const auto split = split_pdf(std::string(junk - 1, 'j') + "\n" + pdf);
+    REQUIRE(split.ok());
+    REQUIRE(split->size() == 2);
+    CHECK(words((*split)[0]) == words(pages[0]));
+    CHECK(words((*split)[1]) == words(pages[1]));
+  }
+  // Further on, the file is not a PDF (poppler looks no further).
+  CHECK(refusal(std::string(1019, 'j') + pdf).rfind("this is not a PDF but text,", 0) == 0);
+}
+
+TEST_CASE("split_pdf: padding after %%EOF, as viewers read it, is allowed") {
+  const std::vector<std::string> pages = {"Page 1 of 2\nPadded.", "Page 2 of 2\nStill read."};
+  const std::string pdf = write_pdf(pages);
+  for (const std::string& padding :
+       {std::string(4096, '\0'), std::string(4096, ' '), std::string(4096, '\n'),
+        std::string(70'000, '\0'), std::string("\r\n\0 \t\f") + std::string(8000, '\0')}) {
+    CAPTURE(padding.size());
+    const auto split = split_pdf(pdf + padding);
+    REQUIRE(split.ok());
+    REQUIRE(split->size() == 2);
+    CHECK((*split)[0] == "Page 1 of 2\nPadded.\n");
+    CHECK((*split)[1] == "Page 2 of 2\nStill read.\n");
+  }
+}
+
+TEST_CASE("split_pdf: an incremental update cut short after a complete revision is refused") {
+  // The first revision ends in %%EOF; the update appended after it was cut in its objects.
+  const std::string pdf = write_pdf({"Page 1 of 1\nFirst revision."});
+  const std::string update =
+      "4 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R >>\n"
+      "endobj\n5 0 obj\n<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 720 Td (Second revi";
+  CHECK(refusal(pdf + update) == kDamaged);
+  CHECK(refusal(pdf + "\n" + update.substr(0, 10)) == kDamaged);
 }
 
 TEST_CASE("split_pdf: an encrypted PDF is refused with the remedy") {
@@ -202,4 +283,22 @@ TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {
   }
   for (auto& thread : threads) thread.join();
   CHECK(correct == std::vector<int>(kThreads, kRounds + 1));
+}
+
+TEST_CASE("split_pdf: a page with more text than max_page_bytes is refused naming the page") {
+  std::string long_page;
+  for (int i = 0; i < 800; ++i) long_page += "word" + std::to_string(i) + " ";
+  const std::string pdf = write_pdf({"Page 1 of 3\nShort.", long_page, "Page 3 of 3"});
+  const auto whole = split_pdf(pdf);
+  REQUIRE(whole.ok());
+  const std::size_t bytes = (*whole)[1].size();
+  REQUIRE(bytes > 4096);
+  const auto pages = split_pdf(pdf, 0, 4096);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() ==
+        "page 2 has " + std::to_string(bytes) +
+            " bytes of text; a page may have at most 4096 (--max-page-kb): split the page");
+  // Exactly at the limit is allowed.
+  CHECK(split_pdf(pdf, 0, static_cast<std::int64_t>(bytes)).ok());
 }

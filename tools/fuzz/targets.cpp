@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -84,16 +85,23 @@ void multipart(std::string_view input) {
 
 void pdf(std::string_view input) {
   constexpr std::int64_t kMaxPages = 10'000;
-  auto pages = split_pdf(input, kMaxPages);
+  constexpr std::int64_t kMaxPageBytes = std::int64_t{64} * 1024;
+  auto pages = split_pdf(input, kMaxPages, kMaxPageBytes);
   if (!pages.ok()) {
+    const std::string& message = pages.status().message();
     check(pages.status().code() == StatusCode::invalid_argument, "pdf: refusals are 400s");
-    check(!pages.status().message().empty(), "pdf: a refusal names the problem");
+    check(!message.empty(), "pdf: a refusal names the problem");
+    // Whatever bytes the input starts with (a refusal may quote them).
+    check(std::all_of(message.begin(), message.end(), [](char c) { return c >= ' ' && c <= '~'; }),
+          "pdf: a refusal is printable ASCII");
     return;
   }
   check(!pages->empty(), "pdf: an accepted PDF has pages");
   check(static_cast<std::int64_t>(pages->size()) <= kMaxPages, "pdf: at most max_pages pages");
   bool any_text = false;
   for (const std::string& page : pages.value()) {
+    check(static_cast<std::int64_t>(page.size()) <= kMaxPageBytes,
+          "pdf: at most max_page_bytes bytes of text a page");
     if (page.empty()) continue;
     any_text = true;
     check(page.back() == '\n', "pdf: a page's text ends with a newline");

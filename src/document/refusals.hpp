@@ -1,0 +1,28 @@
+// The refusals split_pdf (in the reader's child) and read_pdf_in_child (in the parent) both
+// make, in the same words, so that a limit reads the same wherever it was found.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "fairlane/status.hpp"
+
+namespace fairlane::refusals {
+
+inline Status too_many_pages(std::int64_t pages, std::int64_t max_pages) {
+  return {StatusCode::invalid_argument,
+          fmt::format("the PDF has {} pages; at most {} are taken in one upload: split it", pages,
+                      max_pages)};
+}
+
+// `page` counts from 1.
+inline Status page_too_long(std::int64_t page, std::int64_t bytes, std::int64_t max_page_bytes) {
+  return {StatusCode::invalid_argument,
+          fmt::format("page {} has {} bytes of text; a page may have at most {} (--max-page-kb): "
+                      "split the page",
+                      page, bytes, max_page_bytes)};
+}
+
+}  // namespace fairlane::refusals
