@@ -1,7 +1,7 @@
 // The document layer of PDF uploads: the file part of a multipart/form-data body, and a
 // PDF's text split into pages. Both refuse bad input with StatusCode::invalid_argument and
 // a sentence naming the problem and the remedy, which the API returns verbatim
-// (400 invalid_document).
+// (400 invalid_document); a PDF over a limit on pages or text is payload_too_large (413).
 //
 // Thread safety: pure functions of their arguments; any number of threads may call them at
 // once on different inputs (split_pdf runs on a worker pool; see src/document/pdf.cpp for
@@ -22,9 +22,10 @@ namespace fairlane {
 // string, so element i is always page i + 1.
 // Fails when the bytes are not a PDF (the message names what they seem to be and quotes
 // their start, escaped to printable ASCII), when the PDF is damaged or truncated, when it is
-// encrypted, when it has no pages or more than `max_pages` (0: any number; checked before any
-// text is read), when a page has more than `max_page_bytes` bytes of text (0: any; checked
-// page by page, the reading stops there), or when no page has any text (a scan).
+// encrypted, when it has no pages, when it has more than `max_pages` (0: any number; checked
+// before any text is read) or a page has more than `max_page_bytes` bytes of text (0: any;
+// checked page by page, the reading stops there), both payload_too_large, or when no page has
+// any text (a scan).
 // `bytes` is only read, and only during the call.
 [[nodiscard]] Result<std::vector<std::string>> split_pdf(std::string_view bytes,
                                                          std::int64_t max_pages = 0,

@@ -60,8 +60,9 @@ class ReaderProcesses {
 // Runs the reader on `bytes` and returns each page's text, as split_pdf would. A refusal
 // of the reader (a damaged, encrypted, empty or text-less PDF) comes back as its
 // invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
-// timeout, or whose answer has more pages or a page more text than `options` allow, is an
-// invalid_argument naming the limit; a reader that cannot be started, or whose answer
+// timeout is an invalid_argument naming the limit; an answer with more pages or a page with
+// more text than `options` allow (or the reader's own refusal for them) is payload_too_large
+// naming the limit; a reader that cannot be started, or whose answer
 // cannot be read, is internal. Ignores SIGPIPE in the process (once), so that a reader
 // dying while it is sent the PDF is an error, not the end of the service.
 [[nodiscard]] Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,

@@ -15,6 +15,7 @@ namespace fairlane {
 enum class StatusCode {
   ok,
   invalid_argument,  // the caller's input is wrong; retrying the same input will not help
+  payload_too_large,  // the input is over a configured limit (pages, bytes): split it
   not_found,         // no such user, job or page (or not the caller's)
   already_exists,    // a unique name is taken
   busy,              // the database is locked by another process; retry later

@@ -188,6 +188,7 @@ CommandLine::CommandLine()
   read_pdf_command->add_option("--cpu-seconds", reader_cpu_seconds);
   read_pdf_command->add_option("--memory-mb", reader_memory_mb);
   read_pdf_command->add_option("--max-pages", reader_max_pages);
+  read_pdf_command->add_option("--max-page-bytes", reader_max_page_bytes);
 
   CLI::App* user_command = app.add_subcommand("user", "Manage users");
   user_add_command =

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
     if (line.serve_command->parsed()) return fairlane::cli::serve(line.serve);
     if (line.read_pdf_command->parsed()) {
       return fairlane::read_pdf_child(std::cin, std::cout, line.reader_cpu_seconds,
-                                      line.reader_memory_mb, line.reader_max_pages);
+                                      line.reader_memory_mb, line.reader_max_pages,
+                                      line.reader_max_page_bytes);
     }
     if (line.user_add_command->parsed()) {
       auto store = fairlane::Store::open(line.user_db);

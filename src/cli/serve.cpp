@@ -108,13 +108,17 @@ int serve(const ServeOptions& o) {
   // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
   // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).
   const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
-  limits.documents.max_pages = o.max_pages;
+  // The reader owns the limits on what a PDF may hold: it stops reading past them, and the
+  // parent reads no more of its answer than they allow.
+  limits.documents.reader.max_pages = o.max_pages;
+  limits.documents.reader.max_page_bytes = o.max_page_kb * 1024;
   limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.pdf_timeout));
   limits.documents.reader.command = {"/proc/self/exe", "read-pdf",
                                      "--cpu-seconds",  std::to_string(pdf_seconds),
                                      "--memory-mb",    std::to_string(o.pdf_memory_mb),
-                                     "--max-pages",    std::to_string(o.max_pages)};
+                                     "--max-pages",    std::to_string(o.max_pages),
+                                     "--max-page-bytes", std::to_string(o.max_page_kb * 1024)};
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());

@@ -8,6 +8,8 @@ std::string_view to_string(StatusCode code) {
       return "ok";
     case StatusCode::invalid_argument:
       return "invalid_argument";
+    case StatusCode::payload_too_large:
+      return "payload_too_large";
     case StatusCode::not_found:
       return "not_found";
     case StatusCode::already_exists:

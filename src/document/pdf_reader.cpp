@@ -92,7 +92,7 @@ class Answer {
       }
       head_read_ = true;
       const std::string_view head = std::string_view(bytes_).substr(0, end);
-      if (head.rfind("refused ", 0) == 0) {
+      if (head.rfind("refused ", 0) == 0 || head.rfind("too_large ", 0) == 0) {
         if (end > kMaxLine) return unreadable_answer();
       } else if (head.rfind("ok ", 0) == 0) {
         const auto count = number(3, end);
@@ -132,12 +132,16 @@ class Answer {
   std::size_t next_ = 0;         // where the next length line starts, or the answer ends
 };
 
-// Reads "ok N\n" + N x ("LENGTH\n" + bytes), or "refused MESSAGE\n".
+// Reads "ok N\n" + N x ("LENGTH\n" + bytes), or "refused MESSAGE\n", or "too_large MESSAGE\n"
+// (a refusal for a limit on pages or bytes).
 Result<std::vector<std::string>> parse_answer(std::string_view answer) {
   const auto line_end = answer.find('\n');
   if (line_end == std::string_view::npos) return Status(StatusCode::internal, "no answer");
   const std::string_view head = answer.substr(0, line_end);
   if (head.rfind("refused ", 0) == 0) return refused(std::string(head.substr(8)));
+  if (head.rfind("too_large ", 0) == 0) {
+    return Status(StatusCode::payload_too_large, std::string(head.substr(10)));
+  }
   if (head.rfind("ok ", 0) != 0) return Status(StatusCode::internal, "an unknown answer");
   const std::size_t count = std::stoul(std::string(head.substr(3)));
   std::vector<std::string> pages;
@@ -352,7 +356,8 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
     for (char& c : message) {
       if (c == '\n') c = ' ';
     }
-    out << "refused " << message << '\n';
+    const bool limit = pages.status().code() == StatusCode::payload_too_large;
+    out << (limit ? "too_large " : "refused ") << message << '\n';
   } else {
     out << "ok " << pages->size() << '\n';
     for (const std::string& page : pages.value()) out << page.size() << '\n' << page;

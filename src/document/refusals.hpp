@@ -12,14 +12,14 @@
 namespace fairlane::refusals {
 
 inline Status too_many_pages(std::int64_t pages, std::int64_t max_pages) {
-  return {StatusCode::invalid_argument,
+  return {StatusCode::payload_too_large,
           fmt::format("the PDF has {} pages; at most {} are taken in one upload: split it", pages,
                       max_pages)};
 }
 
 // `page` counts from 1.
 inline Status page_too_long(std::int64_t page, std::int64_t bytes, std::int64_t max_page_bytes) {
-  return {StatusCode::invalid_argument,
+  return {StatusCode::payload_too_large,
           fmt::format("page {} has {} bytes of text; a page may have at most {} (--max-page-kb): "
                       "split the page",
                       page, bytes, max_page_bytes)};

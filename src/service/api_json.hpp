@@ -36,7 +36,8 @@ struct ApiAnswer {
   std::optional<std::int64_t> retry_after_s;
 };
 
-// The one table from a Status to an HTTP answer: invalid_argument 400, not_found 404,
+// The one table from a Status to an HTTP answer: invalid_argument 400, payload_too_large 413
+// (its type the code's name), not_found 404,
 // already_exists 409, busy 503 (Retry-After 1), disk_full 507, read_only / io_error 503,
 // corrupt / version_too_new / internal 500.
 [[nodiscard]] ApiAnswer answer_for(const Status& status);

@@ -115,8 +115,9 @@ Result<Document> read_document(std::string_view content_type, std::string body,
     document.filename = std::move(file->filename);
     body = std::move(file->data);
   }
-  auto pages = reading.reader.command.empty() ? split_pdf(body, reading.max_pages)
-                                              : read_pdf_in_child(body, reading.reader, processes);
+  const PdfReaderOptions& reader = reading.reader;
+  auto pages = reader.command.empty() ? split_pdf(body, reader.max_pages, reader.max_page_bytes)
+                                      : read_pdf_in_child(body, reader, processes);
   if (!pages.ok()) return pages.status();
   document.pages = std::move(pages).value();
   return document;
@@ -136,6 +137,7 @@ UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
 
 UploadRead upload_read(Result<Document> document) {
   if (document.ok()) return std::move(document).value();
+  // Over --max-pages or --max-page-kb: 413 payload_too_large, as for JSON pages.
   if (document.status().code() == StatusCode::invalid_argument) {
     return ApiAnswer{400, error_json("invalid_document", document.status().message()),
                      std::nullopt};

@@ -43,8 +43,9 @@ struct Document {
 struct DocumentReading {
   // The child process that reads them (`fairlane read-pdf`, under limits of CPU, memory and
   // time); with no command, they are read in this process (tests that have no binary).
+  // Its max_pages (more: refused before any text is read) and max_page_bytes hold for a PDF
+  // read in this process too.
   PdfReaderOptions reader;
-  std::int64_t max_pages = 10'000;  // more: refused before any text is read
 };
 
 // Reads an uploaded document: the multipart part, then the PDF's pages (poppler, in the

@@ -168,7 +168,7 @@ TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one c
   std::ostringstream too_many;
   CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, 2) == 0);
   CHECK(too_many.str() ==
-        "refused the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+        "too_large the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
 }
 
 TEST_CASE(
@@ -208,7 +208,7 @@ TEST_CASE(
                          marker.path.string() + "'"};
   const auto pages = read_pdf_in_child("%PDF", options, nullptr);
   REQUIRE_FALSE(pages.ok());
-  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().code() == StatusCode::payload_too_large);
   CHECK(pages.status().message() ==
         "page 2 has 100000 bytes of text; a page may have at most 4096 (--max-page-kb): split the "
         "page");
@@ -228,7 +228,7 @@ TEST_CASE("Reader: an answer with more pages than max_pages is refused naming th
   options.command = {"/bin/sh", "-c", "cat >/dev/null; printf 'ok 4\\n1\\na1\\nb1\\nc1\\nd'"};
   const auto pages = read_pdf_in_child("%PDF", options, nullptr);
   REQUIRE_FALSE(pages.ok());
-  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().code() == StatusCode::payload_too_large);
   CHECK(pages.status().message() ==
         "the PDF has 4 pages; at most 3 are taken in one upload: split it");
 }
@@ -268,16 +268,16 @@ TEST_CASE(
   std::istringstream in(pdf);
   std::ostringstream out;
   CHECK(fairlane::read_pdf_child(in, out, 0, 0, 10, 4096) == 0);
-  CHECK(out.str().rfind("refused page 2 has ", 0) == 0);
+  CHECK(out.str().rfind("too_large page 2 has ", 0) == 0);
   CHECK(out.str().find("; a page may have at most 4096 (--max-page-kb): split the page\n") !=
         std::string::npos);
   const auto refused = through_child(pdf, options, 4096);
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.status().code() == StatusCode::invalid_argument);
-  CHECK(refused.status().message() == out.str().substr(8, out.str().size() - 9));
+  CHECK(refused.status().code() == StatusCode::payload_too_large);
+  CHECK(refused.status().message() == out.str().substr(10, out.str().size() - 11));
   // ...and a child that is not told the limit is stopped by the parent, at the same page.
   const auto stopped = through_child(pdf, options);
   REQUIRE_FALSE(stopped.ok());
-  CHECK(stopped.status().code() == StatusCode::invalid_argument);
+  CHECK(stopped.status().code() == StatusCode::payload_too_large);
   CHECK(stopped.status().message() == refused.status().message());
 }

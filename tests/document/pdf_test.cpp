@@ -295,7 +295,7 @@ TEST_CASE("split_pdf: a page with more text than max_page_bytes is refused namin
   REQUIRE(bytes > 4096);
   const auto pages = split_pdf(pdf, 0, 4096);
   REQUIRE_FALSE(pages.ok());
-  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().code() == StatusCode::payload_too_large);
   CHECK(pages.status().message() ==
         "page 2 has " + std::to_string(bytes) +
             " bytes of text; a page may have at most 4096 (--max-page-kb): split the page");

@@ -7,10 +7,11 @@
 # closed after --read-timeout while a normal client is still answered. Every answer names the
 # limit; nothing refused is queued.
 #
-#   serve_limits.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+#   serve_limits.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
 set -euo pipefail
 fairlane=$1
 stand_in=$2
+pdfgen=$3
 source "$(dirname "$0")/lib.sh"
 
 start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
@@ -52,6 +53,11 @@ expect 413 payload_too_large 'at most 5 are taken at once (--max-pages)' -X POST
 expect 413 payload_too_large 'page 2 has 1025 bytes of text; a page may have at most 1024 (--max-page-kb)' \
   -X POST "$base/v1/jobs" "${auth[@]}" "${json[@]}" -d "$(pages one "$(a_times 1025)")"
 grep -q '"page":2,' "$work/body" || fail "the refusal has no page field: $(cat "$work/body")"
+# A PDF's page over it is refused by its reader, which stops there, with the same 413.
+"$pdfgen" --pages 2 --out "$work/dense.pdf" >/dev/null
+expect 413 payload_too_large 'page 1 has [0-9]* bytes of text; a page may have at most 1024 (--max-page-kb)' \
+  -X POST "$base/v1/jobs?name=dense.pdf" "${auth[@]}" -H 'Content-Type: application/pdf' \
+  --data-binary "@$work/dense.pdf"
 listed=$(curl -sS --max-time 10 "$base/v1/jobs" "${auth[@]}")
 grep -q '"jobs":\[\]' <<<"$listed" || fail "a refused upload was enqueued: $listed"
 id=$(upload "$alice" fits 1 2 3 4 "$(a_times 1024)")
