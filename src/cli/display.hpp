@@ -91,6 +91,6 @@ struct JobSummary {
 [[nodiscard]] std::optional<double> seconds_between(std::string_view from, std::string_view to);
 
 // Seconds since the Unix epoch of one of the API's times; nullopt when it cannot be read.
-[[nodiscard]] std::optional<double> epoch_seconds(std::string_view time);
+[[nodiscard]] std::optional<double> epoch_seconds(std::string_view text);
 
 }  // namespace fairlane::cli

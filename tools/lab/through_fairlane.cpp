@@ -43,6 +43,8 @@ CaseResult run_fairlane(const LabConfig& config) {
   result.which = Case::fairlane;
   std::string fairlane = config.fairlane_binary;
   if (fairlane.empty()) {
+    // Nothing in the lab sets its environment, so reading it races with nothing.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
     const char* path = std::getenv("PATH");
     const tools::FairlaneLookup lookup =
         tools::find_fairlane(tools::own_directory(), path == nullptr ? "" : path);
