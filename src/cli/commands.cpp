@@ -181,8 +181,6 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
   struct Watched {
     std::optional<JobStatus> job;
     Clock::time_point event_at;  // when its last event came
-    Clock::time_point first_at;  // when its first event came, and its pages done then
-    std::int64_t first_done = 0;
   };
   std::map<std::string, Watched> watched;
   std::map<std::string, std::string> last_event;
@@ -194,18 +192,15 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     order.push_back(id);
     streams.watch(id);
   }
-  const auto rate = [](const Watched& w, Clock::time_point now) {
-    const double minutes = std::chrono::duration<double>(now - w.first_at).count() / 60.0;
-    if (!w.job || minutes < 1.0 / 60.0) return 0.0;
-    return static_cast<double>(w.job->done - w.first_done) / minutes;
-  };
   const auto line = [&](const std::string& id, Clock::time_point now) {
     const Watched& w = watched.at(id);
     if (!w.job) return fmt::format("{}: waiting for its first event", id);
     std::optional<double> eta = w.job->eta_s;
     if (eta) eta = std::max(*eta - std::chrono::duration<double>(now - w.event_at).count(), 0.0);
-    // An ended job's rate stays what it was at its end.
-    return progress_line(*w.job, eta, rate(w, w.job->ended() ? w.event_at : now), output.terminal);
+    // Pages done since the upload, over the time until now or, once ended, until its end.
+    const double wall_now_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return progress_line(*w.job, eta, pages_per_minute(*w.job, wall_now_s), output.terminal);
   };
   const Clock::time_point start = Clock::now();
   bool drawn = false;
@@ -224,10 +219,6 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
       auto job = parse_job(event.data);
       if (!job.ok()) continue;
       Watched& w = watched[id];
-      if (!w.job) {
-        w.first_at = now;
-        w.first_done = job->done;
-      }
       w.job = std::move(job).value();
       w.event_at = now;
       if (w.job->ended()) streams.close(id);
@@ -356,7 +347,9 @@ int result(HttpClient& client, const std::string& job, const std::optional<std::
     output.out << fmt::format("wrote {} ({} pages, {})\n", *file, status.ok() ? status->total : 0,
                               status.ok() ? status->state : "unknown");
   } else {
-    output.out << text;
+    // A terminal would act on escape sequences in the provider's output; a pipe or a file
+    // gets the bytes as served.
+    output.out << (output.terminal ? for_terminal(text) : text);
   }
   if (status.ok() && !status->ended()) {
     output.err << fmt::format("note: {} has not ended: {} of {} pages are done so far\n", job,

@@ -103,8 +103,8 @@ std::string progress_bar(std::int64_t ended, std::int64_t total, int width) {
   return bar;
 }
 
-std::string progress_line(const JobStatus& job, std::optional<double> eta_s, double pages_per_min,
-                          bool terminal) {
+std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
+                          std::optional<double> pages_per_min, bool terminal) {
   std::string where;
   if (job.ended()) {
     where = job.state;
@@ -112,7 +112,8 @@ std::string progress_line(const JobStatus& job, std::optional<double> eta_s, dou
     where = fmt::format("position {}", job.position ? std::to_string(*job.position) : "-");
     if (eta_s) where += fmt::format(", eta {}", format_duration(*eta_s));
   }
-  const std::string rate = fmt::format("{:.1f} pages/min", pages_per_min);
+  const std::string rate =
+      pages_per_min ? fmt::format("{:.1f} pages/min", *pages_per_min) : std::string("- pages/min");
   if (terminal) {
     return fmt::format("{:<24} {} {:>5}/{:<5} {:>3} failed  {:<28} {}", fit(job.name, 24),
                        progress_bar(job.done + job.failed, job.total, 24), job.done, job.total,
@@ -182,32 +183,131 @@ std::string result_markdown(const json::value& result, std::string_view name) {
   return out;
 }
 
-std::optional<double> seconds_between(std::string_view from, std::string_view to) {
-  const auto parse = [](std::string_view text) -> std::optional<double> {
-    // YYYY-MM-DDTHH:MM:SS, then .mmm or not, as the service writes its times.
-    const auto number = [text](std::size_t at, std::size_t digits, int& out) {
-      if (text.size() < at + digits) return false;
-      const char* first = text.data() + at;
-      const auto [end, error] = std::from_chars(first, first + digits, out);
-      return error == std::errc{} && end == first + digits;
-    };
-    const auto is = [text](std::size_t at, char c) { return at < text.size() && text[at] == c; };
-    std::tm tm{};
-    int millis = 0;
-    if (!number(0, 4, tm.tm_year) || !is(4, '-') || !number(5, 2, tm.tm_mon) || !is(7, '-') ||
-        !number(8, 2, tm.tm_mday) || !is(10, 'T') || !number(11, 2, tm.tm_hour) || !is(13, ':') ||
-        !number(14, 2, tm.tm_min) || !is(16, ':') || !number(17, 2, tm.tm_sec)) {
-      return std::nullopt;
-    }
-    if (is(19, '.') && !number(20, 3, millis)) return std::nullopt;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return static_cast<double>(timegm(&tm)) + millis / 1000.0;
+std::optional<double> epoch_seconds(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS, then .mmm or not, as the service writes its times.
+  const auto number = [text](std::size_t at, std::size_t digits, int& out) {
+    if (text.size() < at + digits) return false;
+    const char* first = text.data() + at;
+    const auto [end, error] = std::from_chars(first, first + digits, out);
+    return error == std::errc{} && end == first + digits;
   };
-  const auto a = parse(from);
-  const auto b = parse(to);
+  const auto is = [text](std::size_t at, char c) { return at < text.size() && text[at] == c; };
+  std::tm tm{};
+  int millis = 0;
+  if (!number(0, 4, tm.tm_year) || !is(4, '-') || !number(5, 2, tm.tm_mon) || !is(7, '-') ||
+      !number(8, 2, tm.tm_mday) || !is(10, 'T') || !number(11, 2, tm.tm_hour) || !is(13, ':') ||
+      !number(14, 2, tm.tm_min) || !is(16, ':') || !number(17, 2, tm.tm_sec)) {
+    return std::nullopt;
+  }
+  if (is(19, '.') && !number(20, 3, millis)) return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + millis / 1000.0;
+}
+
+std::optional<double> seconds_between(std::string_view from, std::string_view to) {
+  const auto a = epoch_seconds(from);
+  const auto b = epoch_seconds(to);
   if (!a || !b) return std::nullopt;
   return *b - *a;
+}
+
+std::optional<double> pages_per_minute(const JobStatus& job, double now_epoch_s) {
+  const auto start = epoch_seconds(job.created_at);
+  if (!start) return std::nullopt;
+  double end = now_epoch_s;
+  if (job.finished_at) {
+    const auto finished = epoch_seconds(*job.finished_at);
+    if (!finished) return std::nullopt;
+    end = *finished;
+  }
+  const double elapsed_s = end - *start;
+  if (elapsed_s < 0.001) return std::nullopt;
+  return static_cast<double>(job.done) * 60.0 / elapsed_s;
+}
+
+std::string for_terminal(std::string_view text) {
+  constexpr char kEsc = '\x1b';
+  constexpr char kBel = '\x07';
+  // A C1 control as UTF-8 (U+0080 to U+009F: 0xC2 then 0x80 to 0x9F); its code, or 0.
+  const auto c1_at = [&text](std::size_t i) -> unsigned {
+    if (i + 1 >= text.size() || static_cast<unsigned char>(text[i]) != 0xC2) return 0;
+    const auto next = static_cast<unsigned char>(text[i + 1]);
+    return next >= 0x80 && next <= 0x9F ? next : 0;
+  };
+  // From `i`, past the parameters, intermediates and final byte of a control sequence.
+  const auto skip_csi = [&text](std::size_t i) {
+    while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20 &&
+           static_cast<unsigned char>(text[i]) <= 0x3F) {
+      ++i;
+    }
+    if (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x40 &&
+        static_cast<unsigned char>(text[i]) <= 0x7E) {
+      ++i;
+    }
+    return i;
+  };
+  // From `i`, past a control string (OSC, DCS, SOS, PM, APC) and its terminator: BEL, ESC
+  // and a backslash (ST), or ST as U+009C. An unterminated one runs to the end.
+  const auto skip_string = [&](std::size_t i) {
+    while (i < text.size()) {
+      if (text[i] == kBel) return i + 1;
+      if (text[i] == kEsc && i + 1 < text.size() && text[i + 1] == '\\') return i + 2;
+      if (c1_at(i) == 0x9C) return i + 2;
+      ++i;
+    }
+    return i;
+  };
+  const auto is_string_introducer = [](unsigned code) {
+    // DCS, SOS, OSC, PM, APC (as the byte after ESC, minus 0x40, plus 0x80)
+    return code == 0x90 || code == 0x98 || code == 0x9D || code == 0x9E || code == 0x9F;
+  };
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == kEsc) {
+      if (i + 1 >= text.size()) break;
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next == '[') {
+        i = skip_csi(i + 2);
+      } else if (next >= 0x40 && next <= 0x5F &&
+                 is_string_introducer(static_cast<unsigned>(next) + 0x40U)) {
+        i = skip_string(i + 2);
+      } else {
+        // ESC, any intermediates (0x20 to 0x2F), then its final byte (0x30 to 0x7E); a
+        // control after it is left to the rules below (a newline stays).
+        i += 1;
+        while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20 &&
+               static_cast<unsigned char>(text[i]) <= 0x2F) {
+          ++i;
+        }
+        if (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x30 &&
+            static_cast<unsigned char>(text[i]) <= 0x7E) {
+          ++i;
+        }
+      }
+      continue;
+    }
+    if (const unsigned code = c1_at(i); code != 0) {
+      if (code == 0x9B) {
+        i = skip_csi(i + 2);
+      } else if (is_string_introducer(code)) {
+        i = skip_string(i + 2);
+      } else {
+        i += 2;
+      }
+      continue;
+    }
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+      ++i;
+      continue;
+    }
+    out.push_back(text[i]);
+    ++i;
+  }
+  return out;
 }
 
 }  // namespace fairlane::cli

@@ -53,9 +53,22 @@ struct JobStatus {
 // One job's progress. On a terminal: name, bar, done/total, failed, position, the ETA
 // counted down from the last event, pages a minute. Elsewhere the same facts as one plain
 // line ("book.pdf: 12/100 done, 0 failed, position 40, eta 1m 10s, 9.5 pages/min").
-// `eta_s` is the ETA now (the event's, less the time since), `pages_per_min` the rate seen.
+// `eta_s` is the ETA now (the event's, less the time since), `pages_per_min` the job's rate
+// (pages_per_minute; "- pages/min" when there is none yet).
 [[nodiscard]] std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
-                                        double pages_per_min, bool terminal);
+                                        std::optional<double> pages_per_min, bool terminal);
+
+// A job's rate: its pages done over the time from its upload (created_at) to its end
+// (finished_at, the service's clock) or, while it runs, to `now_epoch_s` (this machine's
+// wall clock, seconds since the Unix epoch). A job that ended between two updates keeps the
+// rate it had. nullopt when the times cannot be read or less than a millisecond has passed.
+[[nodiscard]] std::optional<double> pages_per_minute(const JobStatus& job, double now_epoch_s);
+
+// `text` safe to write to a terminal: escape sequences (ESC [ ... final, ESC ] ... BEL or
+// ESC \, the other string sequences, ESC and one byte) and their 8-bit C1 forms are dropped
+// whole, and so is every other control character but newline and tab (C0, DEL, C1). Bytes
+// that are not controls, UTF-8 included, are kept.
+[[nodiscard]] std::string for_terminal(std::string_view text);
 
 // `status`: one row per job, newest first, with aligned columns.
 [[nodiscard]] std::string jobs_table(const std::vector<JobStatus>& jobs);
@@ -76,5 +89,8 @@ struct JobSummary {
 // Seconds between two RFC 3339 times of the API ("2026-11-29T14:03:07.250Z"); nullopt
 // when either cannot be read.
 [[nodiscard]] std::optional<double> seconds_between(std::string_view from, std::string_view to);
+
+// Seconds since the Unix epoch of one of the API's times; nullopt when it cannot be read.
+[[nodiscard]] std::optional<double> epoch_seconds(std::string_view text);
 
 }  // namespace fairlane::cli

@@ -90,3 +90,60 @@ TEST_CASE("Seconds between two of the API's times") {
         doctest::Approx(61.5));
   CHECK_FALSE(seconds_between("yesterday", "2026-11-29T14:04:08.750Z").has_value());
 }
+
+TEST_CASE("The rate is the pages done over the time since the upload") {
+  auto job = parse_job(kRunning).value();  // created 14:03:07.250, 29 done
+  const double created = epoch_seconds(job.created_at).value();
+  CHECK(pages_per_minute(job, created + 60.0) == doctest::Approx(29.0));
+  CHECK(pages_per_minute(job, created + 30.0) == doctest::Approx(58.0));
+  // A clock behind the service's, or no time passed: no rate rather than a wrong one.
+  CHECK_FALSE(pages_per_minute(job, created - 5.0).has_value());
+  CHECK_FALSE(pages_per_minute(job, created).has_value());
+  job.created_at = "not a time";
+  CHECK_FALSE(pages_per_minute(job, created + 60.0).has_value());
+}
+
+TEST_CASE("A job that ended between two updates shows the rate it had, not 0.0") {
+  // 8 pages, done 1.6 s after the upload; the watch's first event already says done, and the
+  // line is drawn long after.
+  auto job = parse_job(kRunning).value();
+  job.state = "done";
+  job.total = 8;
+  job.done = 8;
+  job.queued = job.in_flight = job.failed = 0;
+  job.position.reset();
+  job.eta_s.reset();
+  job.created_at = "2026-11-29T14:03:07.250Z";
+  job.finished_at = "2026-11-29T14:03:08.850Z";
+  const double much_later = epoch_seconds("2026-11-29T15:00:00Z").value();
+  const auto rate = pages_per_minute(job, much_later);
+  REQUIRE(rate.has_value());
+  CHECK(*rate == doctest::Approx(300.0));
+  CHECK(progress_line(job, std::nullopt, rate, false) ==
+        "job_1 book.pdf: 8/8 done, 0 failed, done, 300.0 pages/min");
+  CHECK(progress_line(job, std::nullopt, std::nullopt, false) ==
+        "job_1 book.pdf: 8/8 done, 0 failed, done, - pages/min");
+}
+
+TEST_CASE("Output for a terminal loses escape sequences and control characters") {
+  // Colours (CSI), a window title (OSC ended by BEL, and by ESC \), a bell, DEL, a carriage
+  // return, a cursor move, and the 8-bit C1 forms (U+009B CSI, U+009D OSC, U+0085 NEL).
+  CHECK(for_terminal("red \x1b[31mRED\x1b[0m end") == "red RED end");
+  CHECK(for_terminal("a\x1b]0;pwned\x07z") == "az");
+  CHECK(for_terminal("a\x1b]2;title\x1b\\z") == "az");
+  CHECK(for_terminal("a\x1bPdevice\x1b\\z") == "az");
+  CHECK(for_terminal("bell\x07 del\x7f cr\r back\b nul") == "bell del cr back nul");
+  CHECK(for_terminal(std::string("nul\0here", 8)) == "nulhere");
+  CHECK(for_terminal("up\x1b[2A\x1b[2Kgone") == "upgone");
+  CHECK(for_terminal("reset\x1b"
+                     "c done") == "reset done");
+  CHECK(for_terminal("c1 \xc2\x9b"
+                     "31mred \xc2\x9d"
+                     "0;t\xc2\x9c next\xc2\x85 end") == "c1 red  next end");
+  // Newlines, tabs and UTF-8 text stay; a lone ESC at the end goes.
+  CHECK(for_terminal("line 1\n\tline 2 \xc3\xa9t\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x93\x96\n") ==
+        "line 1\n\tline 2 \xc3\xa9t\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x93\x96\n");
+  CHECK(for_terminal("ESC before a newline\x1b\nstays") == "ESC before a newline\nstays");
+  CHECK(for_terminal("trailing\x1b") == "trailing");
+  CHECK(for_terminal("unended \x1b]0;title") == "unended ");
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end: every `fairlane` client command against a running service, with its exit
 # status: enqueue (accepted, busy, a rejected file) and --watch with its non-TTY output and
-# summary, result (Markdown, -o, --json), status, cancel, estimate, watch of an unknown job,
+# summary and rate, result (Markdown, -o, --json; escape sequences kept for a pipe, dropped
+# on a terminal), status, cancel, estimate, watch of an unknown job,
 # a bad key, no key, an unreachable service; and the order flags > FAIRLANE_URL > --config.
 #
 #   cli_commands.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
@@ -38,6 +39,8 @@ id=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
 # Non-TTY: one plain line per update, no escape sequences.
 if grep -q $'\x1b' "$work/out"; then fail "the watch wrote escape codes to a pipe"; fi
 [[ $(grep -c "^$id book.pdf: " "$work/out") -ge 2 ]] || fail "fewer than two updates: $(cat "$work/out")"
+# The rate is pages done over the time since the upload: a real one at the end, not 0.0.
+has out "book.pdf: 6/6 done, 0 failed, done, [1-9][0-9]*[.][0-9] pages/min"
 
 run 0 result "$id" --key "$alice"
 has out "^# book.pdf"
@@ -49,6 +52,22 @@ run 1 result "$id" -o /dev/full --key "$alice"
 has err "cannot write /dev/full"
 run 0 result "$id" --json --key "$alice"
 has out '"pages":\[{"page":1,"state":"done"'
+
+# The provider's output as the stand-in echoes it: with escape sequences (colours, a window
+# title, a bell). To a pipe the bytes are kept; to a terminal (a pty from script(1)) they go.
+printf '{"name":"escapes","pages":["red \\u001b[31mRED\\u001b[0m \\u001b]0;title\\u0007bell\\u0007 end"]}' \
+  >"$work/escapes.json"
+run 0 enqueue --pages-json "$work/escapes.json" --watch --key "$alice"
+# One page, done within a second of the watch's start: still a real rate.
+has out "escapes: 1/1 done, 0 failed, done, [1-9][0-9]*[.][0-9] pages/min"
+escapes=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+run 0 result "$escapes" --key "$alice"
+grep -q $'red \x1b\\[31mRED\x1b\\[0m \x1b]0;title\abell\a end' "$work/out" ||
+  fail "result to a pipe changed the bytes: $(od -c "$work/out" | head)"
+timeout 60 script -qec "$(printf '%q ' "$fairlane" result "$escapes" --key "$alice")" /dev/null \
+  >"$work/tty" 2>&1 || fail "result on a terminal failed: $(cat "$work/tty")"
+grep -q 'red RED bell end' "$work/tty" || fail "result on a terminal wrote: $(od -c "$work/tty" | head)"
+if grep -q $'[\x1b\a]' "$work/tty"; then fail "result wrote escape codes to a terminal: $(od -c "$work/tty")"; fi
 
 run 0 status --key "$alice"
 has out "^service: "

@@ -1,6 +1,6 @@
 // fairlane-lab: runs the lab's cases (docs/lab.md) and writes the report.
 //
-//   fairlane-lab --fairlane build/release/src/cli/fairlane [--case 2 --case 4] [--time-scale 10]
+//   fairlane-lab [--fairlane build/release/src/cli/fairlane] [--case 2 --case 4] [--time-scale 10]
 //                [--max-users 12] [--pages 100] [--out lab-report]
 #include <sys/resource.h>
 
@@ -26,7 +26,9 @@ int main(int argc, char** argv) try {
   std::string out = "lab-report";
   app.add_option("--case", cases, "The cases to run, 1 to 5 (repeatable; default all)")
       ->check(CLI::Range(1, 5));
-  app.add_option("--fairlane", config.fairlane_binary, "The fairlane binary (case 4)");
+  app.add_option("--fairlane", config.fairlane_binary,
+                 "The fairlane binary (case 4); without it, the one beside fairlane-lab, in its "
+                 "build tree (BUILD/src/cli/fairlane) or on PATH");
   app.add_option("--time-scale", config.time_scale,
                  "Multiplies every limit by K and divides every duration by K")
       ->capture_default_str()

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cli/http_client.hpp"
+#include "find_fairlane.hpp"
 #include "lab_internal.hpp"
 #include "serve_process.hpp"
 
@@ -40,9 +41,26 @@ struct Job {
 CaseResult run_fairlane(const LabConfig& config) {
   CaseResult result;
   result.which = Case::fairlane;
-  if (config.fairlane_binary.empty()) {
-    result.error = "case 4 needs the fairlane binary: pass --fairlane PATH";
-    return result;
+  std::string fairlane = config.fairlane_binary;
+  if (fairlane.empty()) {
+    // Nothing in the lab sets its environment, so reading it races with nothing.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    const char* path = std::getenv("PATH");
+    const tools::FairlaneLookup lookup =
+        tools::find_fairlane(tools::own_directory(), path == nullptr ? "" : path);
+    if (!lookup.found) {
+      const std::string beside =
+          lookup.beside.size() == 2
+              ? fmt::format("beside fairlane-lab ({}), in its build tree ({})",
+                            lookup.beside[0].string(), lookup.beside[1].string())
+              : std::string("beside fairlane-lab (/proc/self/exe gave no directory)");
+      result.error = fmt::format(
+          "case 4 needs the fairlane binary, and there is none {} or on PATH: pass --fairlane "
+          "PATH",
+          beside);
+      return result;
+    }
+    fairlane = lookup.found->string();
   }
   boost::asio::io_context io;
   provider_sim::Server stand_in(io, stand_in_config(config));
@@ -65,7 +83,7 @@ CaseResult run_fairlane(const LabConfig& config) {
   std::filesystem::create_directories(dir);
   const auto fmt_double = [](double x) { return fmt::format("{:.6f}", x); };
   tools::ServeProcess service;
-  const auto base = service.start({{config.fairlane_binary,
+  const auto base = service.start({{fairlane,
                                     "serve",
                                     "--listen",
                                     "127.0.0.1:0",
