@@ -14,17 +14,17 @@ namespace fairlane {
 
 enum class StatusCode {
   ok,
-  invalid_argument,  // the caller's input is wrong; retrying the same input will not help
+  invalid_argument,   // the caller's input is wrong; retrying the same input will not help
   payload_too_large,  // the input is over a configured limit (pages, bytes): split it
-  not_found,         // no such user, job or page (or not the caller's)
-  already_exists,    // a unique name is taken
-  busy,              // the database is locked by another process; retry later
-  disk_full,         // no space left for the database; free space, then retry
-  read_only,         // the database file or its directory cannot be written
-  corrupt,           // the file is not a fairlane database, or is damaged
-  version_too_new,   // the database was written by a newer fairlane
-  io_error,          // the operating system failed a read, write or sync
-  internal,          // a bug or an unexpected library error
+  not_found,          // no such user, job or page (or not the caller's)
+  already_exists,     // a unique name is taken
+  busy,               // the database is locked by another process; retry later
+  disk_full,          // no space left for the database; free space, then retry
+  read_only,          // the database file or its directory cannot be written
+  corrupt,            // the file is not a fairlane database, or is damaged
+  version_too_new,    // the database was written by a newer fairlane
+  io_error,           // the operating system failed a read, write or sync
+  internal,           // a bug or an unexpected library error
 };
 
 // "invalid_argument", "disk_full", ...: stable names for logs, metrics and tests.

@@ -380,17 +380,15 @@ int estimate(HttpClient& client, std::int64_t pages, std::optional<std::int64_t>
   const json::value body = parse_or_null(reply->body);
   const auto* o = body.if_object();
   if (o == nullptr) return failed(Status(StatusCode::internal, "the estimate is not JSON"), output);
-  if (const auto* accepted = o->if_contains("accepted"); accepted && accepted->is_bool() &&
-                                                         !accepted->as_bool()) {
+  if (const auto* accepted = o->if_contains("accepted");
+      accepted && accepted->is_bool() && !accepted->as_bool()) {
     // The door would refuse: printed and exited on as an upload's refusal would be.
     const std::string reason = string_of(*o, "reason");
     json::object error = *o;
     error.erase("accepted");
     error.erase("reason");
     error["type"] = reason;
-    const long status = reason == "busy"              ? 503
-                        : reason == "user_queue_full" ? 429
-                                                      : 422;
+    const long status = reason == "busy" ? 503 : reason == "user_queue_full" ? 429 : 422;
     const HttpReply refusal{status, json::serialize(json::object{{"error", std::move(error)}}),
                             std::nullopt};
     return refused(refusal, fmt::format("{} pages", pages), output);

@@ -316,8 +316,9 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
     if (code == CURLE_OK && status == 204) {
       // The job had ended: no stream, which tells a client not to reconnect. Its last state
       // is the job object, read once and given as the stream's last event.
-      auto job = HttpClient(d.server, d.key)
-                     .get("/v1/jobs/" + boost::urls::encode(stream.job, boost::urls::unreserved_chars));
+      auto job =
+          HttpClient(d.server, d.key)
+              .get("/v1/jobs/" + boost::urls::encode(stream.job, boost::urls::unreserved_chars));
       if (!job.ok()) return job.status();
       if (job->status == 200) {
         events.emplace_back(stream.job, SseEvent{"job", job->body});

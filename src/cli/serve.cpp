@@ -114,10 +114,10 @@ int serve(const ServeOptions& o) {
   limits.documents.reader.max_page_bytes = o.max_page_kb * 1024;
   limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.pdf_timeout));
-  limits.documents.reader.command = {"/proc/self/exe", "read-pdf",
-                                     "--cpu-seconds",  std::to_string(pdf_seconds),
-                                     "--memory-mb",    std::to_string(o.pdf_memory_mb),
-                                     "--max-pages",    std::to_string(o.max_pages),
+  limits.documents.reader.command = {"/proc/self/exe",   "read-pdf",
+                                     "--cpu-seconds",    std::to_string(pdf_seconds),
+                                     "--memory-mb",      std::to_string(o.pdf_memory_mb),
+                                     "--max-pages",      std::to_string(o.max_pages),
                                      "--max-page-bytes", std::to_string(o.max_page_kb * 1024)};
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));

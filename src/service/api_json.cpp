@@ -67,12 +67,17 @@ ApiAnswer answer_for(const Status& status) {
     int http;
   };
   static constexpr Row kTable[] = {
-      {StatusCode::invalid_argument, 400}, {StatusCode::payload_too_large, 413},
+      {StatusCode::invalid_argument, 400},
+      {StatusCode::payload_too_large, 413},
       {StatusCode::not_found, 404},
-      {StatusCode::already_exists, 409},   {StatusCode::busy, 503},
-      {StatusCode::disk_full, 507},        {StatusCode::read_only, 503},
-      {StatusCode::io_error, 503},         {StatusCode::corrupt, 500},
-      {StatusCode::version_too_new, 500},  {StatusCode::internal, 500},
+      {StatusCode::already_exists, 409},
+      {StatusCode::busy, 503},
+      {StatusCode::disk_full, 507},
+      {StatusCode::read_only, 503},
+      {StatusCode::io_error, 503},
+      {StatusCode::corrupt, 500},
+      {StatusCode::version_too_new, 500},
+      {StatusCode::internal, 500},
   };
   ApiAnswer answer{500, error_json(to_string(status.code()), status.message()), std::nullopt};
   for (const Row& row : kTable) {

@@ -215,8 +215,7 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest req
   if (!json_pages && !slot) {
     ApiResponse busy = error_response(
         503, "busy",
-        fmt::format("fairlane is reading {} other documents already: retry in 5 s",
-                    slots.taken()));
+        fmt::format("fairlane is reading {} other documents already: retry in 5 s", slots.taken()));
     busy.headers.emplace_back("Retry-After", "5");
     return busy;
   }

@@ -88,8 +88,8 @@ class ReadSlots {
 
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
 // read_upload on a worker, in `slot`), or the answer now.
-[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots,
-                                       ApiRequest request, const User& user);
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
+                                       const User& user);
 
 // The answer to an upload once its body was read: 202 with the job, or the refusal.
 [[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,

@@ -297,8 +297,8 @@ TEST_CASE("Property: a job's place in its lane is where its pages are, after any
   std::mt19937_64 rng(7);
   for (int run = 0; run < 200; ++run) {
     FairScheduler scheduler;
-    std::map<fairlane::PageId, QueuedPage> lane;      // the model: queued, by page id
-    std::map<fairlane::PageId, QueuedPage> taken;     // out, may come back
+    std::map<fairlane::PageId, QueuedPage> lane;   // the model: queued, by page id
+    std::map<fairlane::PageId, QueuedPage> taken;  // out, may come back
     fairlane::JobId next_job = 1;
     for (int step = 0; step < 60; ++step) {
       const auto op = rng() % 10;
@@ -306,7 +306,8 @@ TEST_CASE("Property: a job's place in its lane is where its pages are, after any
         const fairlane::JobId job = next_job++;
         const int pages = 1 + static_cast<int>(rng() % 5);
         for (int i = 1; i <= pages; ++i) {
-          const QueuedPage page{job * 100 + i, job, kA, 100 + static_cast<std::int64_t>(rng() % 50)};
+          const QueuedPage page{job * 100 + i, job, kA,
+                                100 + static_cast<std::int64_t>(rng() % 50)};
           scheduler.add(page);
           lane.emplace(page.page_id, page);
         }
@@ -325,7 +326,8 @@ TEST_CASE("Property: a job's place in its lane is where its pages are, after any
         taken.erase(it);
       } else if (!lane.empty()) {
         const fairlane::JobId job =
-            std::next(lane.begin(), static_cast<std::ptrdiff_t>(rng() % lane.size()))->second.job_id;
+            std::next(lane.begin(), static_cast<std::ptrdiff_t>(rng() % lane.size()))
+                ->second.job_id;
         (void)scheduler.remove_job(kA, job);
         std::erase_if(lane, [job](const auto& entry) { return entry.second.job_id == job; });
         std::erase_if(taken, [job](const auto& entry) { return entry.second.job_id == job; });

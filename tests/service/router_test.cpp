@@ -460,7 +460,8 @@ TEST_CASE("A PDF upload is authorised first, then read, then enqueued page by pa
       fairlane::service::read_document(pending.document->content_type, pending.document->body);
   REQUIRE(document.ok());
   CHECK(document->pages.size() == 2);
-  const auto accepted = api.router->finish_upload(pending.document->upload, fairlane::service::upload_read(std::move(document)));
+  const auto accepted = api.router->finish_upload(
+      pending.document->upload, fairlane::service::upload_read(std::move(document)));
   REQUIRE(accepted.status == 202);
   const auto job = Api::body(accepted);
   CHECK(job.at("name") == "novel.pdf");
@@ -493,7 +494,8 @@ TEST_CASE("A multipart upload is named after its file, unless ?name= says otherw
         fairlane::service::read_document(pending.document->content_type, pending.document->body);
     REQUIRE(document.ok());
     CHECK(document->filename == "my book.pdf");
-    const auto accepted = api.router->finish_upload(pending.document->upload, fairlane::service::upload_read(std::move(document)));
+    const auto accepted = api.router->finish_upload(
+        pending.document->upload, fairlane::service::upload_read(std::move(document)));
     REQUIRE(accepted.status == 202);
     CHECK(Api::body(accepted).at("name").as_string() == name);
   }
@@ -504,8 +506,9 @@ TEST_CASE("Unreadable documents get 400 invalid_document with the reason, and no
   const std::string pdf = fairlane::write_pdf({"Some text."});
   const auto reason = [&](const std::string& content_type, const std::string& body) {
     auto document = fairlane::service::read_document(content_type, body);
-    const auto answer = api.router->finish_upload(
-        fairlane::service::Upload{1, 1, "x.pdf", true, 200, std::nullopt}, fairlane::service::upload_read(std::move(document)));
+    const auto answer =
+        api.router->finish_upload(fairlane::service::Upload{1, 1, "x.pdf", true, 200, std::nullopt},
+                                  fairlane::service::upload_read(std::move(document)));
     CHECK(answer.status == 400);
     CHECK(Api::body(answer).at("error").at("type") == "invalid_document");
     return std::string(Api::body(answer).at("error").at("message").as_string());
@@ -662,12 +665,11 @@ TEST_CASE("A page over the bytes per page is refused with 413 naming the page an
   Router small(*api.store, *api.dispatcher,
                RouterConfig{"admin-secret", "Extract.", 200, 1'000, 1'000});
   const auto upload = [&](const std::string& body) {
-    return answered(small, small.handle(ApiRequest{
-                               "POST",
-                               "/v1/jobs",
-                               {{"Authorization", "Bearer " + api.alice},
-                                {"Content-Type", "application/json"}},
-                               body}));
+    return answered(small, small.handle(ApiRequest{"POST",
+                                                   "/v1/jobs",
+                                                   {{"Authorization", "Bearer " + api.alice},
+                                                    {"Content-Type", "application/json"}},
+                                                   body}));
   };
   const auto refused = upload(json::serialize(
       json::object{{"name", "b"},
@@ -708,12 +710,12 @@ TEST_CASE("A PDF retried while the first was being read gets the first job, what
   REQUIRE(first.document.has_value());
   REQUIRE(retry.document.has_value());
   const auto accepted = api.router->finish_upload(
-      first.document->upload,
-      fairlane::service::upload_read(fairlane::service::read_document("application/pdf", first.document->body)));
+      first.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                  "application/pdf", first.document->body)));
   REQUIRE(accepted.status == 202);
   const auto again = api.router->finish_upload(
-      retry.document->upload,
-      fairlane::service::upload_read(fairlane::service::read_document("application/pdf", retry.document->body)));
+      retry.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                  "application/pdf", retry.document->body)));
   CHECK(again.status == 202);
   CHECK(Api::body(again).at("id") == Api::body(accepted).at("id"));
   CHECK(api.dispatcher->scheduler().size() == 500);

@@ -83,7 +83,8 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
   std::size_t limit = 20;
   if (limit_text) {
     const auto n = whole_number(*limit_text);
-    if (!n || *n < 1 || *n > 1'000) return error_response(400, "invalid_request", "limit is 1 to 1000");
+    if (!n || *n < 1 || *n > 1'000)
+      return error_response(400, "invalid_request", "limit is 1 to 1000");
     limit = static_cast<std::size_t>(*n);
   }
   auto list = context.store.jobs_of(
@@ -143,7 +144,8 @@ ApiResponse estimate(RouteContext& context, const User& user,
   }
   const JobEstimate& e = std::get<DoorAccepted>(decision).estimate;
   return json_response(
-      200, json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
+      200,
+      json::object{{"accepted", true}, {"position", e.position}, {"eta_seconds", e.eta_seconds}});
 }
 
 }  // namespace routes

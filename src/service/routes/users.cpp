@@ -17,16 +17,17 @@ ApiResponse add_user(RouteContext& context, const ApiRequest& request) {
   }
   std::int64_t weight = 1;
   if (const json::value* w = fields->if_contains("weight")) {
-    if (!w->is_int64()) return error_response(400, "invalid_request", "weight must be a whole number");
+    if (!w->is_int64())
+      return error_response(400, "invalid_request", "weight must be a whole number");
     weight = w->as_int64();
   }
   auto added = context.store.add_user(std::string(name->as_string()), weight);
   if (!added.ok()) return response_for(answer_for(added.status()));
   // Known to the door from now on, before the user's first upload.
   context.dispatcher.set_weight(added->user.id, added->user.weight);
-  return json_response(201, json::object{{"name", added->user.name},
-                                         {"weight", added->user.weight},
-                                         {"key", added->key}});
+  return json_response(
+      201, json::object{
+               {"name", added->user.name}, {"weight", added->user.weight}, {"key", added->key}});
 }
 
 }  // namespace fairlane::service::routes
