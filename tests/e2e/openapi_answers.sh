@@ -90,6 +90,11 @@ refused GET /v1/estimate 200 "position as a string" 'a["position"] = "1"'
 refused GET /v1/estimate 200 "accepted false without a reason" 'a["accepted"] = False'
 refused GET /v1/estimate 200 "a busy refusal without its numbers" \
   'a.update(accepted=False, reason="busy", message="wait"); del a["position"]'
+# And one it refuses, as it does alice's 30 pages: 200, accepted false, busy's numbers.
+answer GET /v1/estimate 200 "$base/v1/estimate?pages=30&tokens_per_page=120" "$alice"
+grep -q '"accepted":false' "$work/body" || fail "alice's estimate accepted: $(cat "$work/body")"
+grep -q '"reason":"busy"' "$work/body" || fail "alice's estimate is not busy: $(cat "$work/body")"
+refused GET /v1/estimate 200 "busy without retry_after_seconds" 'del a["retry_after_seconds"]'
 
 # The queue, as a user and as the admin (with every lane).
 answer GET /v1/queue 200 "$base/v1/queue" "$alice"
@@ -112,10 +117,16 @@ answer GET /readyz 200 "$base/readyz" ""
 # The cancel, then the job once it has ended: no position, no ETA (null, which the spec's
 # nullable allows).
 answer DELETE /v1/jobs/{id} 202 "$base/v1/jobs/$id" "$alice"
+grep -q '"queued":0' "$work/body" || fail "the cancel's 202 shows pages queued: $(cat "$work/body")"
 view=$(wait_ended "$alice" "$id" 30)
 [[ $(field state <<<"$view") == cancelled ]] || fail "the cancelled job ended as: $view"
 answer GET /v1/jobs/{id} 200 "$base/v1/jobs/$id" "$alice"
 grep -q '"position":null' "$work/body" || fail "an ended job has a position: $(cat "$work/body")"
 refused GET /v1/jobs/{id} 200 "an ended job's finished_at a number" 'a["finished_at"] = 1'
+# Its cancel again: 200, the job unchanged; its events: 204, no body.
+answer DELETE /v1/jobs/{id} 200 "$base/v1/jobs/$id" "$alice"
+code=$(curl -sS --max-time 10 -o "$work/body" -w '%{http_code}' "$base/v1/jobs/$id/events" \
+  -H "Authorization: Bearer $alice")
+[[ $code == 204 && ! -s $work/body ]] || fail "an ended job's events answered $code: $(cat "$work/body")"
 
 echo "1 passed, 0 failed ($checked answers checked)"
