@@ -47,6 +47,8 @@ class Budget {
   [[nodiscard]] TokenBucket& tokens() { return tokens_; }
   [[nodiscard]] const TokenBucket& tokens() const { return tokens_; }
   [[nodiscard]] const InFlightCap& in_flight() const { return in_flight_; }
+  // For places held by calls the budget did not admit (a previous process's, still out).
+  [[nodiscard]] InFlightCap& in_flight() { return in_flight_; }
 
  private:
   // Constant after construction.

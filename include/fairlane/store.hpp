@@ -89,6 +89,14 @@ struct Spend {
   std::int64_t tokens = 0;
 };
 
+// The calls a previous process left out at the provider (its pages still in flight in the
+// store), and how long recent calls took, for holding their places under the in-flight cap.
+struct CallsOut {
+  std::vector<WallTime> dispatched_at;  // one per call still out
+  // The longest call that ended in the window asked for; nullopt when none did.
+  std::optional<std::chrono::milliseconds> longest_recent_call;
+};
+
 // What a page's call needs: its text, and the output tokens its job asks for.
 struct PageCall {
   std::string text;
@@ -159,6 +167,9 @@ class Store {
   virtual Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() = 0;
   // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
   virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
+  // At start, before load_lanes(): the calls still out, and the longest call that ended in
+  // the last `window`.
+  virtual Result<CallsOut> calls_out(std::chrono::milliseconds window) = 0;
 
   // Whether writes go through: the last write's failure for want of a disk (full,
   // read-only or failing), or ok once a write has committed since. /readyz reports it.

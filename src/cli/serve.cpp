@@ -85,6 +85,7 @@ int serve(const ServeOptions& o) {
   config.prompt = o.prompt;
   config.model = o.model;
   config.max_attempts = o.max_attempts;
+  config.call_timeout = client.call_timeout;
   config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
       std::chrono::duration<double>(o.backoff_base));
   config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(

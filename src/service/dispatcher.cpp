@@ -101,6 +101,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   std::unordered_map<JobId, std::int64_t> job_pages;
   std::unordered_set<JobId> cancelled_jobs;
   std::unordered_set<asio::steady_timer*> hold_timers;  // pages held back for a backoff
+  // Places under the in-flight cap held for a previous process's calls, until they end.
+  std::unordered_set<asio::steady_timer*> inherited_timers;
   Status commit_error;  // the last flush's failure, ok after a flush that went through
   bool dead = false;    // the Dispatcher is gone: touch neither the store nor the provider
   std::optional<Clock::time_point> paused;
@@ -138,6 +140,12 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> loop(std::shared_ptr<Impl> self);
   awaitable<void> run_call(std::shared_ptr<Impl> self, QueuedPage page, Lease lease);
   awaitable<void> hold(std::shared_ptr<Impl> self, QueuedPage page, Clock::duration delay);
+  // Holds `permit` for `delay` (a call of a previous process, still at the provider).
+  awaitable<void> hold_place(std::shared_ptr<Impl> self, InFlightCap::Permit permit,
+                             Clock::duration delay);
+  // At start: a place for each call still out, until it could have ended.
+  Status inherit_calls_out();
+  void cancel_timers();
 
   // Submits a transition to the group commit; `done` (and the job's watchers) hear of it
   // once it has committed.
@@ -359,6 +367,47 @@ awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl> self, QueuedPage pa
   signal();
 }
 
+awaitable<void> Dispatcher::Impl::hold_place(std::shared_ptr<Impl> self,
+                                             InFlightCap::Permit permit_argument,
+                                             Clock::duration delay) {
+  const std::shared_ptr<Impl> keep = std::move(self);  // outlives the permit and the timer
+  InFlightCap::Permit permit = std::move(permit_argument);
+  asio::steady_timer timer(io, delay);
+  inherited_timers.insert(&timer);
+  boost::system::error_code ignored;
+  co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
+  inherited_timers.erase(&timer);
+  permit.release();
+  if (!dead) signal();
+}
+
+Status Dispatcher::Impl::inherit_calls_out() {
+  // How long a call of the dead process may still run at the provider: about as long as
+  // calls took lately; twice the longest of the last ten minutes covers a provider that was
+  // slowing down, and the call timeout bounds it (no history: the timeout itself).
+  auto out = store.calls_out(std::chrono::minutes(10));
+  if (!out.ok()) return out.status();
+  Clock::duration horizon = config.call_timeout;
+  if (out->longest_recent_call) {
+    horizon = std::min<Clock::duration>(horizon, 2 * *out->longest_recent_call);
+  }
+  const WallTime wall_now = std::chrono::system_clock::now();
+  for (const WallTime dispatched : out->dispatched_at) {
+    const auto left = std::chrono::duration_cast<Clock::duration>(dispatched - wall_now) + horizon;
+    if (left <= Clock::duration::zero()) continue;
+    auto permit = budget.in_flight().try_acquire();
+    if (!permit) break;  // more calls out than the cap: the cap is full already
+    ++counters.calls_inherited;
+    asio::co_spawn(io, hold_place(shared_from_this(), std::move(*permit), left), report_failure);
+  }
+  return {};
+}
+
+void Dispatcher::Impl::cancel_timers() {
+  for (asio::steady_timer* timer : hold_timers) timer->cancel();
+  for (asio::steady_timer* timer : inherited_timers) timer->cancel();
+}
+
 void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std::string& reason) {
   ++counters.failed;
   forget(page);
@@ -448,7 +497,7 @@ void Dispatcher::Impl::maybe_stopped() {
 void Dispatcher::Impl::finish_stop() {
   stop_timer.cancel();
   commit_timer.cancel();
-  for (asio::steady_timer* timer : hold_timers) timer->cancel();
+  cancel_timers();
   Status status;
   if (commits.pending() > 0) {
     status = commits.flush();
@@ -472,7 +521,7 @@ Dispatcher::~Dispatcher() {
   d.wake.cancel();
   d.commit_timer.cancel();
   d.stop_timer.cancel();
-  for (asio::steady_timer* timer : d.hold_timers) timer->cancel();
+  d.cancel_timers();
   if (d.commits.pending() > 0) (void)d.commits.flush();
   d.dead = true;
   // Whatever could not be committed is dropped with the coroutines waiting on it, which
@@ -483,6 +532,8 @@ Dispatcher::~Dispatcher() {
 
 Status Dispatcher::start() {
   Impl& d = *impl_;
+  // Before load_lanes, which turns the pages of those calls back to queued.
+  if (Status inherited = d.inherit_calls_out(); !inherited.ok()) return inherited;
   auto lanes = d.store.load_lanes();
   if (!lanes.ok()) return lanes.status();
   const WallTime wall_now = std::chrono::system_clock::now();
@@ -555,7 +606,7 @@ void Dispatcher::stop(Clock::duration deadline, std::function<void(Status)> stop
     // Calls still out at the deadline are abandoned; their pages stay in flight in the store.
     if (!error && !self->dead && self->stopped) self->finish_stop();
   });
-  for (asio::steady_timer* timer : d.hold_timers) timer->cancel();
+  d.cancel_timers();
   d.maybe_stopped();
 }
 
@@ -579,6 +630,9 @@ std::size_t Dispatcher::in_flight() const {
 }
 std::size_t Dispatcher::held() const {
   return impl_->hold_timers.size();
+}
+std::size_t Dispatcher::inherited_in_flight() const {
+  return impl_->inherited_timers.size();
 }
 std::size_t Dispatcher::tracked_pages() const {
   return impl_->pages.size();

@@ -57,9 +57,12 @@ struct DispatcherConfig {
   Clock::duration backoff_base = std::chrono::seconds(1);  // full jitter: [0, base * 2^n)
   Clock::duration backoff_max = std::chrono::seconds(60);
   Clock::duration default_pause = std::chrono::seconds(1);  // a 429/503 with no Retry-After
-  std::int64_t quantum = 0;                                 // the scheduler's; 0: automatic
-  EstimatorConfig estimator;                                // its limits are taken from `limits`
-  DoorConfig door;  // its tokens_per_minute is taken from `limits`
+  // The longest a call may take (the provider client's timeout): at start, the calls a
+  // previous process left out hold places under the cap for at most this long.
+  Clock::duration call_timeout = std::chrono::seconds(120);
+  std::int64_t quantum = 0;   // the scheduler's; 0: automatic
+  EstimatorConfig estimator;  // its limits are taken from `limits`
+  DoorConfig door;            // its tokens_per_minute is taken from `limits`
   GroupCommitOptions commits;
   std::uint64_t seed = std::random_device{}();  // for the backoff jitter
 };
@@ -69,9 +72,10 @@ struct DispatcherCounters {
   std::int64_t dispatched = 0;
   std::int64_t done = 0;
   std::int64_t failed = 0;
-  std::int64_t requeued = 0;       // after a 429 or 503, or with the provider unreachable
-  std::int64_t outage_pauses = 0;  // dispatch paused because the provider was unreachable
-  std::int64_t retried = 0;        // after a failed attempt
+  std::int64_t requeued = 0;         // after a 429 or 503, or with the provider unreachable
+  std::int64_t outage_pauses = 0;    // dispatch paused because the provider was unreachable
+  std::int64_t calls_inherited = 0;  // a previous process's calls found out at start
+  std::int64_t retried = 0;          // after a failed attempt
   std::int64_t provider_429 = 0;
   std::int64_t provider_503 = 0;
   std::map<std::string, std::int64_t, std::less<>> outcomes;  // by outcome name
@@ -96,7 +100,9 @@ class Dispatcher {
   Dispatcher& operator=(const Dispatcher&) = delete;
 
   // Loads the lanes (pages that were in flight go back to the head), warm-starts the
-  // buckets from the last minute's spend, and starts the loop.
+  // buckets from the last minute's spend, holds a place under the in-flight cap for each
+  // call a previous process left out until it could have ended (twice the longest call of
+  // the last ten minutes after its dispatch, at most call_timeout), and starts the loop.
   Status start();
 
   // Pages of a job just enqueued join their lane; `weight` is its user's.
@@ -127,6 +133,8 @@ class Dispatcher {
   [[nodiscard]] std::size_t in_flight() const;
   // Pages held back until their backoff ends.
   [[nodiscard]] std::size_t held() const;
+  // Places under the in-flight cap still held for a previous process's calls (start()).
+  [[nodiscard]] std::size_t inherited_in_flight() const;
   // Pages known to the dispatcher (queued, held or in flight), and cancelled jobs it keeps in
   // mind because some of their pages are still out: both bounded by what is in the lanes
   // and out, never by how many jobs were ever cancelled.

@@ -68,6 +68,9 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
         dispatcher.held());
   w.one("fairlane_pages_in_flight", "gauge", "Calls to the provider not yet answered.",
         dispatcher.in_flight());
+  w.one("fairlane_inherited_in_flight", "gauge",
+        "Places under the in-flight cap held for calls a previous process left at the provider.",
+        dispatcher.inherited_in_flight());
   w.one("fairlane_lanes", "gauge", "Users with pages queued.", dispatcher.scheduler().lane_count());
   w.one("fairlane_dispatch_paused", "gauge", "1 while a provider 429 or 503 pauses dispatch.",
         dispatcher.paused_until().has_value() ? 1 : 0);

@@ -55,7 +55,7 @@ struct Sql {
   // The spend of the page's latest call, while that call is in flight.
   static constexpr std::string_view correct_spend =
       // The spend of the call that ends: the page's call ?3 (0: its latest), while in flight.
-      "UPDATE spend SET tokens = ?2 WHERE page_id = ?1 AND dispatch = "
+      "UPDATE spend SET tokens = ?2, ended_at = ?4 WHERE page_id = ?1 AND dispatch = "
       "(SELECT dispatches FROM pages WHERE id = ?1 AND state = 'in_flight' "
       "AND (?3 = 0 OR dispatches = ?3))";
   static constexpr std::string_view completed =
@@ -89,6 +89,12 @@ struct Sql {
       "JOIN jobs j ON j.id = p.job_id WHERE t.page_id = ?1";
   static constexpr std::string_view recent_spend =
       "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > ?1";
+  // Calls still out (read before load_lanes requeues their pages), and the longest call that
+  // ended since ?1.
+  static constexpr std::string_view calls_out =
+      "SELECT dispatched_at FROM pages INDEXED BY pages_in_flight WHERE state = 'in_flight'";
+  static constexpr std::string_view longest_call =
+      "SELECT max(ended_at - at) FROM spend WHERE at > ?1 AND ended_at IS NOT NULL";
   static constexpr std::string_view job_id_by_public_id =
       "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
   // Job views: the columns read_job expects, in its order.

@@ -97,6 +97,7 @@ class SqliteStore final : public Store {
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
+  Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
   Status write_health() const override { return write_health_; }
   Status probe_write() override;
 
@@ -128,6 +129,7 @@ class SqliteStore final : public Store {
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
+  Statement calls_out_, longest_call_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -212,6 +214,8 @@ Status SqliteStore::prepare_all() {
       {&results_, Sql::results},
       {&page_call_, Sql::page_call},
       {&recent_spend_, Sql::recent_spend},
+      {&calls_out_, Sql::calls_out},
+      {&longest_call_, Sql::longest_call},
       {&all_users_, Sql::all_users},
       {&in_flight_by_user_, Sql::in_flight_by_user},
   };
@@ -464,7 +468,7 @@ Result<std::int64_t> SqliteStore::apply_one(const PageTransition& t, std::int64_
   };
   // Corrects the spend of the call `t` ends, while that call is in flight.
   const auto correct_spend = [&](std::int64_t tokens) -> Status {
-    correct_spend_.bind(1, t.page_id).bind(2, tokens).bind(3, t.call);
+    correct_spend_.bind(1, t.page_id).bind(2, tokens).bind(3, t.call).bind(4, now_ms);
     return run(correct_spend_, "recording the call's spend").status();
   };
 
@@ -717,6 +721,25 @@ Result<Spend> SqliteStore::recent_spend(std::chrono::milliseconds window) {
   const int rc = use->step();
   if (rc != SQLITE_ROW) return db_.error(rc, "reading recent spend");
   return Spend{use->int64(0), use->int64(1)};
+}
+
+Result<CallsOut> SqliteStore::calls_out(std::chrono::milliseconds window) {
+  CallsOut out;
+  {
+    Use use(calls_out_);
+    int rc = SQLITE_ROW;
+    while ((rc = use->step()) == SQLITE_ROW) {
+      out.dispatched_at.push_back(WallTime(std::chrono::milliseconds(use->int64(0))));
+    }
+    if (rc != SQLITE_DONE) return db_.error(rc, "reading the calls still out");
+  }
+  Use use(longest_call_);
+  use->bind(1, to_ms(now()) - window.count());
+  if (const int rc = use->step(); rc != SQLITE_ROW) {
+    return db_.error(rc, "reading how long recent calls took");
+  }
+  if (!use->is_null(0)) out.longest_recent_call = std::chrono::milliseconds(use->int64(0));
+  return out;
 }
 
 }  // namespace
