@@ -63,6 +63,13 @@ class FairScheduler {
   // If the lane had emptied meanwhile, it joins the round like a new lane.
   void put_back(const QueuedPage& page);
 
+  // Corrects the credit of `user`'s lane by what a page's call really cost: `delta` is the
+  // tokens the provider counted minus the page's cost (its estimate, charged when it was
+  // taken). An overrun is owed by the lane's next turns, a refund is theirs to use, so
+  // backlogged users share the tokens the provider counted, not fairlane's estimates. A lane
+  // that has emptied since has forgotten its credit, and the correction with it.
+  void correct(UserId user, std::int64_t delta);
+
   // The next page in fair order, or nullptr when every lane is empty. Repeated calls return
   // the same page until it is taken. The pointer is valid until the next change.
   [[nodiscard]] const QueuedPage* peek();

@@ -100,6 +100,21 @@ double Estimator::pages_equivalent(double others, double own, double own_units) 
   return seconds * steady;
 }
 
+namespace {
+
+// How long until the more indebted bucket is back at zero; 0 when neither owes.
+double debt_seconds(const Budget& budget) {
+  double seconds = 0.0;
+  for (const TokenBucket* bucket : {&budget.requests(), &budget.tokens()}) {
+    if (bucket->unlimited() || bucket->level() >= 0) continue;
+    const double per_second = static_cast<double>(bucket->capacity()) / 60.0;
+    seconds = std::max(seconds, -bucket->level() / per_second);
+  }
+  return seconds;
+}
+
+}  // namespace
+
 double Estimator::seconds_for(double pages) const {
   const double steady = mu();
   double burst = 0.0;     // pages the buckets admit now
@@ -119,7 +134,9 @@ double Estimator::seconds_for(double pages) const {
   }
   const double at_burst_rate = std::max(std::min(pages, burst) - free_now, 0.0);
   const double at_steady_rate = std::max(pages - burst, 0.0);
-  double seconds = 0.0;
+  // A bucket in debt (calls that used more than they reserved) lets nothing through until it
+  // has refilled to zero: everyone waits that off first.
+  double seconds = budget_ != nullptr ? debt_seconds(*budget_) : 0.0;
   if (at_burst_rate > 0 && !std::isinf(burst_rate)) seconds += at_burst_rate / burst_rate;
   if (at_steady_rate > 0 && !std::isinf(steady)) seconds += at_steady_rate / steady;
   return seconds;

@@ -137,10 +137,17 @@ void FairScheduler::put_back(const QueuedPage& page) {
   }
 }
 
+void FairScheduler::correct(UserId user, std::int64_t delta) {
+  const auto it = lanes_.find(user);
+  if (it == lanes_.end() || !it->second.in_ring) return;
+  it->second.credit -= delta;
+}
+
 const QueuedPage* FairScheduler::peek() {
   if (ring_.empty()) return nullptr;
-  // Every lane in the ring is non-empty and the quantum covers every head page, so each
-  // visit finds a page: the loop ends at the latest on the first fresh visit.
+  // Every lane in the ring is non-empty and each visit earns at least a head page's cost, so
+  // a lane whose credit is not negative finds a page on its first fresh visit; one that owes
+  // (correct()) pays its debt off a quantum a visit first.
   while (true) {
     Lane& lane = lanes_.at(*current_);
     if (!lane.credited) {

@@ -285,6 +285,8 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   if (ok != nullptr) {
     const std::int64_t used = ok->input_tokens + ok->output_tokens;
     estimator.record_settled(used, page.cost, o.latency);
+    // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
+    scheduler.correct(page.user_id, used - page.cost);
     submit(PageTransition::completed(page.page_id, ok->output,
                                      Usage{ok->input_tokens, ok->output_tokens}, call),
            page.job_id);

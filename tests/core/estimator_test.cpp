@@ -155,6 +155,23 @@ TEST_CASE("With the budget, what the buckets hold now goes first at the in-fligh
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(82.0));
 }
 
+TEST_CASE("A bucket in debt is waited off before anything goes: the ETA counts it") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 500);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
+  // Empty: 500 / 6.25 + 2 = 82 s, as above.
+  std::get<fairlane::Lease>(budget.admit(300'000)).settle(300'000);
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(82.0));
+  // A call that reserved 1,000 tokens and used 51,000 leaves 50,000 of debt (the bucket was
+  // empty): 10 s of refill at 5,000 a second before any page goes.
+  clock.advance(200ms);  // refills the 1,000 the call reserves
+  std::get<fairlane::Lease>(budget.admit(1'000)).settle(51'000);
+  CHECK(budget.tokens().level() == doctest::Approx(-50'000.0));
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(92.0));
+}
+
 TEST_CASE("The asking user's own weight scales what the others send ahead") {
   FairScheduler scheduler;
   add_pages(scheduler, 1, 10, 10);  // A, weight 2

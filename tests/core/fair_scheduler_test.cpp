@@ -358,3 +358,38 @@ TEST_CASE("Property: a job's place in its lane is where its pages are, after any
     }
   }
 }
+
+// Two backlogged users whose pages are estimated alike, but the provider counts one user's
+// at 1.3 times the estimate and the other's at 0.8: corrected at each settle, their shares
+// of the tokens counted are equal, not their shares of pages.
+TEST_CASE("Corrected by what calls really cost, backlogged lanes share the tokens counted") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 95, 300);
+  add_pages(scheduler, kB, 2, 95, 300);
+  std::map<fairlane::UserId, std::int64_t> counted;
+  std::map<fairlane::UserId, int> pages;
+  for (int i = 0; i < 150; ++i) {
+    const auto page = scheduler.take();
+    REQUIRE(page.has_value());
+    const std::int64_t actual = page->user_id == kA ? 390 : 240;
+    counted[page->user_id] += actual;
+    ++pages[page->user_id];
+    scheduler.correct(page->user_id, actual - page->cost);
+  }
+  const double share =
+      static_cast<double>(counted[kA]) / static_cast<double>(counted[kA] + counted[kB]);
+  CHECK(share == doctest::Approx(0.5).epsilon(0.02));
+  CHECK(pages[kA] < pages[kB]);
+  // Without the correction each lane sends half of the pages: A's counted share is 0.62.
+}
+
+TEST_CASE("A correction for a lane that has emptied is forgotten with its credit") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 1, 300);
+  add_pages(scheduler, kB, 2, 3, 300);
+  REQUIRE(scheduler.take()->user_id == kA);  // A's only page: its lane empties
+  scheduler.correct(kA, 10'000);
+  add_pages(scheduler, kA, 3, 3, 300);
+  // A joins anew, owing nothing: the turns alternate as for any new lane.
+  CHECK(take_users(scheduler, 4) == "BABA");
+}

@@ -426,3 +426,17 @@ TEST_CASE("A provider destroyed with calls in flight calls nobody back") {
   rig.io.run_for(400ms);
   CHECK(called == 0);
 }
+
+TEST_CASE("The stand-in counts a CJK character as a token when asked, the rest as bytes / 4") {
+  using fairlane::provider_sim::count_input_tokens;
+  const std::string han = "\xe6\xbc\xa2\xe5\xad\x97";  // two ideographs, six bytes
+  CHECK(count_input_tokens(han, false) == 2);          // ceil(6 / 4)
+  CHECK(count_input_tokens(han, true) == 2);
+  CHECK(count_input_tokens(han + han + han + han, false) == 6);
+  CHECK(count_input_tokens(han + han + han + han, true) == 8);
+  CHECK(count_input_tokens("Extract this: " + han, true) == 2 + 4);  // 14 ASCII bytes
+  // Hangul and kana count too; other three-byte characters (a euro sign) do not.
+  CHECK(count_input_tokens("\xea\xb0\x80\xe3\x81\x82", true) == 2);
+  CHECK(count_input_tokens("\xe2\x82\xac\xe2\x82\xac", true) == 2);  // ceil(6 / 4)
+  CHECK(count_input_tokens("", true) == 0);
+}

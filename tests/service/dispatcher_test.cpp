@@ -571,3 +571,45 @@ TEST_CASE("A 200 whose body cannot be read keeps its tokens spent, a 500 gives t
     CHECK(used >= c.tokens_kept - 50);
   }
 }
+
+// Two backlogged users whose pages fairlane estimates alike (900 bytes each), but one writes
+// Chinese, which the stand-in counts as real tokenizers do (a token a character, 1.3 times
+// the estimate), the other ASCII (0.8 times): each settle corrects its lane's credit, so
+// while both are backlogged the provider COUNTS the same tokens for each.
+TEST_CASE("Backlogged users share the tokens the provider counted, not fairlane's estimates") {
+  sim::Config provider = stand_in(2, 5);
+  provider.cjk_tokens = true;
+  Rig rig(provider, fairlane_config(2));
+  const auto dense = rig.user("dense");
+  const auto plain = rig.user("plain");
+  const DispatcherConfig defaults;
+  const auto enqueue = [&](fairlane::UserId user, const std::string& page) {
+    std::vector<PageInput> inputs;
+    const auto estimate =
+        static_cast<std::int64_t>((defaults.prompt.size() + page.size() + 3) / 4) + 100;
+    for (int i = 0; i < 120; ++i) inputs.push_back({page, estimate});
+    auto job = rig.store->enqueue_job(JobRequest{user, "book", inputs, 100});
+    REQUIRE(job.ok());
+    rig.dispatcher->add(job.value(), 1);
+    return job->job.id;
+  };
+  std::string chinese;
+  for (int i = 0; i < 300; ++i) chinese += "\xe6\xbc\xa2";  // U+6F22, three bytes
+  const auto dense_job = enqueue(dense, chinese);
+  const auto plain_job = enqueue(plain, std::string(900, 'a'));
+  std::optional<std::pair<std::int64_t, std::int64_t>> counted;  // when the first job ends
+  rig.dispatcher->on_job_changed([&](fairlane::JobId) {
+    if (counted || (!rig.terminal(dense_job) && !rig.terminal(plain_job))) return;
+    const auto tokens = [&](fairlane::JobId job) {
+      const auto view = fairlane::testing::job_view(*rig.store, job);
+      return view.usage.input_tokens + view.usage.output_tokens;
+    };
+    counted.emplace(tokens(dense_job), tokens(plain_job));
+  });
+  REQUIRE(rig.dispatcher->start().ok());
+  REQUIRE(rig.run_until([&] { return counted.has_value(); }, 60s));
+  INFO("dense ", counted->first, " tokens, plain ", counted->second);
+  const double ratio = static_cast<double>(counted->first) / static_cast<double>(counted->second);
+  CHECK(ratio == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(rig.stats().at("rejected_429") == 0);
+}

@@ -67,6 +67,8 @@ int main(int argc, char** argv) try {
                  "START_S:LENGTH_S:RETRY_AFTER_S: answer every call 429 with that Retry-After "
                  "for LENGTH_S seconds from START_S after the start (repeatable)");
   app.add_option("--seed", config.seed, "Random seed")->capture_default_str();
+  app.add_flag("--cjk-tokens", config.cjk_tokens,
+               "Count each CJK character as one input token (the rest bytes / 4)");
   app.add_option("--api-key-env", api_key_env,
                  "Require the key in this environment variable (401 otherwise)");
   try {

@@ -86,6 +86,32 @@ std::string error_body(Dialect dialect, std::string_view type, std::string_view 
 
 }  // namespace
 
+std::int64_t count_input_tokens(std::string_view text, bool cjk_tokens) {
+  if (!cjk_tokens) return static_cast<std::int64_t>((text.size() + 3) / 4);
+  std::int64_t cjk = 0;
+  std::size_t other_bytes = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    // A three-byte UTF-8 sequence: U+0800 to U+FFFF.
+    if ((lead & 0xF0) == 0xE0 && i + 2 < text.size()) {
+      const std::uint32_t code = ((lead & 0x0Fu) << 12) |
+                                 ((static_cast<unsigned char>(text[i + 1]) & 0x3Fu) << 6) |
+                                 (static_cast<unsigned char>(text[i + 2]) & 0x3Fu);
+      // CJK punctuation, kana, the unified ideographs, Hangul, compatibility ideographs.
+      const bool dense = (code >= 0x3000 && code <= 0x9FFF) || (code >= 0xAC00 && code <= 0xD7AF) ||
+                         (code >= 0xF900 && code <= 0xFAFF);
+      if (dense) {
+        ++cjk;
+        i += 3;
+        continue;
+      }
+    }
+    ++other_bytes;
+    ++i;
+  }
+  return cjk + static_cast<std::int64_t>((other_bytes + 3) / 4);
+}
+
 // Reports, rather than swallows, an exception that ends a coroutine.
 constexpr ReportFailure report_failure{"fairlane-provider-sim: a connection failed"};
 
@@ -389,13 +415,13 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
                      "the body needs max_tokens (at least 1) and a list of messages");
   }
   const std::int64_t max_tokens = max_tokens_value->as_int64();
-  std::size_t text_bytes = 0;
+  std::string all_text;  // every message's text and the system prompt, for the count
   std::string user_text;
   for (const json::value& message : messages_value->as_array()) {
     const json::value* content =
         message.is_object() ? message.as_object().if_contains("content") : nullptr;
     if (content != nullptr && content->is_string()) {
-      text_bytes += content->as_string().size();
+      all_text += content->as_string();
       if (message.as_object().if_contains("role") != nullptr &&
           message.as_object().at("role") == "user") {
         user_text += std::string(content->as_string());
@@ -403,9 +429,9 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     }
   }
   if (const json::value* system = object->if_contains("system"); system && system->is_string()) {
-    text_bytes += system->as_string().size();
+    all_text += system->as_string();
   }
-  const auto input = static_cast<std::int64_t>((text_bytes + 3) / 4);
+  const std::int64_t input = count_input_tokens(all_text, config.cjk_tokens);
 
   ++requests;
   ++this_minute().requests;

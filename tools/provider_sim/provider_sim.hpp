@@ -57,7 +57,14 @@ struct Config {
   std::vector<Storm> storms;    // windows of 429s for everyone (counted as storm_429)
   std::uint64_t seed = 1;
   std::string api_key;  // when set, calls without it get 401
+  // How input tokens are counted: ceil(bytes / 4), as fairlane estimates them; with
+  // cjk_tokens, each CJK character (or Hangul, or kana) counts one token and only the rest
+  // bytes / 4, as real tokenizers count such text: denser than fairlane's estimate.
+  bool cjk_tokens = false;
 };
+
+// The input tokens of `text` under `config`'s counting.
+[[nodiscard]] std::int64_t count_input_tokens(std::string_view text, bool cjk_tokens);
 
 // The calls that carried one page text (the user message): every call that arrived,
 // those answered with a 200, and those in flight now (admitted, not answered yet; a call
