@@ -19,25 +19,13 @@
 #include <utility>
 
 #include "fairlane/document.hpp"
+#include "fairlane/text.hpp"
 
 namespace fairlane {
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 bool is_blank(char c) {
   return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 // A header value such as `form-data; name="file"; filename="book.pdf"`: the part before

@@ -1,4 +1,5 @@
 #include "fairlane/rate_limit_headers.hpp"
+#include "fairlane/text.hpp"
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -19,19 +20,6 @@ constexpr std::int64_t kLongestWait_s = 86'400;
 // them all, with any offset and fraction.
 constexpr std::int64_t kFirstYear = 1970;
 constexpr std::int64_t kLastYear = 2261;
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // A whole number made only of digits (no sign, no spaces inside).
 std::optional<std::int64_t> parse_count(std::string_view s) {

@@ -7,13 +7,6 @@
 
 namespace fairlane::service {
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 std::optional<std::string> ApiRequest::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (iequals(key, name)) return value;

@@ -17,6 +17,7 @@
 #include "fairlane/ids.hpp"
 #include "fairlane/job.hpp"
 #include "fairlane/store.hpp"
+#include "fairlane/text.hpp"
 #include "service/api_json.hpp"
 
 namespace fairlane::service {
@@ -73,9 +74,6 @@ struct Caller {
   bool admin = false;
   User user;  // when !admin
 };
-
-// Case-insensitive ASCII comparison (header names, schemes, media types).
-[[nodiscard]] bool iequals(std::string_view a, std::string_view b);
 
 // "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.
 [[nodiscard]] std::string media_type(std::string_view content_type);
