@@ -11,10 +11,14 @@
 // came back, in page order) with its credit refunded, so it keeps its place.
 //
 // Cost: next page O(1) whatever the number of lanes (the quantum is at least the largest
-// head-of-lane cost, so a visit to a backlogged lane always yields a page); a job's place
-// in its lane O(jobs queued in that lane, for the tokens ahead of it); returning a page O(pages
-// returned before it); removing a cancelled job O(its lane). Lanes are kept in page-id order, so a
-// job's pages stay together.
+// head-of-lane cost, so a visit to a backlogged lane always yields a page); adding a page
+// O(1), or O(log jobs queued in its lane) expected when it starts a job there; taking one
+// O(1), or O(log jobs in the lane) when it is its job's last; a job's place in its lane
+// O(log jobs queued in that lane) expected (its indices are O(1), the tokens ahead of it come
+// from the lane's LaneOrder); returning a page O(pages returned before it + log jobs in the
+// lane); removing a cancelled job O(pages and jobs in its lane), for the pages kept and the
+// marks of the jobs behind it. Lanes are kept in page-id order, so a job's pages stay
+// together.
 //
 // Thread safety: none, by design; only the io_context thread touches it.
 #pragma once
@@ -29,6 +33,7 @@
 
 #include "fairlane/ids.hpp"
 #include "fairlane/lane_lengths.hpp"
+#include "fairlane/lane_order.hpp"
 
 namespace fairlane {
 
@@ -104,11 +109,13 @@ class FairScheduler {
  private:
   // A job's queued pages occupy lane positions first..last, counted from the lane's
   // creation (absolute), so taking a page moves no job's marks.
+  // `filed_under` is the page id the job is filed under in its lane's `order`.
   struct JobMarks {
     std::int64_t first = 0;
     std::int64_t last = 0;
     std::int64_t queued = 0;
     std::int64_t tokens = 0;
+    PageId filed_under = 0;
   };
   struct Lane {
     std::deque<QueuedPage> pages;
@@ -119,6 +126,12 @@ class FairScheduler {
     std::int64_t enqueued = 0;  // absolute position of the tail
     std::int64_t tokens = 0;    // the costs of `pages`
     std::unordered_map<JobId, JobMarks> jobs;
+    // The jobs in lane order with their tokens. Every job is filed under its first queued
+    // page with its tokens, except the head page's job: takes leave it where it was filed
+    // (an earlier page of its own, still below every other job's) with its tokens then,
+    // so that a take stays O(1). Only put_back can put a job ahead of it, and it files the
+    // head's job afresh first.
+    LaneOrder order;
     std::optional<std::list<UserId>::iterator> in_ring;
   };
 
@@ -131,6 +144,12 @@ class FairScheduler {
     return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
   }
   [[nodiscard]] std::int64_t quantum() const;
+  // The id of the first queued page of a job of `lane`.
+  [[nodiscard]] static PageId first_page(const Lane& lane, const JobMarks& marks) {
+    return lane.pages[static_cast<std::size_t>(marks.first - lane.consumed - 1)].page_id;
+  }
+  // Files a queued job of `lane` afresh: under its first queued page, with its tokens.
+  static void refile(Lane& lane, JobId job, JobMarks& marks);
 
   // Constant after construction.
   const std::int64_t configured_quantum_;

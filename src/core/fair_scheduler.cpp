@@ -78,10 +78,17 @@ void FairScheduler::changed(Lane& lane, std::int64_t length_before,
   if (head_after) ++head_costs_[*head_after];
 }
 
+void FairScheduler::refile(Lane& lane, JobId job, JobMarks& marks) {
+  lane.order.erase(marks.filed_under, job);
+  marks.filed_under = first_page(lane, marks);
+  lane.order.insert(marks.filed_under, job, marks.tokens);
+}
+
 void FairScheduler::add(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
+  const bool heads_lane = !lane.pages.empty() && lane.pages.front().job_id == page.job_id;
   lane.pages.push_back(page);
   ++lane.enqueued;
   JobMarks& marks = lane.jobs[page.job_id];
@@ -90,6 +97,13 @@ void FairScheduler::add(const QueuedPage& page) {
   ++marks.queued;
   marks.tokens += page.cost;
   lane.tokens += page.cost;
+  if (marks.queued == 1) {
+    marks.filed_under = page.page_id;
+    lane.order.insert(page.page_id, page.job_id, page.cost);
+  } else if (!heads_lane) {
+    // The head page's job is filed with stale tokens anyway (see Lane::order).
+    lane.order.add_tokens(marks.filed_under, page.job_id, page.cost);
+  }
   ++size_;
   changed(lane, length_before, head_before);
   join_ring(page.user_id, lane);
@@ -99,6 +113,11 @@ void FairScheduler::put_back(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
+  // The page may go ahead of the head page's job, which takes left filed where it was.
+  if (!lane.pages.empty()) {
+    const JobId head_job = lane.pages.front().job_id;
+    refile(lane, head_job, lane.jobs[head_job]);
+  }
   // Pages that came back sit at the head in page order, as if they had never left: the
   // page goes after those with smaller ids. The head moves back one slot, and the pages
   // before the insertion point move with it.
@@ -127,6 +146,12 @@ void FairScheduler::put_back(const QueuedPage& page) {
   ++marks.queued;
   marks.tokens += page.cost;
   lane.tokens += page.cost;
+  if (marks.queued == 1) {
+    marks.filed_under = page.page_id;
+    lane.order.insert(page.page_id, page.job_id, page.cost);
+  } else {
+    refile(lane, page.job_id, marks);
+  }
   ++size_;
   changed(lane, length_before, head_before);
   if (lane.in_ring) {
@@ -176,6 +201,7 @@ std::optional<QueuedPage> FairScheduler::take() {
   if (marks != lane.jobs.end()) {
     marks->second.tokens -= page.cost;
     if (--marks->second.queued == 0) {
+      lane.order.erase(marks->second.filed_under, page.job_id);
       lane.jobs.erase(marks);
     } else {
       marks->second.first = lane.consumed + 1;
@@ -195,6 +221,7 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
   if (marks == lane.jobs.end()) return removed;
   const JobMarks gone = marks->second;
   lane.jobs.erase(marks);
+  lane.order.erase(gone.filed_under, job);
 
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
@@ -229,12 +256,12 @@ std::optional<FairScheduler::JobPlace> FairScheduler::job_place(UserId user, Job
   const auto marks = lane->second.jobs.find(job);
   if (marks == lane->second.jobs.end()) return std::nullopt;
   const std::int64_t head = lane->second.consumed;
-  // A lane's jobs hold contiguous stretches of it, in order: those that start earlier are
-  // ahead. (A lane holds a few jobs; this walks them.)
-  std::int64_t tokens_before = 0;
-  for (const auto& [other, other_marks] : lane->second.jobs) {
-    if (other_marks.first < marks->second.first) tokens_before += other_marks.tokens;
-  }
+  // The lane is in page-id order and its jobs hold contiguous stretches of it: the jobs
+  // behind this one are those filed after its first page, every one of them filed exactly
+  // (only the head page's job may be filed stale, and it is never behind).
+  const std::int64_t tokens_behind =
+      lane->second.order.tokens_after(first_page(lane->second, marks->second));
+  const std::int64_t tokens_before = lane->second.tokens - marks->second.tokens - tokens_behind;
   return JobPlace{marks->second.first - head, marks->second.last - head, marks->second.queued,
                   marks->second.tokens, tokens_before};
 }

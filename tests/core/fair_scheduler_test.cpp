@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <iterator>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fairlane/fair_scheduler.hpp"
@@ -392,4 +395,100 @@ TEST_CASE("A correction for a lane that has emptied is forgotten with its credit
   add_pages(scheduler, kA, 3, 3, 300);
   // A joins anew, owing nothing: the turns alternate as for any new lane.
   CHECK(take_users(scheduler, 4) == "BABA");
+}
+
+TEST_CASE("Property: places hold in several lanes of hundreds of jobs, after returns and cancels") {
+  // Three users; jobs of 1 to 3 pages added faster than they leave, so lanes grow to
+  // hundreds of jobs; pages come back, often after their jobs emptied, and jobs are cancelled
+  // anywhere in their lane.
+  constexpr std::array kUsers{kA, kB, kC};
+  std::mt19937_64 rng(19);
+  for (int run = 0; run < 4; ++run) {
+    FairScheduler scheduler;
+    std::map<fairlane::UserId, std::map<fairlane::PageId, QueuedPage>> lanes;  // the model
+    std::map<fairlane::PageId, QueuedPage> taken;
+    std::map<fairlane::JobId, fairlane::UserId> owners;
+    fairlane::JobId next_job = 1;
+    for (int step = 0; step < 1'200; ++step) {
+      const auto op = rng() % 20;
+      if (op < 7) {
+        const fairlane::JobId job = next_job++;
+        const fairlane::UserId user = kUsers.at(rng() % kUsers.size());
+        owners[job] = user;
+        const int pages = 1 + static_cast<int>(rng() % 3);
+        for (int i = 1; i <= pages; ++i) {
+          const QueuedPage page{job * 100 + i, job, user,
+                                100 + static_cast<std::int64_t>(rng() % 50)};
+          scheduler.add(page);
+          lanes[user].emplace(page.page_id, page);
+        }
+      } else if (op < 12) {
+        const auto page = scheduler.take();
+        if (!page) continue;
+        auto& lane = lanes.at(page->user_id);
+        REQUIRE(!lane.empty());
+        CHECK(page->page_id == lane.begin()->first);
+        lane.erase(lane.begin());
+        taken.emplace(page->page_id, *page);
+      } else if (op < 18) {
+        if (taken.empty()) continue;
+        // Mostly the pages taken last (a 429 on a call just sent), sometimes any.
+        const auto back = static_cast<std::ptrdiff_t>(
+            rng() % 2 == 0 ? rng() % taken.size()
+                           : taken.size() - 1 - rng() % std::min<std::size_t>(taken.size(), 3));
+        auto it = std::next(taken.begin(), back);
+        scheduler.put_back(it->second);
+        lanes[it->second.user_id].emplace(it->first, it->second);
+        taken.erase(it);
+      } else {
+        const fairlane::UserId user = kUsers.at(rng() % kUsers.size());
+        auto& lane = lanes[user];
+        if (lane.empty()) continue;
+        const fairlane::JobId job =
+            std::next(lane.begin(), static_cast<std::ptrdiff_t>(rng() % lane.size()))
+                ->second.job_id;
+        CHECK(!scheduler.remove_job(user, job).empty());
+        std::erase_if(lane, [job](const auto& entry) { return entry.second.job_id == job; });
+        std::erase_if(taken, [job](const auto& entry) { return entry.second.job_id == job; });
+      }
+      // Every job's expected place, from one walk over each model lane.
+      std::map<fairlane::JobId, FairScheduler::JobPlace> expected;
+      for (const auto& [user, lane] : lanes) {
+        std::int64_t index = 0, before = 0;
+        for (const auto& [id, page] : lane) {
+          ++index;
+          auto [it, fresh] = expected.try_emplace(
+              page.job_id, FairScheduler::JobPlace{index, index, 0, 0, before});
+          it->second.last_index = index;
+          ++it->second.queued;
+          it->second.tokens += page.cost;
+          before += page.cost;
+        }
+      }
+      // Checked quietly, then loudly where it differs: a million assertions would be slow.
+      for (fairlane::JobId job = 1; job < next_job; ++job) {
+        const auto place = scheduler.job_place(owners.at(job), job);
+        const auto want = expected.find(job);
+        const auto as_tuple = [](const FairScheduler::JobPlace& p) {
+          return std::tuple{p.next_index, p.last_index, p.queued, p.tokens, p.tokens_before};
+        };
+        if (want == expected.end() ? !place.has_value()
+                                   : place && as_tuple(*place) == as_tuple(want->second)) {
+          continue;
+        }
+        INFO("run ", run, " step ", step, " job ", job);
+        REQUIRE(place.has_value() == (want != expected.end()));
+        CHECK(place->next_index == want->second.next_index);
+        CHECK(place->last_index == want->second.last_index);
+        CHECK(place->queued == want->second.queued);
+        CHECK(place->tokens == want->second.tokens);
+        CHECK(place->tokens_before == want->second.tokens_before);
+      }
+      for (const auto user : kUsers) {
+        std::int64_t tokens = 0;
+        for (const auto& [id, page] : lanes[user]) tokens += page.cost;
+        CHECK(scheduler.lane_tokens(user) == tokens);
+      }
+    }
+  }
 }

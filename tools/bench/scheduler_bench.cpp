@@ -1,6 +1,6 @@
 // Benchmarks of the fair scheduler, estimator and door at scale. Targets: estimate_new at
-// 10,000 lanes <= 20 microseconds; next page O(1) whatever the number of lanes
-// (docs/performance.md).
+// 10,000 lanes <= 20 microseconds; next page O(1) whatever the number of lanes; a job's
+// place O(log jobs in its lane) (docs/performance.md).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -74,5 +74,36 @@ void BM_TakeNext(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_TakeNext)->Arg(10)->Arg(10'000)->Arg(100'000);
+
+// One lane holding `jobs` queued jobs of one page each; the place of its last job (the most
+// jobs ahead of it). What every job object pays: a job view, a list entry, a live event.
+void BM_JobPlace(benchmark::State& state) {
+  FairScheduler scheduler;
+  const fairlane::JobId jobs = state.range(0);
+  for (fairlane::JobId job = 1; job <= jobs; ++job) scheduler.add(QueuedPage{job, job, 1, 800});
+  for (auto _ : state) benchmark::DoNotOptimize(scheduler.job_place(1, jobs));
+}
+BENCHMARK(BM_JobPlace)->Arg(10)->Arg(1'000)->Arg(10'000);
+
+// Estimator::job at 10,000 lanes and 99,991 queued jobs: user 1 holds 10,000 jobs of one
+// page, each of the other 9,999 users 9 jobs of 1 to 10 pages. Asked for user 1's last job.
+void BM_EstimatorJob(benchmark::State& state) {
+  FairScheduler scheduler;
+  std::mt19937_64 rng(1);
+  fairlane::PageId page = 0;
+  fairlane::JobId job = 0;
+  for (int i = 0; i < 10'000; ++i) scheduler.add(QueuedPage{++page, ++job, 1, 800});
+  const fairlane::JobId last = job;
+  for (fairlane::UserId user = 2; user <= 10'000; ++user) {
+    for (int j = 0; j < 9; ++j) {
+      ++job;
+      const auto pages = static_cast<std::int64_t>(1 + rng() % 10);
+      for (std::int64_t i = 0; i < pages; ++i) scheduler.add(QueuedPage{++page, job, user, 800});
+    }
+  }
+  const fairlane::Estimator estimator(scheduler, fairlane::EstimatorConfig{.limits = kLab});
+  for (auto _ : state) benchmark::DoNotOptimize(estimator.job(1, last));
+}
+BENCHMARK(BM_EstimatorJob);
 
 }  // namespace
