@@ -74,7 +74,7 @@ class GroupCommit {
   Clock::time_point oldest_;
   // After a failed flush: not due again before retry_at_; the next failure waits longer.
   std::optional<Clock::time_point> retry_at_;
-  Clock::duration next_retry_delay_{};
+  std::int64_t failures_ = 0;  // in a row
 };
 
 }  // namespace fairlane

@@ -1,4 +1,5 @@
 #include "service/dispatcher.hpp"
+#include "fairlane/backoff.hpp"
 #include "fairlane/listen.hpp"
 
 #include <fmt/format.h>
@@ -340,9 +341,8 @@ void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
   }
   ++counters.retried;
   // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
-  Clock::duration ceiling = config.backoff_base;
-  for (std::int64_t n = 1; n < info.attempts && ceiling < config.backoff_max; ++n) ceiling *= 2;
-  ceiling = std::min(ceiling, config.backoff_max);
+  const Clock::duration ceiling =
+      doubled(config.backoff_base, info.attempts - 1, config.backoff_max);
   const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
       0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng));
   const WallTime not_before =
@@ -426,9 +426,7 @@ void Dispatcher::Impl::pause_for_outage(const std::string& reason) {
   // another: the first one's pause covers them all.
   if (paused && *paused > clock.now()) return;
   // One call tries again after each pause, which doubles from backoff_base to backoff_max.
-  Clock::duration pause = config.backoff_base;
-  for (std::int64_t n = 0; n < outage_pauses && pause < config.backoff_max; ++n) pause *= 2;
-  pause = std::min(pause, config.backoff_max);
+  const Clock::duration pause = doubled(config.backoff_base, outage_pauses, config.backoff_max);
   ++outage_pauses;
   ++counters.outage_pauses;
   pause_for(pause);

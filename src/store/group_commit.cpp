@@ -1,4 +1,5 @@
 #include "fairlane/group_commit.hpp"
+#include "fairlane/backoff.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -30,14 +31,11 @@ Status GroupCommit::flush() {
   if (transitions_.empty()) return {};
   auto changed = store_.apply(transitions_);
   if (!changed.ok()) {
-    const Clock::duration delay =
-        next_retry_delay_ == Clock::duration::zero() ? options_.retry_delay : next_retry_delay_;
-    retry_at_ = clock_.now() + delay;
-    next_retry_delay_ = std::min(2 * delay, options_.max_retry_delay);
+    retry_at_ = clock_.now() + doubled(options_.retry_delay, failures_++, options_.max_retry_delay);
     return changed.status();
   }
   retry_at_.reset();
-  next_retry_delay_ = Clock::duration::zero();
+  failures_ = 0;
   // Take the batch out before running callbacks, which may submit more.
   std::vector<Committed> callbacks = std::exchange(callbacks_, {});
   transitions_.clear();
@@ -53,7 +51,7 @@ std::size_t GroupCommit::abandon() {
   // Callbacks are destroyed last: they may own coroutines that would submit more.
   auto callbacks = std::exchange(callbacks_, {});
   retry_at_.reset();
-  next_retry_delay_ = Clock::duration::zero();
+  failures_ = 0;
   callbacks.clear();
   return dropped;
 }
