@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace fairlane::cli {
 

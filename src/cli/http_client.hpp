@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cli/sse.hpp"
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace fairlane::cli {
 

@@ -15,8 +15,8 @@
 #include "cli/app.hpp"
 #include "cli/commands.hpp"
 #include "cli/serve.hpp"
-#include "fairlane/pdf_reader.hpp"
-#include "fairlane/store.hpp"
+#include "fairlane/document/pdf_reader.hpp"
+#include "fairlane/store/store.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "fairlane/curl_provider.hpp"
-#include "fairlane/store.hpp"
+#include "fairlane/provider/curl_provider.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/dispatcher.hpp"
 #include "service/http_server.hpp"
 #include "service/router.hpp"

@@ -1,4 +1,4 @@
-#include "fairlane/backoff.hpp"
+#include "fairlane/core/backoff.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "fairlane/budget.hpp"
+#include "fairlane/core/budget.hpp"
 
 #include <algorithm>
 #include <cassert>

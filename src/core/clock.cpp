@@ -1,6 +1,6 @@
-#include "fairlane/clock.hpp"
+#include "fairlane/core/clock.hpp"
 
-#include "fairlane/fake_clock.hpp"
+#include "core/fake_clock.hpp"
 
 namespace fairlane {
 

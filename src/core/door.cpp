@@ -1,10 +1,10 @@
-#include "fairlane/door.hpp"
+#include "fairlane/core/door.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "fairlane/budget.hpp"
+#include "fairlane/core/budget.hpp"
 
 namespace fairlane {
 

@@ -1,4 +1,4 @@
-#include "fairlane/estimator.hpp"
+#include "fairlane/core/estimator.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "fairlane/in_flight_cap.hpp"
+#include "fairlane/core/in_flight_cap.hpp"
 
 #include <fmt/format.h>
 

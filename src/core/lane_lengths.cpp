@@ -1,4 +1,4 @@
-#include "fairlane/lane_lengths.hpp"
+#include "fairlane/core/lane_lengths.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "fairlane/lane_order.hpp"
+#include "fairlane/core/lane_order.hpp"
 
 namespace fairlane {
 

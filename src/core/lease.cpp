@@ -1,4 +1,4 @@
-#include "fairlane/lease.hpp"
+#include "fairlane/core/lease.hpp"
 
 namespace fairlane {
 

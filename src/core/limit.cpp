@@ -1,4 +1,4 @@
-#include "fairlane/limit.hpp"
+#include "fairlane/core/limit.hpp"
 
 namespace fairlane {
 

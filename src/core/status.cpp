@@ -1,4 +1,4 @@
-#include "fairlane/status.hpp"
+#include "fairlane/core/status.hpp"
 
 namespace fairlane {
 

@@ -1,4 +1,4 @@
-#include "fairlane/text.hpp"
+#include "fairlane/core/text.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "fairlane/token_bucket.hpp"
+#include "fairlane/core/token_bucket.hpp"
 
 #include <fmt/format.h>
 

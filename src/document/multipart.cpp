@@ -18,8 +18,8 @@
 #include <optional>
 #include <utility>
 
-#include "fairlane/document.hpp"
-#include "fairlane/text.hpp"
+#include "fairlane/core/text.hpp"
+#include "fairlane/document/document.hpp"
 
 namespace fairlane {
 namespace {

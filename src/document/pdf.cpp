@@ -26,7 +26,7 @@
 
 #include <fmt/format.h>
 
-#include "fairlane/document.hpp"
+#include "fairlane/document/document.hpp"
 #include "refusals.hpp"
 
 namespace fairlane {

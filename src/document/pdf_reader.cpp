@@ -1,4 +1,4 @@
-#include "fairlane/pdf_reader.hpp"
+#include "fairlane/document/pdf_reader.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -20,7 +20,7 @@
 #include <system_error>
 #include <thread>
 
-#include "fairlane/document.hpp"
+#include "fairlane/document/document.hpp"
 #include "refusals.hpp"
 
 namespace fairlane {

@@ -2,7 +2,7 @@
 // cross-reference table. Objects: 1 the catalog, 2 the page tree, 3 the font, then a page
 // and its content stream per page, then the document information and (locked) the
 // encryption dictionary.
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "fairlane/status.hpp"
+#include "fairlane/core/status.hpp"
 
 namespace fairlane::refusals {
 

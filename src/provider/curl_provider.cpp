@@ -3,7 +3,7 @@
 // (CURLMOPT_TIMERFUNCTION); we wait with async_wait and a steady_timer and hand events back
 // with curl_multi_socket_action. curl's sockets are created as Asio sockets
 // (CURLOPT_OPENSOCKETFUNCTION) so Asio can wait on them.
-#include "fairlane/curl_provider.hpp"
+#include "fairlane/provider/curl_provider.hpp"
 
 #include <curl/curl.h>
 #include <fmt/format.h>

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/provider.hpp"
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/provider/provider.hpp"
 
 namespace fairlane::provider {
 

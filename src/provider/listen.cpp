@@ -1,4 +1,4 @@
-#include "fairlane/listen.hpp"
+#include "provider/listen.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
-#include "fairlane/rate_limit_headers.hpp"
-#include "fairlane/text.hpp"
+#include "fairlane/provider/rate_limit_headers.hpp"
+#include "fairlane/core/text.hpp"
+#include "provider/rate_limit_format.hpp"
 
 #include <curl/curl.h>
 #include <fmt/format.h>

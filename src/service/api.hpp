@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/ids.hpp"
-#include "fairlane/job.hpp"
-#include "fairlane/store.hpp"
-#include "fairlane/text.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/core/text.hpp"
+#include "fairlane/store/job.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/api_json.hpp"
 
 namespace fairlane::service {

@@ -10,10 +10,10 @@
 #include <variant>
 #include <vector>
 
-#include "fairlane/door.hpp"
-#include "fairlane/estimator.hpp"
-#include "fairlane/job.hpp"
-#include "fairlane/status.hpp"
+#include "fairlane/core/door.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/status.hpp"
+#include "fairlane/store/job.hpp"
 
 namespace fairlane::service {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <variant>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/api.hpp"
 
 namespace fairlane::service {

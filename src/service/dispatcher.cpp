@@ -1,6 +1,6 @@
 #include "service/dispatcher.hpp"
-#include "fairlane/backoff.hpp"
-#include "fairlane/listen.hpp"
+#include "fairlane/core/backoff.hpp"
+#include "provider/listen.hpp"
 
 #include <fmt/format.h>
 

@@ -31,15 +31,15 @@
 #include <string>
 #include <unordered_map>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/clock.hpp"
-#include "fairlane/door.hpp"
-#include "fairlane/estimator.hpp"
-#include "fairlane/fair_scheduler.hpp"
-#include "fairlane/group_commit.hpp"
-#include "fairlane/provider.hpp"
-#include "fairlane/status.hpp"
-#include "fairlane/store.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/door.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/status.hpp"
+#include "fairlane/provider/provider.hpp"
+#include "fairlane/store/group_commit.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/metrics.hpp"
 
 namespace boost::asio {

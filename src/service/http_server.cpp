@@ -1,5 +1,5 @@
 #include "service/http_server.hpp"
-#include "fairlane/listen.hpp"
+#include "provider/listen.hpp"
 
 #include <fmt/format.h>
 

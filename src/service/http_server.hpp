@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 #include "service/router.hpp"
 
 namespace boost::asio {

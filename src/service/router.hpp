@@ -20,7 +20,7 @@
 #include <string_view>
 #include <variant>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/api.hpp"
 #include "service/auth.hpp"
 #include "service/dispatcher.hpp"

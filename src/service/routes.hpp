@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "service/api.hpp"
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"

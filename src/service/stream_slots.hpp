@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "fairlane/ids.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane::service {
 

@@ -6,7 +6,7 @@
 #include <boost/url/parse.hpp>
 #include <thread>
 
-#include "fairlane/document.hpp"
+#include "fairlane/document/document.hpp"
 
 namespace fairlane::service {
 namespace {

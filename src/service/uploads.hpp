@@ -23,8 +23,8 @@
 #include <variant>
 #include <vector>
 
-#include "fairlane/pdf_reader.hpp"
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/document/pdf_reader.hpp"
 #include "service/api.hpp"
 #include "service/routes.hpp"
 

@@ -1,5 +1,5 @@
-#include "fairlane/group_commit.hpp"
-#include "fairlane/backoff.hpp"
+#include "fairlane/store/group_commit.hpp"
+#include "fairlane/core/backoff.hpp"
 
 #include <algorithm>
 #include <utility>

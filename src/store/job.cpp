@@ -1,4 +1,4 @@
-#include "fairlane/job.hpp"
+#include "fairlane/store/job.hpp"
 
 #include <array>
 #include <utility>

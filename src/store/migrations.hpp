@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/result.hpp"
-#include "fairlane/status.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/core/status.hpp"
 
 struct sqlite3;
 

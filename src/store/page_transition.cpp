@@ -1,4 +1,4 @@
-#include "fairlane/page_transition.hpp"
+#include "fairlane/store/page_transition.hpp"
 
 #include <utility>
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/result.hpp"
-#include "fairlane/status.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/core/status.hpp"
 
 namespace fairlane::store {
 

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "store/crypto.hpp"
 #include "store/migrations.hpp"
 #include "store/queries.hpp"

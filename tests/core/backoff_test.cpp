@@ -3,7 +3,7 @@
 #include <chrono>
 #include <limits>
 
-#include "fairlane/backoff.hpp"
+#include "fairlane/core/backoff.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::doubled;

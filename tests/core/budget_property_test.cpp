@@ -18,8 +18,8 @@
 #include <variant>
 #include <vector>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/fake_clock.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::Budget;

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <variant>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/fake_clock.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
 #include "support/time.hpp"
 
 using namespace std::chrono_literals;

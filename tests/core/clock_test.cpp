@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/fake_clock.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/clock.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::Clock;

@@ -3,7 +3,7 @@
 #include <variant>
 #include <vector>
 
-#include "fairlane/door.hpp"
+#include "fairlane/core/door.hpp"
 
 using fairlane::BudgetLimits;
 using fairlane::Door;

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <variant>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/estimator.hpp"
-#include "fairlane/fair_scheduler.hpp"
-#include "fairlane/fake_clock.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::BudgetLimits;

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 
 using fairlane::FairScheduler;
 using fairlane::QueuedPage;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/in_flight_cap.hpp"
+#include "fairlane/core/in_flight_cap.hpp"
 
 using fairlane::InFlightCap;
 

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "fairlane/lane_lengths.hpp"
+#include "fairlane/core/lane_lengths.hpp"
 
 using fairlane::LaneLengths;
 

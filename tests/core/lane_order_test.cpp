@@ -6,7 +6,7 @@
 #include <random>
 #include <utility>
 
-#include "fairlane/lane_order.hpp"
+#include "fairlane/core/lane_order.hpp"
 
 using fairlane::LaneOrder;
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "fairlane/fake_clock.hpp"
-#include "fairlane/token_bucket.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/token_bucket.hpp"
 #include "support/time.hpp"
 
 using namespace std::chrono_literals;

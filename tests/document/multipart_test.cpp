@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "fairlane/document.hpp"
+#include "fairlane/document/document.hpp"
 
 using fairlane::multipart_file;
 using fairlane::StatusCode;

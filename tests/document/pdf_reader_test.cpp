@@ -1,6 +1,6 @@
 // read_pdf_in_child against stand-in readers (small shell scripts), so that each way a
 // reader can answer, refuse, die or hang is driven on purpose; and read_pdf_child itself.
-#include "fairlane/pdf_reader.hpp"
+#include "fairlane/document/pdf_reader.hpp"
 
 #include <doctest/doctest.h>
 
@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
-#include "fairlane/document.hpp"
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
+#include "fairlane/document/document.hpp"
 
 using fairlane::PdfReaderOptions;
 using fairlane::read_pdf_in_child;

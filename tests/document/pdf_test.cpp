@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "fairlane/document.hpp"
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
+#include "fairlane/document/document.hpp"
 
 using fairlane::PdfWriterOptions;
 using fairlane::split_pdf;

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "book.hpp"
-#include "fairlane/document.hpp"
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
+#include "fairlane/document/document.hpp"
 
 using fairlane::pdfgen::generate_book;
 

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "fairlane/curl_provider.hpp"
+#include "fairlane/provider/curl_provider.hpp"
 #include "provider_sim.hpp"
 
 using namespace std::chrono_literals;

@@ -2,7 +2,8 @@
 
 #include <chrono>
 
-#include "fairlane/rate_limit_headers.hpp"
+#include "fairlane/provider/rate_limit_headers.hpp"
+#include "provider/rate_limit_format.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::HeaderList;

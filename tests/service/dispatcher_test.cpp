@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "fairlane/curl_provider.hpp"
+#include "fairlane/provider/curl_provider.hpp"
 #include "provider_sim.hpp"
 #include "service/dispatcher.hpp"
 #include "support/faulty_vfs.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
 #include "support/store.hpp"

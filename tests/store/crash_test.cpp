@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "support/faulty_vfs.hpp"
 #include "support/store.hpp"
 

@@ -13,9 +13,9 @@
 #include <span>
 #include <string>
 
-#include "fairlane/fake_clock.hpp"
-#include "fairlane/group_commit.hpp"
-#include "fairlane/store.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/store/group_commit.hpp"
+#include "fairlane/store/store.hpp"
 #include "support/faulty_vfs.hpp"
 #include "support/store.hpp"
 

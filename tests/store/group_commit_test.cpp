@@ -3,8 +3,8 @@
 #include <chrono>
 #include <vector>
 
-#include "fairlane/fake_clock.hpp"
-#include "fairlane/group_commit.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/store/group_commit.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;

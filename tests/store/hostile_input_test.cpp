@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "support/store.hpp"
 
 using fairlane::JobRequest;

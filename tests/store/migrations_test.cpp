@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "store/migrations.hpp"
 #include "support/store.hpp"
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "fairlane/store.hpp"
+#include "fairlane/store/store.hpp"
 
 namespace fairlane::testing {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <variant>
 
-#include "fairlane/budget.hpp"
+#include "fairlane/core/budget.hpp"
 
 namespace fairlane::testing {
 

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <variant>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/fake_clock.hpp"
-#include "fairlane/token_bucket.hpp"
+#include "core/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/token_bucket.hpp"
 
 namespace {
 

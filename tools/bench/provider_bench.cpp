@@ -15,7 +15,7 @@
 #include <thread>
 #include <variant>
 
-#include "fairlane/curl_provider.hpp"
+#include "fairlane/provider/curl_provider.hpp"
 #include "provider_sim.hpp"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "fairlane/door.hpp"
-#include "fairlane/estimator.hpp"
-#include "fairlane/fair_scheduler.hpp"
+#include "fairlane/core/door.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 
 namespace {
 

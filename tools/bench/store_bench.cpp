@@ -30,12 +30,12 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/group_commit.hpp"
-#include "fairlane/lane.hpp"
-#include "fairlane/page_transition.hpp"
-#include "fairlane/status.hpp"
-#include "fairlane/store.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/status.hpp"
+#include "fairlane/store/group_commit.hpp"
+#include "fairlane/store/lane.hpp"
+#include "fairlane/store/page_transition.hpp"
+#include "fairlane/store/store.hpp"
 
 namespace {
 

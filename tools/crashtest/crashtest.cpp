@@ -26,7 +26,7 @@
 
 #include "book.hpp"
 #include "cli/http_client.hpp"
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
 #include "provider_sim.hpp"
 #include "serve_process.hpp"
 

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "cli/app.hpp"
-#include "fairlane/document.hpp"
-#include "fairlane/rate_limit_headers.hpp"
+#include "fairlane/document/document.hpp"
+#include "fairlane/provider/rate_limit_headers.hpp"
 #include "provider/dialect.hpp"
+#include "provider/rate_limit_format.hpp"
 #include "service/api_json.hpp"
 
 namespace fairlane::fuzz {

@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "fairlane/curl_provider.hpp"
+#include "fairlane/provider/curl_provider.hpp"
 #include "lab_internal.hpp"
 #include "provider_sim.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/provider.hpp"
+#include "fairlane/provider/provider.hpp"
 #include "lab.hpp"
 #include "provider_sim.hpp"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "book.hpp"
-#include "fairlane/pdf_writer.hpp"
+#include "document/pdf_writer.hpp"
 #include "fairlane/version.hpp"
 
 // An exception that reaches here is a bug; it is reported, not left to std::terminate.

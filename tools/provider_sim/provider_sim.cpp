@@ -18,10 +18,11 @@
 #include <utility>
 #include <variant>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/clock.hpp"
-#include "fairlane/listen.hpp"
-#include "fairlane/rate_limit_headers.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/provider/rate_limit_headers.hpp"
+#include "provider/listen.hpp"
+#include "provider/rate_limit_format.hpp"
 
 namespace fairlane::provider_sim {
 namespace {

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace boost::asio {
 class io_context;

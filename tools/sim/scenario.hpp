@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace fairlane::sim {
 

@@ -13,12 +13,12 @@
 #include <unordered_set>
 #include <variant>
 
+#include "core/fake_clock.hpp"
 #include "distribution.hpp"
-#include "fairlane/budget.hpp"
-#include "fairlane/door.hpp"
-#include "fairlane/estimator.hpp"
-#include "fairlane/fair_scheduler.hpp"
-#include "fairlane/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/door.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 
 namespace fairlane::sim {
 namespace {

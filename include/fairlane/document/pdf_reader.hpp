@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace fairlane {
 

@@ -4,7 +4,7 @@
 // Thread safety: none; one thread owns it (like the core it drives).
 #pragma once
 
-#include "fairlane/clock.hpp"
+#include "fairlane/core/clock.hpp"
 
 namespace fairlane {
 

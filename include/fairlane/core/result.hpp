@@ -8,7 +8,7 @@
 #include <utility>
 #include <variant>
 
-#include "fairlane/status.hpp"
+#include "fairlane/core/status.hpp"
 
 namespace fairlane {
 

@@ -12,9 +12,9 @@
 #include <span>
 #include <variant>
 
-#include "fairlane/estimator.hpp"
-#include "fairlane/fair_scheduler.hpp"
-#include "fairlane/ids.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane {
 

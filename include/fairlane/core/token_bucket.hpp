@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "fairlane/clock.hpp"
+#include "fairlane/core/clock.hpp"
 
 namespace fairlane {
 

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/ids.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane {
 
@@ -59,10 +59,5 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // An RFC 3339 timestamp: "2024-05-01T12:00:30Z", "2024-05-01T12:00:30.25+02:00".
 [[nodiscard]] std::optional<WallTime> parse_rfc3339(std::string_view text);
-
-// The inverses, as providers write them: "6m0s", "1.5s", "120ms"; "2024-05-01T12:00:30Z"
-// (whole seconds, rounded up so that a reset is never announced early).
-[[nodiscard]] std::string format_go_duration(Clock::duration d);
-[[nodiscard]] std::string format_rfc3339(WallTime t);
 
 }  // namespace fairlane

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <variant>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/rate_limit_headers.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/provider/rate_limit_headers.hpp"
 
 namespace fairlane {
 

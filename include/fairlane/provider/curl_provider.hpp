@@ -15,8 +15,8 @@
 #include <memory>
 #include <string>
 
-#include "fairlane/provider.hpp"
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/provider/provider.hpp"
 
 namespace boost::asio {
 class io_context;

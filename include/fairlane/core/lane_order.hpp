@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fairlane/ids.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane {
 

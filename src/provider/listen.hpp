@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/result.hpp"
+#include "fairlane/core/result.hpp"
 
 namespace fairlane {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "fairlane/clock.hpp"
+#include "fairlane/core/clock.hpp"
 
 namespace fairlane {
 

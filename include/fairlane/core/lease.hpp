@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "fairlane/in_flight_cap.hpp"
-#include "fairlane/token_bucket.hpp"
+#include "fairlane/core/in_flight_cap.hpp"
+#include "fairlane/core/token_bucket.hpp"
 
 namespace fairlane {
 

@@ -22,12 +22,12 @@
 #include <utility>
 #include <vector>
 
-#include "fairlane/ids.hpp"
-#include "fairlane/job.hpp"
-#include "fairlane/lane.hpp"
-#include "fairlane/page_transition.hpp"
-#include "fairlane/result.hpp"
-#include "fairlane/status.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/core/result.hpp"
+#include "fairlane/core/status.hpp"
+#include "fairlane/store/job.hpp"
+#include "fairlane/store/lane.hpp"
+#include "fairlane/store/page_transition.hpp"
 
 namespace fairlane {
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "fairlane/ids.hpp"
-#include "fairlane/job.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/store/job.hpp"
 
 namespace fairlane {
 

@@ -13,10 +13,10 @@
 
 #include <cstdint>
 
-#include "fairlane/admission.hpp"
-#include "fairlane/clock.hpp"
-#include "fairlane/in_flight_cap.hpp"
-#include "fairlane/token_bucket.hpp"
+#include "fairlane/core/admission.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/in_flight_cap.hpp"
+#include "fairlane/core/token_bucket.hpp"
 
 namespace fairlane {
 

@@ -37,11 +37,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "fairlane/budget.hpp"
-#include "fairlane/clock.hpp"
-#include "fairlane/fair_scheduler.hpp"
-#include "fairlane/ids.hpp"
-#include "fairlane/limit.hpp"
+#include "fairlane/core/budget.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/core/limit.hpp"
 
 namespace fairlane {
 

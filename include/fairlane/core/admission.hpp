@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <variant>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/lease.hpp"
-#include "fairlane/limit.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/lease.hpp"
+#include "fairlane/core/limit.hpp"
 
 namespace fairlane {
 

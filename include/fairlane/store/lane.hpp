@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "fairlane/ids.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane {
 

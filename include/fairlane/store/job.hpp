@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "fairlane/ids.hpp"
+#include "fairlane/core/ids.hpp"
 
 namespace fairlane {
 

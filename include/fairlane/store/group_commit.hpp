@@ -20,10 +20,10 @@
 #include <optional>
 #include <vector>
 
-#include "fairlane/clock.hpp"
-#include "fairlane/page_transition.hpp"
-#include "fairlane/status.hpp"
-#include "fairlane/store.hpp"
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/status.hpp"
+#include "fairlane/store/page_transition.hpp"
+#include "fairlane/store/store.hpp"
 
 namespace fairlane {
 

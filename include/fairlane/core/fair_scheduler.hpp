@@ -31,9 +31,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fairlane/ids.hpp"
-#include "fairlane/lane_lengths.hpp"
-#include "fairlane/lane_order.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/core/lane_lengths.hpp"
+#include "fairlane/core/lane_order.hpp"
 
 namespace fairlane {
 
