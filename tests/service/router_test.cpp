@@ -769,3 +769,35 @@ TEST_CASE("Events of a job that has ended: 204, which tells EventSource clients 
   CHECK(stream.body.empty());
   CHECK_FALSE(stream.events.has_value());
 }
+
+TEST_CASE("A user holds 16 live-event streams at most: the 17th gets 429 until one is released") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const std::string events = "/v1/jobs/" + id + "/events";
+  std::vector<ApiResponse> open;
+  for (int i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    open.push_back(api.send("GET", events, api.alice));
+    REQUIRE(open.back().status == 200);
+    REQUIRE(open.back().events.has_value());
+  }
+  const auto refused = api.send("GET", events, api.alice);
+  CHECK(refused.status == 429);
+  CHECK_FALSE(refused.events.has_value());
+  const auto error = Api::body(refused).at("error");
+  CHECK(error.at("type") == "too_many_streams");
+  CHECK(error.at("message").as_string().find("16") != std::string::npos);
+  // The cap is per user: Bob opens his, on a job of his own, while Alice holds hers.
+  const std::string bobs(
+      Api::body(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(1))).at("id").as_string());
+  CHECK(api.send("GET", "/v1/jobs/" + bobs + "/events", api.bob).status == 200);
+
+  // A stream that ends gives its slot back (the transport drops its handle): one more opens,
+  // and then the cap holds again.
+  open.front().events->slot.reset();
+  const auto again = api.send("GET", events, api.alice);
+  CHECK(again.status == 200);
+  CHECK(again.events.has_value());
+  CHECK(api.send("GET", events, api.alice).status == 429);
+}
