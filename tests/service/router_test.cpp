@@ -801,3 +801,51 @@ TEST_CASE("A user holds 16 live-event streams at most: the 17th gets 429 until o
   CHECK(again.events.has_value());
   CHECK(api.send("GET", events, api.alice).status == 429);
 }
+
+TEST_CASE("PDFs past the pending-documents cap get 503 busy with Retry-After: 5 until one ends") {
+  Api api;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.max_pending_documents = 3;
+  Router router(*api.store, *api.dispatcher, config);
+  const std::string pdf = fairlane::write_pdf({"One."});
+  const auto upload = [&] {
+    return answered(router, router.handle(ApiRequest{"POST",
+                                                     "/v1/jobs?name=book.pdf",
+                                                     {{"Authorization", "Bearer " + api.alice},
+                                                      {"Content-Type", "application/pdf"}},
+                                                     pdf}));
+  };
+  // Three are begun and none is finished: each holds its reading slot.
+  std::vector<ApiResponse> reading;
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    reading.push_back(upload());
+    REQUIRE(reading.back().document.has_value());
+  }
+  const auto busy = upload();
+  CHECK(busy.status == 503);
+  CHECK_FALSE(busy.document.has_value());
+  CHECK(header(busy, "Retry-After") == "5");
+  const auto error = Api::body(busy).at("error");
+  CHECK(error.at("type") == "busy");
+  CHECK(error.at("message").as_string().find("3 other documents") != std::string::npos);
+  // JSON pages hold no reading slot: they are taken while the PDFs wait.
+  CHECK(answered(router, router.handle(ApiRequest{"POST",
+                                                  "/v1/jobs",
+                                                  {{"Authorization", "Bearer " + api.alice},
+                                                   {"Content-Type", "application/json"}},
+                                                  Api::pages_json(1)}))
+            .status == 202);
+
+  // One read ends (the transport drops the document, slot and all): the next PDF is taken,
+  // and read and finished it is queued.
+  reading.front().document->slot.reset();
+  auto taken = upload();
+  REQUIRE(taken.document.has_value());
+  CHECK(upload().status == 503);
+  const auto accepted = router.finish_upload(
+      taken.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                  "application/pdf", taken.document->body)));
+  CHECK(accepted.status == 202);
+  CHECK(api.dispatcher->scheduler().size() == 2);
+}
