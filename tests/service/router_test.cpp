@@ -849,3 +849,28 @@ TEST_CASE("PDFs past the pending-documents cap get 503 busy with Retry-After: 5 
   CHECK(accepted.status == 202);
   CHECK(api.dispatcher->scheduler().size() == 2);
 }
+
+TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once one goes through") {
+  fairlane::testing::FaultyVfs::install();
+  fairlane::testing::TempDir dir;
+  Api api(60.0, dir.file("metrics.db"), fairlane::testing::FaultyVfs::kName);
+  const auto store_ok = [&] {
+    const std::string body = api.send("GET", "/metrics", "admin-secret").body;
+    INFO(body);
+    const auto at = body.find("\nfairlane_store_ok ");
+    REQUIRE(at != std::string::npos);
+    return body.substr(at + 19, body.find('\n', at + 1) - at - 19);
+  };
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const std::string other(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  CHECK(store_ok() == "1");
+  // A cancel commits through the dispatcher's group commit at once: on a full disk it fails.
+  fairlane::testing::FaultyVfs::fill_disk();
+  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 507);
+  CHECK(store_ok() == "0");
+  fairlane::testing::FaultyVfs::heal();
+  CHECK(api.send("DELETE", "/v1/jobs/" + other, api.alice).status == 202);
+  CHECK(store_ok() == "1");
+}
