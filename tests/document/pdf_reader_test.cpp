@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -98,12 +99,43 @@ TEST_CASE("Reader: a child past its timeout is killed and the PDF refused") {
 
 TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   fairlane::ReaderProcesses processes;
-  // A reader that would take 30 s, with 20 s allowed: only the stop can end it as internal.
+  // A reader that would take 30 s, with 20 s allowed. It writes its pid once it has
+  // started (to a file, renamed into place whole), then sleeps.
+  const TempFile started("started");
+  const TempFile writing("started.tmp");
+  const std::string script =
+      fmt::format("echo $$ >'{}' && mv '{}' '{}' && exec sleep 30", writing.path.string(),
+                  writing.path.string(), started.path.string());
   std::optional<fairlane::Result<std::vector<std::string>>> pages;
-  std::thread reading(
-      [&] { pages.emplace(read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes)); });
-  for (int i = 0; i < 5'000 && processes.reading() == 0; ++i) std::this_thread::yield();
+  std::thread reading([&] { pages.emplace(read_pdf_in_child("%PDF", shell(script), &processes)); });
+  // The stop must come while the child reads, not before it has started (a stop before it
+  // refuses the read as well, and proves nothing of the kill): wait for it, 10 s at most.
+  const auto waited = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    return done();
+  };
+  const bool child_reading = waited([&] { return std::filesystem::exists(started.path); });
+  if (!child_reading) {
+    processes.stop();  // so that the thread has ended when the test fails
+    reading.join();
+  }
+  REQUIRE_MESSAGE(child_reading, "the child did not start reading within 10 s");
+  CHECK(processes.reading() == 1);
+  pid_t child = 0;
+  std::ifstream(started.path) >> child;
+  REQUIRE(child > 0);
   processes.stop();
+  // The stop killed it: it is soon dead (a zombie, or reaped), not asleep until the
+  // timeout, which would end the read as `internal` too.
+  const auto dead = [child] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const auto state = line.find(") ");
+    return state != std::string::npos && (line[state + 2] == 'Z' || line[state + 2] == 'X');
+  };
+  CHECK_MESSAGE(waited(dead), "the child was still alive 10 s after the stop");
   reading.join();
   REQUIRE(pages.has_value());
   REQUIRE_FALSE(pages->ok());

@@ -20,25 +20,40 @@ start_serve --rpm 120 --tpm 6000000 --max-in-flight 1 --max-tokens 100 --max-wai
   --price-per-mtok 3 --heartbeat 1
 export FAIRLANE_URL=$base
 
-# run EXPECTED-EXIT ARGS...: runs `fairlane ARGS`, stdout to $work/out, stderr to $work/err.
+# run EXPECTED-EXIT ARGS...: runs `fairlane ARGS`, its stdout to $out and its stderr to $err,
+# which are $work/cli.N.out and .err, N counting the calls (in a file: subshells call too), so
+# that lib.sh's scan sees every call's output. A sanitizer's report fails the call whatever
+# its status: ASan and UBSan exit 1, which a `run 1` case would take for the command's own.
 run() {
-  local want=$1 got=0
+  local want=$1 got=0 calls
   shift
-  timeout 60 "$fairlane" "$@" >"$work/out" 2>"$work/err" || got=$?
+  calls=$(($(cat "$work/calls" 2>/dev/null || echo 0) + 1))
+  echo "$calls" >"$work/calls"
+  out=$work/cli.$calls.out
+  err=$work/cli.$calls.err
+  timeout 60 "$fairlane" "$@" >"$out" 2>"$err" || got=$?
+  if grep -qE "$sanitizer_report" "$err"; then
+    fail "fairlane $* exited $got with a sanitizer's report: $(head -40 "$err")"
+  fi
   [[ $got == "$want" ]] ||
-    fail "fairlane $* exited $got, not $want; out: $(cat "$work/out"); err: $(cat "$work/err")"
+    fail "fairlane $* exited $got, not $want; out: $(cat "$out"); err: $(cat "$err")"
 }
-has() { grep -q -- "$2" "$work/$1" || fail "no '$2' in the $1 of the last command: $(cat "$work/$1")"; }
+# has out|err PATTERN: the last call's stdout or stderr has a line matching PATTERN.
+has() {
+  local file=$out
+  [[ $1 == err ]] && file=$err
+  grep -q -- "$2" "$file" || fail "no '$2' in the $1 of the last command: $(cat "$file")"
+}
 
 "$pdfgen" --pages 6 --out "$work/book.pdf"
 run 0 enqueue "$work/book.pdf" --watch --key "$alice"
 has out "accepted $work/book.pdf as job_"
 has out "book.pdf: 6/6 done, 0 failed, done"
 has out "DONE/TOTAL"
-id=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+id=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
 # Non-TTY: one plain line per update, no escape sequences.
-if grep -q $'\x1b' "$work/out"; then fail "the watch wrote escape codes to a pipe"; fi
-[[ $(grep -c "^$id book.pdf: " "$work/out") -ge 2 ]] || fail "fewer than two updates: $(cat "$work/out")"
+if grep -q $'\x1b' "$out"; then fail "the watch wrote escape codes to a pipe"; fi
+[[ $(grep -c "^$id book.pdf: " "$out") -ge 2 ]] || fail "fewer than two updates: $(cat "$out")"
 # The rate is pages done over the time since the upload: a real one at the end, not 0.0.
 has out "book.pdf: 6/6 done, 0 failed, done, [1-9][0-9]*[.][0-9] pages/min"
 
@@ -60,19 +75,19 @@ printf '{"name":"escapes","pages":["red \\u001b[31mRED\\u001b[0m \\u001b]0;title
 run 0 enqueue --pages-json "$work/escapes.json" --watch --key "$alice"
 # One page, done within a second of the watch's start: still a real rate.
 has out "escapes: 1/1 done, 0 failed, done, [1-9][0-9]*[.][0-9] pages/min"
-escapes=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+escapes=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
 run 0 result "$escapes" --key "$alice"
-grep -q $'red \x1b\\[31mRED\x1b\\[0m \x1b]0;title\abell\a end' "$work/out" ||
-  fail "result to a pipe changed the bytes: $(od -c "$work/out" | head)"
+grep -q $'red \x1b\\[31mRED\x1b\\[0m \x1b]0;title\abell\a end' "$out" ||
+  fail "result to a pipe changed the bytes: $(od -c "$out" | head)"
 timeout 60 script -qec "$(printf '%q ' "$fairlane" result "$escapes" --key "$alice")" /dev/null \
-  >"$work/tty" 2>&1 || fail "result on a terminal failed: $(cat "$work/tty")"
-grep -q 'red RED bell end' "$work/tty" || fail "result on a terminal wrote: $(od -c "$work/tty" | head)"
-if grep -q $'[\x1b\a]' "$work/tty"; then fail "result wrote escape codes to a terminal: $(od -c "$work/tty")"; fi
+  >"$work/tty.out" 2>&1 || fail "result on a terminal failed: $(cat "$work/tty.out")"
+grep -q 'red RED bell end' "$work/tty.out" || fail "result on a terminal wrote: $(od -c "$work/tty.out" | head)"
+if grep -q $'[\x1b\a]' "$work/tty.out"; then fail "result wrote escape codes to a terminal: $(od -c "$work/tty.out")"; fi
 
 run 0 status --key "$alice"
 has out "^service: "
 has out "^$id  book.pdf .* done .* 6/6"
-grep -q '^user  *weight' "$work/out" && fail "a user's status shows the lanes: $(cat "$work/out")"
+grep -q '^user  *weight' "$out" && fail "a user's status shows the lanes: $(cat "$out")"
 # The admin sees every lane with work by user (none is left now), and has no jobs.
 run 0 status --key "$admin_key"
 has out "^service: "
@@ -95,7 +110,7 @@ has err "could not be read"
 
 # Cancel: twenty pages queue behind the one call in flight; cancel takes the rest out.
 run 0 enqueue --pages-json <(echo '{"name":"long","pages":['"$(for n in $(seq 20); do printf '"q%d",' "$n"; done | sed 's/,$//')"']}') --key "$bob"
-long=$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)
+long=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
 run 0 cancel "$long" --key "$bob"
 has out "cancelled $long"
 view=$(wait_ended "$bob" "$long" 20)
@@ -117,11 +132,11 @@ ids=()
 for n in $(seq 18); do
   echo "{\"name\":\"one-$n\",\"pages\":[\"p$n\"]}" >"$work/one-$n.json"
   run 0 enqueue --pages-json "$work/one-$n.json" --key "$alice"
-  ids+=("$(grep -o 'job_[0-9a-f]*' "$work/out" | head -1)")
+  ids+=("$(grep -o 'job_[0-9a-f]*' "$out" | head -1)")
 done
 run 0 watch "${ids[@]}" --key "$alice"
-[[ $(grep -c ': 1/1 done, 0 failed, done' "$work/out") == 18 ]] ||
-  fail "watch did not see all 18 jobs done: $(cat "$work/out") $(cat "$work/err")"
+[[ $(grep -c ': 1/1 done, 0 failed, done' "$out") == 18 ]] ||
+  fail "watch did not see all 18 jobs done: $(cat "$out") $(cat "$err")"
 (unset FAIRLANE_KEY; run 5 status)
 run 1 status --key "$alice" --server http://127.0.0.1:9
 has err "could not reach the service at http://127.0.0.1:9"

@@ -3,6 +3,8 @@
 # Expects $fairlane and $stand_in to name the binaries.
 work=$(mktemp -d)
 pids=()
+# What a sanitizer's report starts with (grep -E).
+sanitizer_report='ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|runtime error:'
 # A sanitizer's report in any process's output fails the test, even one that otherwise passed.
 cleanup() {
   local status=$?
@@ -10,7 +12,7 @@ cleanup() {
   wait 2>/dev/null || true
   local reports
   reports=$(grep -rlE --include='*.out' --include='*.err' --include='*.log' \
-    'ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|runtime error:' "$work" || true)
+    "$sanitizer_report" "$work" || true)
   if [[ -n $reports ]]; then
     for file in $reports; do echo "FAIL: a sanitizer reported in $file:" >&2; head -40 "$file" >&2; done
     status=1

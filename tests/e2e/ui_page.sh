@@ -12,7 +12,7 @@ set -euo pipefail
 fairlane=$1
 stand_in=$2
 book=$3
-screenshot=$4
+screenshot=$(realpath -m "$4")  # chromium runs in $work
 source "$(dirname "$0")/lib.sh"
 
 browser=$(command -v chromium || true)
@@ -72,7 +72,12 @@ grep -q 'data-ended="done"' <<<"$ended" || fail "the page did not see the job en
   fail "the page shows '$(text_of dd pages <<<"$ended")' at the end"
 [[ $(text_of dd state <<<"$ended") == done ]] || fail "the page's state is not done"
 
+# The last run's picture goes first, so that only this run's can pass.
 mkdir -p "$(dirname "$screenshot")"
-(cd "$work" && show --screenshot="$screenshot" --window-size=800,600 >/dev/null) || true
+rm -f "$screenshot"
+(cd "$work" && show --screenshot="$screenshot" --window-size=800,600 >/dev/null) ||
+  fail "chromium failed to take the screenshot: $(tail -5 "$work/browser.err")"
 [[ -s $screenshot ]] || fail "no screenshot at $screenshot"
+[[ $(head -c 8 "$screenshot" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
+  fail "the screenshot at $screenshot is not a PNG: $(head -c 16 "$screenshot" | od -c | head -2)"
 echo "1 passed, 0 failed (screenshot: $screenshot)"

@@ -439,10 +439,16 @@ TEST_CASE("A request the provider refuses as wrong fails its page at once, with 
 }
 
 TEST_CASE("The dispatcher, the provider and the store can go while calls are out") {
-  Rig rig(stand_in(4, 200), fairlane_config(4));
+  // Calls that never answer: the four out stay out until their connections close.
+  sim::Config provider = stand_in(4);
+  provider.timeout_rate = 1.0;
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("out.db");
+  Rig rig(provider, fairlane_config(4), db);
   const auto user = rig.user("alice");
   REQUIRE(rig.dispatcher->start().ok());
-  rig.dispatcher->add(rig.enqueue(user, 8, "book"), 1);
+  const auto job = rig.enqueue(user, 8, "book");
+  rig.dispatcher->add(job, 1);
   // Out means at the stand-in, not only committed as dispatched: under load curl may not
   // have sent them yet, and resetting the provider would then drop them unsent.
   REQUIRE(rig.run_until([&] {
@@ -452,7 +458,22 @@ TEST_CASE("The dispatcher, the provider and the store can go while calls are out
   rig.provider.reset();
   rig.store.reset();
   rig.io.run_for(500ms);  // whatever was pending runs, or is dropped, without a crash
-  CHECK(rig.stats().at("requests").as_int64() >= 4);
+  // The provider took its connections with it: the stand-in holds none of the four calls,
+  // and nothing was sent after the dispatcher went.
+  const auto stats = rig.stats();
+  CHECK(stats.at("requests") == 4);
+  CHECK(stats.at("in_flight") == 0);
+  CHECK(stats.at("connections") == 0);
+  // Nothing was lost: opened again, the store has the eight pages, none done, and all eight
+  // are in the lane for the next start (the four that were out among them).
+  auto store = fairlane::testing::open_store(db);
+  const auto view = fairlane::testing::job_view(*store, job.job.id);
+  CHECK(view.pages.done == 0);
+  CHECK(view.pages.queued + view.pages.in_flight == 8);
+  const auto lanes = store->load_lanes();
+  REQUIRE(lanes.ok());
+  REQUIRE(lanes->size() == 1);
+  CHECK(lanes->front().pages.size() == 8);
 }
 
 TEST_CASE("When the store stops committing, the dispatcher says so, and a stop reports it") {

@@ -769,3 +769,108 @@ TEST_CASE("Events of a job that has ended: 204, which tells EventSource clients 
   CHECK(stream.body.empty());
   CHECK_FALSE(stream.events.has_value());
 }
+
+TEST_CASE("A user holds 16 live-event streams at most: the 17th gets 429 until one is released") {
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const std::string events = "/v1/jobs/" + id + "/events";
+  std::vector<ApiResponse> open;
+  for (int i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    open.push_back(api.send("GET", events, api.alice));
+    REQUIRE(open.back().status == 200);
+    REQUIRE(open.back().events.has_value());
+  }
+  const auto refused = api.send("GET", events, api.alice);
+  CHECK(refused.status == 429);
+  CHECK_FALSE(refused.events.has_value());
+  const auto error = Api::body(refused).at("error");
+  CHECK(error.at("type") == "too_many_streams");
+  CHECK(error.at("message").as_string().find("16") != std::string::npos);
+  // The cap is per user: Bob opens his, on a job of his own, while Alice holds hers.
+  const std::string bobs(
+      Api::body(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(1))).at("id").as_string());
+  CHECK(api.send("GET", "/v1/jobs/" + bobs + "/events", api.bob).status == 200);
+
+  // A stream that ends gives its slot back (the transport drops its handle): one more opens,
+  // and then the cap holds again.
+  open.front().events->slot.reset();
+  const auto again = api.send("GET", events, api.alice);
+  CHECK(again.status == 200);
+  CHECK(again.events.has_value());
+  CHECK(api.send("GET", events, api.alice).status == 429);
+}
+
+TEST_CASE("PDFs past the pending-documents cap get 503 busy with Retry-After: 5 until one ends") {
+  Api api;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.max_pending_documents = 3;
+  Router router(*api.store, *api.dispatcher, config);
+  const std::string pdf = fairlane::write_pdf({"One."});
+  const auto upload = [&] {
+    return answered(router, router.handle(ApiRequest{"POST",
+                                                     "/v1/jobs?name=book.pdf",
+                                                     {{"Authorization", "Bearer " + api.alice},
+                                                      {"Content-Type", "application/pdf"}},
+                                                     pdf}));
+  };
+  // Three are begun and none is finished: each holds its reading slot.
+  std::vector<ApiResponse> reading;
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    reading.push_back(upload());
+    REQUIRE(reading.back().document.has_value());
+  }
+  const auto busy = upload();
+  CHECK(busy.status == 503);
+  CHECK_FALSE(busy.document.has_value());
+  CHECK(header(busy, "Retry-After") == "5");
+  const auto error = Api::body(busy).at("error");
+  CHECK(error.at("type") == "busy");
+  CHECK(error.at("message").as_string().find("3 other documents") != std::string::npos);
+  // JSON pages hold no reading slot: they are taken while the PDFs wait.
+  CHECK(answered(router, router.handle(ApiRequest{"POST",
+                                                  "/v1/jobs",
+                                                  {{"Authorization", "Bearer " + api.alice},
+                                                   {"Content-Type", "application/json"}},
+                                                  Api::pages_json(1)}))
+            .status == 202);
+
+  // One read ends (the transport drops the document, slot and all): the next PDF is taken,
+  // and read and finished it is queued.
+  reading.front().document->slot.reset();
+  auto taken = upload();
+  REQUIRE(taken.document.has_value());
+  CHECK(upload().status == 503);
+  const auto accepted = router.finish_upload(
+      taken.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                  "application/pdf", taken.document->body)));
+  CHECK(accepted.status == 202);
+  CHECK(api.dispatcher->scheduler().size() == 2);
+}
+
+TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once one goes through") {
+  fairlane::testing::FaultyVfs::install();
+  fairlane::testing::TempDir dir;
+  Api api(60.0, dir.file("metrics.db"), fairlane::testing::FaultyVfs::kName);
+  const auto store_ok = [&] {
+    const std::string body = api.send("GET", "/metrics", "admin-secret").body;
+    INFO(body);
+    const auto at = body.find("\nfairlane_store_ok ");
+    REQUIRE(at != std::string::npos);
+    return body.substr(at + 19, body.find('\n', at + 1) - at - 19);
+  };
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  const std::string other(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2))).at("id").as_string());
+  CHECK(store_ok() == "1");
+  // A cancel commits through the dispatcher's group commit at once: on a full disk it fails.
+  fairlane::testing::FaultyVfs::fill_disk();
+  CHECK(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 507);
+  CHECK(store_ok() == "0");
+  fairlane::testing::FaultyVfs::heal();
+  CHECK(api.send("DELETE", "/v1/jobs/" + other, api.alice).status == 202);
+  CHECK(store_ok() == "1");
+}

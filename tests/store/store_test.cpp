@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -66,7 +69,15 @@ TEST_CASE("A new user's key is shown once, finds the user, and only its SHA-256 
                              &stmt, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
   const std::string stored = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-  CHECK(stored.size() == 64);
+  // SHA-256 of the whole key, computed here with OpenSSL rather than the store's helper.
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int digest_size = 0;
+  REQUIRE(EVP_Digest(key.data(), key.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) ==
+          1);
+  REQUIRE(digest_size == 32);
+  std::string expected;
+  for (unsigned int i = 0; i < digest_size; ++i) expected += fmt::format("{:02X}", digest[i]);
+  CHECK(stored == expected);
   CHECK(stored.find(key.substr(3, 16)) == std::string::npos);
   sqlite3_finalize(stmt);
   sqlite3_close(db);

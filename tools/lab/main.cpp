@@ -46,8 +46,9 @@ int main(int argc, char** argv) try {
   app.add_option("--out", out, "Folder for report.md and chart.svg")->capture_default_str();
   bool check = false;
   app.add_flag("--check", check,
-               "Exit 1 unless fairlane (case 4) had no provider 429 or 503 and every book it "
-               "accepted came out whole, and all pages at once (case 2) lost pages");
+               "Exit 1 unless fairlane (case 4) accepted a book, had no provider 429 or 503 "
+               "and every book it accepted came out whole, and all pages at once (case 2) lost "
+               "pages");
   CLI11_PARSE(app, argc, argv);
 
   if (max_users > 0) {
@@ -92,6 +93,14 @@ int main(int argc, char** argv) try {
       });
       if (r.provider_429 != 0 || r.provider_503 != 0 || !whole || r.cut_short) {
         std::cerr << "CHECK FAILED: fairlane saw provider refusals or broke a book\n";
+        status = 1;
+      }
+      // Every book refused would pass the checks above and show nothing of fairlane.
+      const auto accepted = std::count_if(r.books.begin(), r.books.end(),
+                                          [](const auto& book) { return !book.refused(); });
+      if (accepted == 0) {
+        std::cerr << "CHECK FAILED: fairlane accepted none of the " << r.books.size()
+                  << " books sent: nothing went through it\n";
         status = 1;
       }
     }

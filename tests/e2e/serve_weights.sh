@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# End to end: fair-share weights. One user of weight 2 is added with `fairlane user add
+# --weight 2`, one with POST /v1/users {"weight": 2}, one of weight 1 with neither. The
+# admin's GET /v1/queue shows each lane's weight, and the door's estimate puts the same pages
+# ahead for a weight-2 user than for the weight-1 user. While the three are backlogged
+# with pages of equal cost, each weight-2 user gets about twice the pages of the weight-1
+# user: counted from the moment all three books are queued to the moment the first weight-2
+# book ends (a build that ignored weights would give the three the same).
+#
+#   serve_weights.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+
+# Two calls at once, 100 ms each: about 20 pages a second.
+limits=(--rpm 60000 --tpm 6000000 --max-in-flight 2)
+start_stand_in "${limits[@]}" --latency-ms 100
+cli2=$("$fairlane" user add cli2 --weight 2 --db "$work/fairlane.db")
+one=$(add_user one)
+start_serve "${limits[@]}" --max-tokens 100 --max-wait 600
+added=$(curl -sS --max-time 10 -X POST "$base/v1/users" -H "Authorization: Bearer $admin_key" \
+  -H 'Content-Type: application/json' -d '{"name": "api2", "weight": 2}')
+api2=$(field key <<<"$added")
+[[ $api2 == fl_* && $(count weight <<<"$added") == 2 ]] || fail "POST /v1/users answered: $added"
+
+pages=()
+for n in $(seq 40); do pages+=("page-$n"); done
+upload "$cli2" cli2 "${pages[@]}" >"$work/cli2.id" &
+upload "$api2" api2 "${pages[@]}" >"$work/api2.id" &
+upload "$one" one "${pages[@]}" >"$work/one.id" &
+for _ in 1 2 3; do wait -n || fail "an upload failed"; done
+declare -A key=([cli2]=$cli2 [api2]=$api2 [one]=$one)
+done_of() { # USER: the pages done of USER's book
+  curl -sS --max-time 10 "$base/v1/jobs/$(cat "$work/$1.id")" -H "Authorization: Bearer ${key[$1]}" |
+    count "done"
+}
+declare -A start
+for user in cli2 api2 one; do start[$user]=$(done_of "$user"); done
+
+# The admin sees each lane's weight while all three are queued.
+queue=$(curl -sS --max-time 10 "$base/v1/queue" -H "Authorization: Bearer $admin_key")
+for lane in cli2:2 api2:2 one:1; do
+  grep -q "\"user\":\"${lane%:*}\",\"weight\":${lane#*:}," <<<"$queue" ||
+    fail "the queue shows no lane of ${lane%:*} with weight ${lane#*:}: $queue"
+done
+# The door: 20 pages more, of the cost of those queued, wait behind half of the weight-1
+# lane for a weight-2 user (and all of the other weight-2 lane), and behind all of both
+# weight-2 lanes for the weight-1 user (about 46 and 69 here, the costs counted in units of
+# the average reservation so far); without weights both would be about the same. Positions,
+# not ETAs: an ETA also moves with the rate measured between the two asks.
+per_page=$(grep -o '"user":"one","weight":1,"queued":[0-9]*,"queued_tokens":[0-9]*' <<<"$queue" |
+  awk -F'[:,]' '{ print int($8 / $6) }')
+position() {
+  curl -sS --max-time 10 "$base/v1/estimate?pages=20&tokens_per_page=$per_page" \
+    -H "Authorization: Bearer $1" | count position
+}
+position2=$(position "$cli2")
+position1=$(position "$one")
+((position2 > 0 && 10 * position2 < 9 * position1)) ||
+  fail "20 pages more would be at position $position2 for a weight-2 user, $position1 for the weight-1 user"
+
+# Until the first weight-2 book ends, all three lanes have pages queued.
+for _ in $(seq 1200); do
+  cli2_done=$(done_of cli2)
+  api2_done=$(done_of api2)
+  ((cli2_done == 40 || api2_done == 40)) && break
+  sleep 0.05
+done
+one_done=$(done_of one)
+((cli2_done == 40 || api2_done == 40)) || fail "no weight-2 book ended within 60 s"
+got_one=$((one_done - start[one]))
+for user in cli2 api2; do
+  [[ $user == cli2 ]] && now=$cli2_done || now=$api2_done
+  got=$((now - start[$user]))
+  # About twice: between 1.5 and 2.5 times, with a page of slack for the calls in flight.
+  ((2 * got >= 3 * got_one - 2 && 2 * got <= 5 * got_one + 2 && got >= 10)) ||
+    fail "$user (weight 2) got $got pages while one (weight 1) got $got_one"
+done
+echo "1 passed, 0 failed (weight 2: $((cli2_done - start[cli2])) and $((api2_done - start[api2])) pages," \
+  "weight 1: $got_one; positions $position2 and $position1)"
