@@ -1,11 +1,11 @@
-// HttpServer: the HTTP/1.1 front of the API (Beast on Asio coroutines; fairlane's only
-// translation unit with Beast besides the stand-in's). A connection reads a request (with
-// a timeout and limits on header and body size), hands it to the Router, and writes the
-// answer; keep-alive, a cap on connections, and stop() for shutdown. Uploaded documents
-// are read (multipart, poppler) on a pool of worker threads while the io thread goes on. A job's
-// live events are streamed as Server-Sent Events (chunked text/event-stream): the job object
-// whenever it changed, a comment line as a heartbeat when nothing did, and the end of the stream
-// after the event that shows the job ended.
+// HttpServer: the HTTP/1.1 front of the API, the transport (Beast on Asio coroutines). A
+// connection reads a request's headers (with a timeout and a limit on their size), asks the
+// Router to admit it, reads a bounded body only then (answering Expect: 100-continue), hands
+// the request to the Router, and writes the answer; keep-alive, a cap on connections, and
+// stop() for shutdown. Uploads' bodies are read (JSON, multipart, poppler) on a pool of
+// worker threads while the io thread goes on; a job's live events are written by
+// stream_events (event_stream.hpp). No business rule lives here: the caps on documents
+// being read and on event streams are the router's.
 //
 // Thread safety: the io_context's thread.
 #pragma once
