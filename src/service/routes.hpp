@@ -67,7 +67,7 @@ namespace routes {
 
 // GET /v1/jobs: the user's jobs, newest first.
 [[nodiscard]] ApiResponse list_jobs(RouteContext& context, const User& user,
-                                    const std::optional<std::string>& limit,
+                                    const std::optional<std::string>& limit_text,
                                     const std::optional<std::string>& cursor);
 // GET, DELETE /v1/jobs/{id}, GET /v1/jobs/{id}/events and /result; `tail` is what follows
 // the id ("", "events", "result"). nullopt: no such route for this method.
@@ -76,8 +76,8 @@ namespace routes {
                                              std::string_view tail);
 // GET /v1/estimate: what the door would say now, always 200 when it could say.
 [[nodiscard]] ApiResponse estimate(RouteContext& context, const User& user,
-                                   const std::optional<std::string>& pages,
-                                   const std::optional<std::string>& tokens_per_page);
+                                   const std::optional<std::string>& pages_text,
+                                   const std::optional<std::string>& tokens_text);
 
 }  // namespace routes
 }  // namespace fairlane::service

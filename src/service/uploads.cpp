@@ -229,7 +229,7 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   // The same upload may have been retried and committed while this one was being read.
   if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
-  Document& document = std::get<Document>(read);
+  auto& document = std::get<Document>(read);
   Upload named = upload;
   // A JSON body's name wins; a multipart part's file name only when ?name= said none.
   if (document.name) named.name = std::move(*document.name);

@@ -729,7 +729,7 @@ Result<CallsOut> SqliteStore::calls_out(std::chrono::milliseconds window) {
     Use use(calls_out_);
     int rc = SQLITE_ROW;
     while ((rc = use->step()) == SQLITE_ROW) {
-      out.dispatched_at.push_back(WallTime(std::chrono::milliseconds(use->int64(0))));
+      out.dispatched_at.emplace_back(std::chrono::milliseconds(use->int64(0)));
     }
     if (rc != SQLITE_DONE) return db_.error(rc, "reading the calls still out");
   }
