@@ -87,6 +87,18 @@ upload() {
   echo "$id"
 }
 
+# pages_done KEY ID AT_LEAST: waits up to 4 s until the job has AT_LEAST pages done; prints
+# how many it has then (the caller checks what it needs of that number).
+pages_done() {
+  local done_pages=0
+  for _ in $(seq 200); do
+    done_pages=$(curl -sS --max-time 10 "$base/v1/jobs/$2" -H "Authorization: Bearer $1" | count done)
+    ((done_pages >= $3)) && break
+    sleep 0.02
+  done
+  echo "${done_pages:-0}"
+}
+
 # wait_ended KEY ID SECONDS: waits until the job is done, failed or cancelled; prints it.
 wait_ended() {
   local view="" state=""

@@ -20,12 +20,7 @@ for n in $(seq 30); do pages+=("page-$n"); done
 id=$(upload "$alice" cancelled "${pages[@]}")
 
 # Cancel once a few pages are done and most are still queued (2 at a time, 300 ms each).
-done_pages=0
-for _ in $(seq 200); do
-  done_pages=$(curl -sS --max-time 10 "$base/v1/jobs/$id" -H "Authorization: Bearer $alice" | count done)
-  ((done_pages >= 2)) && break
-  sleep 0.02
-done
+done_pages=$(pages_done "$alice" "$id" 2)
 ((done_pages >= 2)) || fail "no page was done within 4 s"
 answer=$(curl -sS --max-time 10 -w '\n%{http_code}' -X DELETE "$base/v1/jobs/$id" \
   -H "Authorization: Bearer $alice")

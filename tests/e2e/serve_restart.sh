@@ -20,12 +20,7 @@ id=$(upload "$alice" restart "${pages[@]}")
 
 # Kill once some pages are done and others are still to go (40 pages at 4 in flight and
 # 100 ms a call take about a second).
-done_pages=0
-for _ in $(seq 200); do
-  done_pages=$(curl -sS "$base/v1/jobs/$id" -H "Authorization: Bearer $alice" | count done)
-  ((done_pages >= 8)) && break
-  sleep 0.02
-done
+done_pages=$(pages_done "$alice" "$id" 8)
 ((done_pages >= 8 && done_pages < 40)) || fail "$done_pages pages done when the kill was due"
 # Calls made so far, read after the done count: the calls beyond it (in flight, or answered
 # but not yet committed) are the only ones the restart may make again.
