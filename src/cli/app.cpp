@@ -105,9 +105,16 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command
-      ->add_option("--max-wait", serve.max_wait, "Seconds of estimated wait the door accepts")
+      ->add_option("--max-wait", serve.max_wait,
+                   "Seconds the door lets the queue add to a job's own time")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  serve_command
+      ->add_option("--max-job-seconds", serve.max_job_seconds,
+                   "Seconds a job may take alone at the provider's limits (0: no limit); "
+                   "longer ones are refused 422 job_too_large")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   serve_command
       ->add_option("--max-attempts", serve.max_attempts, "Failed attempts before a page fails")
       ->capture_default_str()

@@ -91,6 +91,7 @@ int serve(const ServeOptions& o) {
   config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(
       std::chrono::duration<double>(o.backoff_max));
   config.door.max_wait_s = o.max_wait;
+  config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
   fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
   if (const fairlane::Status started = dispatcher.start(); !started.ok()) {

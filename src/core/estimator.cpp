@@ -36,13 +36,30 @@ Limit binding_of(const std::array<double, 3>& rate) {
 }  // namespace
 
 Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
-                     const Budget* budget)
+                     const Budget* budget, const Clock* clock)
     : scheduler_(scheduler),
       config_(config),
       budget_(budget),
       avg_tokens_(config.initial_tokens_per_page),
       avg_reserved_(config.initial_tokens_per_page),
-      avg_latency_s_(config.initial_latency_s) {}
+      avg_latency_s_(config.initial_latency_s) {
+  if (clock != nullptr) arrivals_.emplace(*clock, config.arrival_window);
+}
+
+void Estimator::record_arrival(UserId user, std::int64_t pages) {
+  if (!arrivals_ || pages <= 0) return;
+  const auto weight = static_cast<double>(scheduler_.weight(user));
+  const auto queued = static_cast<double>(scheduler_.lane_length(user));
+  arrivals_->record(queued / weight, (queued + static_cast<double>(pages)) / weight,
+                    static_cast<double>(pages));
+}
+
+double Estimator::competition(double rounds) const {
+  if (!arrivals_) return 0.0;
+  const double steady = mu();
+  if (std::isinf(steady) || steady <= 0.0) return 0.0;
+  return std::min(arrivals_->competing_rate(rounds) / steady, config_.max_competition);
+}
 
 void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,
                                Clock::duration latency) {
@@ -150,8 +167,18 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   // In pages of the average size: the others', then the user's own k.
   const double ahead_with_last =
       pages_equivalent(others_ahead(user, units_to_last), k, units_to_last);
+  // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
+  const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
-                     seconds_for(ahead_with_last) + avg_latency_s_};
+                     seconds_for(ahead_with_last) / (1.0 - rho) + avg_latency_s_};
+}
+
+double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page) const {
+  const double steady = mu();
+  if (std::isinf(steady) || pages <= 0) return avg_latency_s_;
+  const auto count = static_cast<double>(pages);
+  const double own_units = count * scale_for(static_cast<double>(tokens_per_page));
+  return pages_equivalent(0.0, count, own_units) / steady + avg_latency_s_;
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
@@ -171,8 +198,12 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   // The user's queued pages at their own costs, then the new ones at theirs.
   const double before = units(scheduler_.lane_tokens(user), queued);
   const double scale = scale_for(static_cast<double>(tokens_per_page));
-  return estimate(user, queued + 1, queued + count, before + scale,
-                  before + static_cast<double>(count) * scale);
+  JobEstimate e = estimate(user, queued + 1, queued + count, before + scale,
+                           before + static_cast<double>(count) * scale);
+  const double scaled = static_cast<double>(count) * scale;
+  e.own_seconds =
+      seconds_for(pages_equivalent(0.0, static_cast<double>(count), scaled)) + avg_latency_s_;
+  return e;
 }
 
 }  // namespace fairlane

@@ -91,6 +91,7 @@ std::string_view refusal_reason(const DoorDecision& decision) {
   if (std::holds_alternative<DoorBusy>(decision)) return "busy";
   if (std::holds_alternative<DoorUserQueueFull>(decision)) return "user_queue_full";
   if (std::holds_alternative<DoorRequestTooLarge>(decision)) return "request_too_large";
+  if (std::holds_alternative<DoorJobTooLarge>(decision)) return "job_too_large";
   return {};
 }
 
@@ -98,15 +99,17 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
   if (const auto* busy = std::get_if<DoorBusy>(&decision)) {
     json::object body = error_json(
         refusal_reason(decision),
-        fmt::format("fairlane would take about {:.0f} s to finish this job, longer than "
-                    "the {:.0f} s it accepts; {} pages are ahead of it. Retry in {} s, or "
-                    "send fewer pages.",
-                    busy->estimated_wait_s, busy->max_wait_s, busy->position, busy->retry_after_s));
+        fmt::format("the work queued ahead would make this job wait about {:.0f} s (it would "
+                    "finish in about {:.0f} s), longer than the {:.0f} s fairlane accepts; {} "
+                    "pages are ahead of it. Retry in {} s, or send fewer pages.",
+                    busy->estimated_wait_s, busy->eta_s, busy->max_wait_s, busy->position,
+                    busy->retry_after_s));
     json::object& error = body["error"].as_object();
     error["position"] = busy->position;
     error["estimated_wait_seconds"] = std::round(busy->estimated_wait_s * 10.0) / 10.0;
     error["max_wait_seconds"] = busy->max_wait_s;
     error["retry_after_seconds"] = busy->retry_after_s;
+    error["eta_seconds"] = std::round(busy->eta_s * 10.0) / 10.0;
     return ApiAnswer{503, std::move(body), busy->retry_after_s};
   }
   if (const auto* full = std::get_if<DoorUserQueueFull>(&decision)) {
@@ -130,6 +133,21 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
     error["page"] = large->page;
     error["tokens"] = large->tokens;
     error["ceiling"] = large->ceiling;
+    return ApiAnswer{422, std::move(body), std::nullopt};
+  }
+  if (const auto* job = std::get_if<DoorJobTooLarge>(&decision)) {
+    json::object body = error_json(
+        refusal_reason(decision),
+        fmt::format("these {} pages alone would take about {:.0f} s at the provider's limits, "
+                    "longer than the {:.0f} s a job may take; retrying cannot help: split it "
+                    "into {} jobs of at most {} pages.",
+                    job->pages, job->alone_s, job->max_job_s, job->parts, job->max_pages));
+    json::object& error = body["error"].as_object();
+    error["pages"] = job->pages;
+    error["alone_seconds"] = std::round(job->alone_s * 10.0) / 10.0;
+    error["max_job_seconds"] = job->max_job_s;
+    error["max_pages"] = job->max_pages;
+    error["parts"] = job->parts;
     return ApiAnswer{422, std::move(body), std::nullopt};
   }
   return std::nullopt;

@@ -64,7 +64,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
         config(std::move(c)),
         budget(clock, config.limits),
         scheduler(config.quantum),
-        estimator(scheduler, estimator_config(config), &budget),
+        estimator(scheduler, estimator_config(config), &budget, &clock),
         door(scheduler, estimator, door_config(config)),
         commits(store, clock, config.commits),
         wake(context),
@@ -569,6 +569,7 @@ Status Dispatcher::start() {
 void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
+  d.estimator.record_arrival(job.job.user_id, static_cast<std::int64_t>(job.pages.size()));
   for (const LanePage& p : job.pages) {
     const QueuedPage page{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens};
     if (d.pages.contains(p.page_id)) continue;  // already in a lane

@@ -10,6 +10,7 @@ using fairlane::Door;
 using fairlane::DoorAccepted;
 using fairlane::DoorBusy;
 using fairlane::DoorConfig;
+using fairlane::DoorJobTooLarge;
 using fairlane::DoorRequestTooLarge;
 using fairlane::DoorUserQueueFull;
 using fairlane::Estimator;
@@ -61,21 +62,55 @@ TEST_CASE("A user over their queued-page limit is refused with 429's numbers") {
   CHECK(std::holds_alternative<DoorAccepted>(f.door.admit(1, std::vector<std::int64_t>(2, 800))));
 }
 
-TEST_CASE("A job that would wait past max_wait is busy, with position and Retry-After") {
+TEST_CASE("A job the queue would delay past max_wait is busy, with position and Retry-After") {
   Fixture f;
-  f.add_pages(1, 10, 10);
-  f.add_pages(2, 20, 10);
-  f.add_pages(3, 30, 10);
-  // User 4, 10 pages: j = 1, k = 10. position = 1 + 1 + 1 = 3.
-  //   ahead of last = 10 + 10 + 10 + 9 = 39; eta = 40 / 6.25 + 2 = 8.4 s > 5 s.
-  //   Retry-After = ceil(8.4 - 5) = 4.
-  const auto decision = f.door.admit(4, std::vector<std::int64_t>(10, 800));
+  for (int user = 1; user <= 4; ++user) f.add_pages(user, user * 10, 10);
+  // User 5, 10 pages: j = 1, k = 10. position = 1 + 1 + 1 + 1 = 4.
+  //   ahead of last = 4 x 10 + 9 = 49; eta = 50 / 6.25 + 2 = 10 s.
+  //   own time = 10 / 6.25 + 2 = 3.6 s: the queue adds 6.4 s > 5 s.
+  //   Retry-After = ceil(6.4 - 5) = 2.
+  const auto decision = f.door.admit(5, std::vector<std::int64_t>(10, 800));
   REQUIRE(std::holds_alternative<DoorBusy>(decision));
   const auto& busy = std::get<DoorBusy>(decision);
-  CHECK(busy.position == 3);
-  CHECK(busy.estimated_wait_s == doctest::Approx(8.4));
+  CHECK(busy.position == 4);
+  CHECK(busy.estimated_wait_s == doctest::Approx(6.4));
+  CHECK(busy.eta_s == doctest::Approx(10.0));
   CHECK(busy.max_wait_s == 5.0);
-  CHECK(busy.retry_after_s == 4);
+  CHECK(busy.retry_after_s == 2);
+}
+
+TEST_CASE("On an idle service a long book waits for nothing: it is accepted, not busy") {
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLab}};
+  Door door{scheduler, estimator, DoorConfig{.max_wait_s = 60.0}};
+  // 500 pages alone: 500 / 6.25 + 2 = 82 s, longer than max_wait, but nothing is ahead.
+  const auto decision = door.admit(1, std::vector<std::int64_t>(500, 800));
+  REQUIRE(std::holds_alternative<DoorAccepted>(decision));
+  CHECK(std::get<DoorAccepted>(decision).estimate.eta_seconds == doctest::Approx(82.0));
+  CHECK(std::get<DoorAccepted>(decision).estimate.own_seconds == doctest::Approx(82.0));
+  CHECK(std::holds_alternative<DoorAccepted>(door.estimate(1, 9'000, 800)));
+}
+
+TEST_CASE("A job longer alone than max_job_s is job_too_large, naming the parts that fit") {
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLab}};
+  Door door{scheduler, estimator, DoorConfig{.max_wait_s = 60.0, .max_job_s = 30.0}};
+  // 500 pages alone take 82 s > 30 s. A page takes 0.16 s after the 2 s of a call:
+  //   floor((30 - 2) / 0.16) = 175 pages fit; 500 pages are 3 parts of at most 175.
+  const auto decision = door.admit(1, std::vector<std::int64_t>(500, 800));
+  REQUIRE(std::holds_alternative<DoorJobTooLarge>(decision));
+  const auto& large = std::get<DoorJobTooLarge>(decision);
+  CHECK(large.pages == 500);
+  CHECK(large.alone_s == doctest::Approx(82.0));
+  CHECK(large.max_job_s == 30.0);
+  CHECK(large.max_pages == 175);
+  CHECK(large.parts == 3);
+  // Never busy instead, however long the queue: retrying cannot help.
+  for (fairlane::UserId user = 2; user <= 20; ++user) {
+    for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{user * 1000 + i, user, user, 800});
+  }
+  CHECK(std::holds_alternative<DoorJobTooLarge>(door.estimate(1, 500, 800)));
+  CHECK(std::holds_alternative<DoorBusy>(door.estimate(1, 175, 800)));
 }
 
 TEST_CASE("A job within max_wait is accepted with its estimate, and estimate() says the same") {
@@ -96,15 +131,12 @@ TEST_CASE("A job within max_wait is accepted with its estimate, and estimate() s
 
 TEST_CASE("Busy's Retry-After is at least 1 even a hair over max_wait") {
   Fixture f;
-  // User 1, 19 pages alone: ahead of last = 18; eta = 19 / 6.25 + 2 = 5.04 s: 0.04 s over.
-  f.scheduler.set_weight(1, 1);
-  const auto decision = f.door.estimate(1, 19, 800);
-  REQUIRE(std::holds_alternative<DoorUserQueueFull>(decision));  // 19 > 10 pages
-  Fixture roomy;
-  Door door{roomy.scheduler, roomy.estimator,
-            DoorConfig{.max_wait_s = 5.0, .max_queued_pages_per_user = 100}};
-  const auto busy = door.estimate(1, 19, 800);
+  // Three lanes of 10 and one of 2 ahead of a 10-page job: others ahead of its last page =
+  //   10 + 10 + 10 + 2 = 32 pages, 32 / 6.25 = 5.12 s the queue adds: 0.12 s over.
+  for (int user = 1; user <= 3; ++user) f.add_pages(user, user * 10, 10);
+  f.add_pages(4, 40, 2);
+  const auto busy = f.door.estimate(5, 10, 800);
   REQUIRE(std::holds_alternative<DoorBusy>(busy));
-  CHECK(std::get<DoorBusy>(busy).estimated_wait_s == doctest::Approx(5.04));
+  CHECK(std::get<DoorBusy>(busy).estimated_wait_s == doctest::Approx(5.12));
   CHECK(std::get<DoorBusy>(busy).retry_after_s == 1);
 }

@@ -240,3 +240,63 @@ TEST_CASE("A user's own queued pages count at their own cost, not at the new job
   CHECK(queued->position == 10);
   CHECK(queued->eta_seconds == doctest::Approx(8.56));
 }
+
+TEST_CASE("Work arriving ahead of a job stretches its ETA by 1 / (1 - rho)") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);  // user 1: job 10, 10 pages
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  // No arrivals yet: (10 + 0) / 6.25 + 2 = 3.6 s.
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(3.6));
+  clock.advance(1h);
+  // Three newcomers' books of 10 pages in every 6 s slot of the minute, each over rounds
+  // [0, 10]: for a job whose last page is 10 rounds out a book weighs 10 x (1 - 5 / 10) = 5
+  // pages, 15 pages every 6 s is 2.5 pages/s: rho = 2.5 / 6.25 = 0.4.
+  fairlane::UserId newcomer = 100;
+  for (int slot = 0; slot < 10; ++slot) {
+    for (int book = 0; book < 3; ++book) estimator.record_arrival(++newcomer, 10);
+    clock.advance(6s);
+  }
+  CHECK(estimator.competition(10.0) == doctest::Approx(0.4));
+  //   eta = (10 / 6.25) / (1 - 0.4) + 2 = 4.667 s.
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.6 / 0.6 + 2.0));
+  // A new job of 10 pages counts them too (behind user 1's 10: (20 / 6.25) / 0.6 + 2), but
+  // its own time does not (10 / 6.25 + 2).
+  const auto fresh = estimator.estimate_new(40, 10);
+  CHECK(fresh.eta_seconds == doctest::Approx(3.2 / 0.6 + 2.0));
+  CHECK(fresh.own_seconds == doctest::Approx(3.6));
+}
+
+TEST_CASE("A user's own arrivals land behind its queued pages, where they delay nothing") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 16);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  clock.advance(1h);
+  // User 1 adds 10 pages every slot (rounds [16, 26], behind its 16); its job is 16 out.
+  for (int slot = 0; slot < 10; ++slot) {
+    estimator.record_arrival(1, 10);
+    clock.advance(6s);
+  }
+  CHECK(estimator.competition(16.0) == 0.0);
+  CHECK(estimator.competition(26.0) > 0.0);  // a job further out would meet them
+}
+
+TEST_CASE("Arriving work never takes more than max_competition of the rate") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);
+  Estimator estimator(
+      scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s, .max_competition = 0.75},
+      nullptr, &clock);
+  clock.advance(1h);
+  fairlane::UserId newcomer = 100;
+  for (int slot = 0; slot < 10; ++slot) {
+    for (int book = 0; book < 100; ++book) estimator.record_arrival(++newcomer, 10);
+    clock.advance(6s);
+  }
+  CHECK(estimator.competition(10.0) == doctest::Approx(0.75));
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.6 / 0.25 + 2.0));
+}

@@ -218,7 +218,7 @@ TEST_CASE("A user sees only their own jobs: another's is 404") {
 }
 
 TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate agrees") {
-  Api api(3.0);  // the door accepts waits up to 3 s
+  Api api(1.0);  // the door accepts 1 s of waiting behind others
   const std::string carol = api.add_user("carol");
   // Pages of 100 bytes reserve ceil((8 + 100) / 4) + 200 = 227 tokens, 0.28 of the
   // estimator's starting average (800), and a call takes 2 s.
@@ -226,6 +226,7 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(300)).status == 202);
   // Carol's 400 pages count as 113.5 average pages; Alice and Bob send as much meanwhile:
   // 340.5 in all, 200 at once, the rest at 100 a second: 1.4 s, plus 2 s for the call.
+  // Alone her 113.5 would all go at once, 2 s: the queue adds 1.4 s, more than 1 s.
   const auto predicted = api.send("GET", "/v1/estimate?pages=400&tokens_per_page=227", carol);
   const auto busy = api.send("POST", "/v1/jobs", carol, Api::pages_json(400));
   // The estimate succeeded: 200, with the door's refusal and its numbers, never a 503.
@@ -234,8 +235,9 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   CHECK(refusal.at("accepted") == false);
   CHECK(refusal.at("reason") == "busy");
   CHECK(refusal.at("position").as_int64() > 0);
-  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
-  CHECK(refusal.at("max_wait_seconds").as_double() == 3.0);
+  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(1.4).epsilon(0.02));
+  CHECK(refusal.at("eta_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
+  CHECK(refusal.at("max_wait_seconds").as_double() == 1.0);
   CHECK(refusal.at("retry_after_seconds") == 1);
   CHECK(!std::string(refusal.at("message").as_string()).empty());
   CHECK(header(predicted, "Retry-After").empty());
@@ -243,8 +245,8 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   const auto error = Api::body(busy).at("error").as_object();
   CHECK(error.at("type") == "busy");
   CHECK(error.at("position").as_int64() > 0);
-  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
-  CHECK(error.at("max_wait_seconds").as_double() == 3.0);
+  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(1.4).epsilon(0.02));
+  CHECK(error.at("max_wait_seconds").as_double() == 1.0);
   CHECK(error.at("retry_after_seconds") == 1);
   CHECK(header(busy, "Retry-After") == "1");
   // A small job fits, and the estimate said so.
@@ -346,11 +348,12 @@ TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buc
 }
 
 TEST_CASE("/metrics shows queued pages and the door's refusals by reason, to the admin key") {
-  Api api(2.5);
+  Api api(0.5);
   // As in the door's test, a page here counts 0.28 of an average one, 200 go at once and
-  // then 100 a second, and a call takes 2 s: Alice's 300 pages (85 average) wait 2 s.
+  // then 100 a second, and a call takes 2 s: Alice's 300 pages (85 average) wait for nothing.
   REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(300)).status == 202);
-  // Bob's 490 (139) go while Alice sends as many: 278 - 200 = 78 at 100/s, 2.78 s: busy.
+  // Bob's 490 (139) go while Alice sends as many: 278 - 200 = 78 at 100/s, 2.78 s, where
+  // alone they would take 2 s: the queue adds 0.78 s, busy.
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(490)).status == 503);
   // A page over a minute's 300,000 tokens: request_too_large.
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(1, 1'300'000)).status == 422);

@@ -85,7 +85,7 @@ class Run {
             EstimatorConfig{.limits = budget_.limits(),
                             .initial_tokens_per_page = scenario.fairlane.initial_tokens_per_page,
                             .initial_latency_s = scenario.fairlane.initial_latency_s},
-            &budget_),
+            &budget_, &clock_),
         door_(scheduler_, estimator_,
               DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
                          .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
@@ -303,10 +303,11 @@ class Run {
       if (const auto* accepted = std::get_if<DoorAccepted>(&decision)) {
         predicted = accepted->estimate.eta_seconds;
       } else {
-        const char* reason = std::holds_alternative<DoorBusy>(decision) ? "busy"
-                             : std::holds_alternative<DoorUserQueueFull>(decision)
-                                 ? "user_queue_full"
-                                 : "request_too_large";
+        const char* reason =
+            std::holds_alternative<DoorBusy>(decision)            ? "busy"
+            : std::holds_alternative<DoorUserQueueFull>(decision) ? "user_queue_full"
+            : std::holds_alternative<DoorJobTooLarge>(decision)   ? "job_too_large"
+                                                                  : "request_too_large";
         ++metrics_.refusals[reason];
         return;
       }
@@ -316,6 +317,7 @@ class Run {
                                         book.input_tokens, 0.0, predicted, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
+    if (kind_ == SchedulerKind::fair) estimator_.record_arrival(book.user, book.pages);
     for (std::int64_t i = 0; i < book.pages; ++i) {
       const auto page = static_cast<PageId>(page_states_.size());
       page_states_.push_back(PageState::queued);

@@ -28,15 +28,29 @@
 // weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
 // and only this one counts pages of heavier lanes correctly; see docs/architecture.md).
 //
-// Every estimate costs O(weight classes x log longest lane): the sums come from
-// LaneLengths' Fenwick trees, never from a walk over pages or lanes.
+// Arrivals (when the estimator has a clock): work keeps arriving while a job waits, and the
+// part of it that fair order puts ahead of the job's last page (Arrivals::competing_rate at
+// the job's last round K = k / w_u) takes a share rho = competing_rate / mu of the rate. The
+// fluid equation T = T0 + rho T gives the processor-sharing correction
+//   eta_seconds = seconds_for(pages_ahead_of_last + 1) / (1 - rho) + avg_latency
+// with rho at most max_competition (docs/architecture.md, "Promises under arrivals").
+//
+// own_seconds is the job's own time as if nothing else were queued, from the buckets as they
+// are and without arrivals: the door bounds wait = eta_seconds - own_seconds, what the queue
+// (and the work expected to arrive) adds. alone_seconds is the same at the steady rate mu,
+// whatever the buckets hold now: the door's max_job_s bounds it.
+//
+// Every estimate costs O(weight classes x log longest lane + arrival buckets): the sums come
+// from LaneLengths' Fenwick trees, never from a walk over pages or lanes.
 //
 // Thread safety: none, by design; it lives on the io_context thread with the scheduler.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
+#include "fairlane/core/arrivals.hpp"
 #include "fairlane/core/budget.hpp"
 #include "fairlane/core/clock.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
@@ -50,20 +64,30 @@ struct EstimatorConfig {
   double initial_tokens_per_page = 800.0;  // until the first settled call
   double initial_latency_s = 2.0;          // until the first settled call
   double ewma_alpha = 0.1;                 // weight of each new observation
+  // Arrivals older than about this weigh little in the competing rate.
+  Clock::duration arrival_window = std::chrono::minutes(5);
+  // The largest share of the rate that arriving work may be expected to take (rho's cap).
+  double max_competition = 0.9;
 };
 
 // Where a job stands: pages ahead of its next page, and seconds until its last is done.
 struct JobEstimate {
   std::int64_t position = 0;
   double eta_seconds = 0.0;
+  // The job's own pages with nothing else queued, from now (estimate_new only; 0 from job()).
+  double own_seconds = 0.0;
 };
 
 class Estimator {
  public:
-  // `scheduler` (and `budget`, when given) must outlive the estimator. Without a budget the
-  // ETA is the steady-state formula alone.
+  // `scheduler` (and `budget` and `clock`, when given) must outlive the estimator. Without a
+  // budget the ETA is the steady-state formula alone; without a clock it counts no arrivals.
   Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
-            const Budget* budget = nullptr);
+            const Budget* budget = nullptr, const Clock* clock = nullptr);
+
+  // `pages` pages of `user` are about to join their lane (call it before they do): they
+  // count as arrivals at the rounds they will take.
+  void record_arrival(UserId user, std::int64_t pages);
 
   // A call settled: it reserved `reserved_tokens`, used `tokens` and took `latency` from
   // dispatch to answer.
@@ -87,6 +111,14 @@ class Estimator {
   // average), would get if it were enqueued now.
   [[nodiscard]] JobEstimate estimate_new(UserId user, std::int64_t pages,
                                          std::int64_t tokens_per_page = 0) const;
+
+  // Seconds `pages` pages of `tokens_per_page` each (0: the average) take alone: at the
+  // steady rate, with nothing ahead and no arrivals, plus a call's latency.
+  [[nodiscard]] double alone_seconds(std::int64_t pages, std::int64_t tokens_per_page = 0) const;
+
+  // The share of the rate that arriving work is expected to take ahead of a page `rounds`
+  // rounds from the front: rho above, 0 without a clock.
+  [[nodiscard]] double competition(double rounds) const;
 
  private:
   // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
@@ -112,6 +144,7 @@ class Estimator {
   const FairScheduler& scheduler_;
   const EstimatorConfig config_;
   const Budget* budget_;
+  std::optional<Arrivals> arrivals_;  // with a clock
 
   // Only touched on the owning thread.
   double avg_tokens_;

@@ -1,0 +1,75 @@
+// Arrivals: the recent rate at which other work joins the lanes, by where in fair order it
+// lands, so that an ETA can count the work that will arrive AHEAD of a job while it waits
+// (DESIGN.md section 5; the why is in docs/architecture.md, "Promises under arrivals").
+//
+// Fair order is measured in rounds: deficit round robin moves every backlogged lane forward
+// at the same pace, one page per unit of weight a round, so page j of a lane of weight w is
+// j / w rounds from the front. A job whose last page is K rounds from the front is done
+// when K rounds have passed; a page that arrives s of those T seconds in, at round p of its
+// lane, goes before that last page iff p < K (1 - s / T). Averaged over the wait, an
+// arriving page at round p delays the job with weight (1 - p / K)+, so the rate of
+// competing arrivals is
+//
+//   competing_rate(K) = sum over recent arriving pages of (1 - p / K)+, per second
+//
+// A heavy user's burst counts only its first K rounds (the rest lands behind the job);
+// a newcomer's whole small book counts.
+//
+// The rate is measured over the last `window`, in ten slots, and only over slots that have
+// ended: what arrived in the current slot is mostly still queued, and counted there already.
+// The slot with the most competing work is left out once three or more have ended, so one
+// burst (a user's shelf of books at once) is not taken for a rate; the rest are averaged.
+// Rounds are kept in 42 buckets, [0, 1), then [2^i, 2^(i+1)) up to 2^40 rounds: each holds
+// its pages and their sum of rounds, so a page's weight is exact for a bucket below K and
+// interpolated in the bucket that holds K (its pages spread evenly over the stretch, from the
+// bucket's nearer edge, that has their mean in its middle). record() costs O(buckets),
+// competing_rate() O(slots x buckets).
+//
+// Thread safety: none, by design; it lives on the io_context thread with the estimator.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "fairlane/core/clock.hpp"
+
+namespace fairlane {
+
+class Arrivals {
+ public:
+  static constexpr std::size_t kBuckets = 42;
+  static constexpr std::size_t kSlots = 10;
+
+  // `clock` must outlive the arrivals. `window` of at least kSlots nanoseconds.
+  explicit Arrivals(const Clock& clock, Clock::duration window = std::chrono::minutes(5));
+
+  // `pages` pages joined a lane, spread evenly over rounds [first_round, last_round] of it.
+  void record(double first_round, double last_round, double pages);
+
+  // Pages a second, of those arriving lately, that would go before a job's last page
+  // `rounds` rounds from the front, averaged over its wait (the formula above).
+  [[nodiscard]] double competing_rate(double rounds) const;
+
+ private:
+  struct Slot {
+    std::int64_t index = -1;  // which slot of time since start it holds; -1: none yet
+    std::array<double, kBuckets> pages{};
+    std::array<double, kBuckets> page_rounds{};  // sum of pages x their round
+  };
+
+  [[nodiscard]] std::int64_t slot_index(Clock::time_point t) const;
+  // The weight of a slot's pages for a job `rounds` rounds out.
+  [[nodiscard]] static double weighed(const Slot& slot, double rounds);
+
+  // Constant after construction.
+  const Clock& clock_;
+  const Clock::duration slot_length_;
+  const Clock::time_point started_;
+
+  // Only touched on the owning thread: slot i % kSlots holds slot i.
+  std::array<Slot, kSlots> slots_{};
+};
+
+}  // namespace fairlane
