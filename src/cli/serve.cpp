@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -125,12 +126,25 @@ int serve(const ServeOptions& o) {
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());
 
+  // Once a second the running jobs' promises are projected again (Router::tick).
+  boost::asio::steady_timer promises_timer(io);
+  std::function<void()> keep_promises = [&] {
+    promises_timer.expires_after(std::chrono::seconds(1));
+    promises_timer.async_wait([&](const boost::system::error_code& error) {
+      if (error) return;
+      router.tick();
+      keep_promises();
+    });
+  };
+  keep_promises();
+
   int exit_status = kExitOk;
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& error, int) {
     if (error) return;
     std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
     server.stop();
+    promises_timer.cancel();
     const auto deadline = std::chrono::duration_cast<fairlane::Clock::duration>(
         std::chrono::duration<double>(o.stop_deadline));
     dispatcher.stop(deadline, [&](const fairlane::Status& status) {

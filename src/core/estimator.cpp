@@ -134,20 +134,30 @@ double debt_seconds(const Budget& budget) {
 
 double Estimator::seconds_for(double pages) const {
   const double steady = mu();
-  double burst = 0.0;     // pages the buckets admit now
+  double burst = 0.0;     // pages the buckets' credit pays for, at what pages use
   double free_now = 0.0;  // pages that can start at once
   double burst_rate = kUnlimited;
   if (budget_ != nullptr) {
+    // The credit drains at what pages USE: each call's refund (reserved - used) comes back
+    // when it settles and lets the next one go. What can be out at once is bounded by the
+    // permits and by the reservations the tokens bucket holds.
     burst = kUnlimited;
+    double at_once = kUnlimited;
     if (!budget_->requests().unlimited()) burst = std::max(budget_->requests().level(), 0.0);
-    if (!budget_->tokens().unlimited() && avg_reserved_ > 0) {
-      burst = std::min(burst, std::max(budget_->tokens().level(), 0.0) / avg_reserved_);
+    if (!budget_->tokens().unlimited() && avg_tokens_ > 0 && avg_reserved_ > 0) {
+      const double level = std::max(budget_->tokens().level(), 0.0);
+      burst = std::min(burst, level / avg_tokens_);
+      at_once = level / avg_reserved_;
     }
     const InFlightCap& cap = budget_->in_flight();
-    free_now = cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit() - cap.in_use());
-    if (!cap.unlimited() && avg_latency_s_ > 0) {
-      burst_rate = static_cast<double>(cap.limit()) / avg_latency_s_;
+    free_now = std::min(
+        at_once, cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit() - cap.in_use()));
+    double out_at_once = cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit());
+    if (!budget_->tokens().unlimited() && avg_reserved_ > 0) {
+      out_at_once =
+          std::min(out_at_once, static_cast<double>(budget_->tokens().capacity()) / avg_reserved_);
     }
+    if (!std::isinf(out_at_once) && avg_latency_s_ > 0) burst_rate = out_at_once / avg_latency_s_;
   }
   const double at_burst_rate = std::max(std::min(pages, burst) - free_now, 0.0);
   const double at_steady_rate = std::max(pages - burst, 0.0);

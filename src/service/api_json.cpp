@@ -54,6 +54,18 @@ json::object job_json(const JobView& job, std::optional<JobEstimate> estimate,
   } else {
     o["finished_at"] = nullptr;
   }
+  // What the door promised, and the later finish announced once that could not be kept.
+  const auto time_or_null = [](const std::optional<WallTime>& t) -> json::value {
+    if (!t) return nullptr;
+    return json::value(iso_time(*t));
+  };
+  o["promised_eta_at"] = time_or_null(job.promised_eta_at);
+  o["eta_revised_at"] = time_or_null(job.eta_revised_at);
+  if (job.eta_revised_reason) {
+    o["eta_revised_reason"] = *job.eta_revised_reason;
+  } else {
+    o["eta_revised_reason"] = nullptr;
+  }
   return o;
 }
 

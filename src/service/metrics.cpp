@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "service/dispatcher.hpp"
+#include "service/promises.hpp"
 
 namespace fairlane::service {
 
@@ -57,7 +58,8 @@ struct Writer {
 
 }  // namespace
 
-std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals) {
+std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals,
+                           const Promises& promises) {
   std::string out;
   Writer w{out};
   const DispatcherCounters& c = dispatcher.counters();
@@ -110,7 +112,8 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
   }
 
   w.header("fairlane_door_refusals_total", "counter", "Uploads the door refused, by reason.");
-  for (const std::string_view reason : {"busy", "user_queue_full", "request_too_large"}) {
+  for (const std::string_view reason :
+       {"busy", "user_queue_full", "request_too_large", "job_too_large"}) {
     const auto it = door_refusals.find(reason);
     w.sample("fairlane_door_refusals_total", it == door_refusals.end() ? 0 : it->second,
              fmt::format("reason=\"{}\"", reason));
@@ -121,6 +124,14 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
       "Seconds from a page joining its lane (upload or restart) to its first call.");
   c.call_latency_seconds.render(out, "fairlane_call_latency_seconds",
                                 "Seconds from a call's dispatch to the provider's answer.");
+  promises.ratio().render(out, "fairlane_eta_actual_over_promised",
+                          "A finished job's time from upload to finish over the time the door "
+                          "promised.");
+  promises.lateness().render(out, "fairlane_eta_lateness_seconds",
+                             "Seconds a finished job ended after the finish the door promised "
+                             "(negative: early).");
+  w.one("fairlane_eta_revisions_pending", "gauge",
+        "Jobs running whose promise is watched for revision.", promises.watched());
   return out;
 }
 

@@ -16,6 +16,7 @@
 namespace fairlane::service {
 
 class Dispatcher;
+class Promises;
 
 class Histogram {
  public:
@@ -42,6 +43,7 @@ using RefusalCounts = std::map<std::string, std::int64_t, std::less<>>;
 
 // The whole exposition: text/plain; version=0.0.4.
 [[nodiscard]] std::string render_metrics(const Dispatcher& dispatcher,
-                                         const RefusalCounts& door_refusals);
+                                         const RefusalCounts& door_refusals,
+                                         const Promises& promises);
 
 }  // namespace fairlane::service

@@ -44,12 +44,17 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       auth_(store, config_.admin_key),
       streams_(config_.max_event_streams_per_user),
       reads_(config_.max_pending_documents),
-      context_{store_, dispatcher_, watchers_, config_, door_refusals_, streams_} {
+      promises_(store_, dispatcher_),
+      context_{store_, dispatcher_, watchers_, config_, door_refusals_, streams_, promises_} {
   dispatcher_.on_job_changed([this](JobId) { watchers_.notify(); });
 }
 
 Router::~Router() {
   dispatcher_.on_job_changed({});
+}
+
+void Router::tick() {
+  if (!promises_.check().empty()) watchers_.notify();
 }
 
 std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {

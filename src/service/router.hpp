@@ -25,6 +25,7 @@
 #include "service/auth.hpp"
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"
+#include "service/promises.hpp"
 #include "service/routes.hpp"
 #include "service/stream_slots.hpp"
 #include "service/uploads.hpp"
@@ -71,6 +72,11 @@ class Router {
   // Who waits for the next change.
   [[nodiscard]] Watchers& watchers() { return watchers_; }
 
+  // Once a second: projects the running jobs' promises again, revises those that can no
+  // longer be kept, and wakes their watchers (Promises).
+  void tick();
+  [[nodiscard]] const Promises& promises() const { return promises_; }
+
   // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
   [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text,
                                              std::int64_t max_tokens) const;
@@ -84,6 +90,7 @@ class Router {
   Watchers watchers_;
   StreamSlots streams_;
   ReadSlots reads_;
+  Promises promises_;
   RouteContext context_;
 };
 

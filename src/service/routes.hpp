@@ -15,6 +15,7 @@
 #include "service/api.hpp"
 #include "service/dispatcher.hpp"
 #include "service/metrics.hpp"
+#include "service/promises.hpp"
 #include "service/stream_slots.hpp"
 #include "service/watchers.hpp"
 
@@ -42,6 +43,7 @@ struct RouteContext {
   const RouterConfig& config;
   RefusalCounts& door_refusals;
   StreamSlots& streams;
+  Promises& promises;
 };
 
 // The job object of the API, with its position and ETA now.

@@ -92,10 +92,12 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<std
     ++context.door_refusals[std::string(refusal_reason(decision))];
     return response_for(*refusal);
   }
+  job.promised_eta_s = std::get<DoorAccepted>(decision).estimate.eta_seconds;
   auto enqueued = context.store.enqueue_job(job);
   if (!enqueued.ok()) return response_for(answer_for(enqueued.status()));
   if (enqueued->created) {
     context.dispatcher.add(enqueued.value(), upload.weight);
+    context.promises.promised(enqueued->job);
     context.watchers.notify();  // the positions and ETAs of the jobs behind it move
   }
   return accepted(context, enqueued->job);

@@ -11,7 +11,8 @@ namespace fairlane::store {
 #define FAIRLANE_JOB_VIEW                                                           \
   "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, " \
   "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "   \
-  "j.max_tokens, j.created_at, j.started_at, j.finished_at "                        \
+  "j.max_tokens, j.created_at, j.started_at, j.finished_at, j.promised_eta_at, "    \
+  "j.eta_revised_at, j.eta_revised_reason "                                         \
   "FROM jobs j JOIN users u ON u.id = j.user_id "
 
 struct Sql {
@@ -31,7 +32,9 @@ struct Sql {
       "SELECT id FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
   static constexpr std::string_view insert_job =
       "INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count, "
-      "queued, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)";
+      "queued, created_at, promised_eta_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)";
+  static constexpr std::string_view revise_eta =
+      "UPDATE jobs SET eta_revised_at = ?2, eta_revised_reason = ?3 WHERE id = ?1";
   static constexpr std::string_view insert_page =
       "INSERT INTO pages (job_id, user_id, seq, estimated_tokens) VALUES (?1, ?2, ?3, ?4)";
   static constexpr std::string_view insert_text =
@@ -138,6 +141,7 @@ inline constexpr std::array kAllQueries = {Sql::insert_user,
                                            Sql::recent_spend,
                                            Sql::job_id_by_public_id,
                                            Sql::job_by_id,
+                                           Sql::revise_eta,
                                            Sql::job_by_public_id,
                                            Sql::jobs_of_first,
                                            Sql::jobs_of_after};

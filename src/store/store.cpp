@@ -90,6 +90,7 @@ class SqliteStore final : public Store {
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
   Result<std::int64_t> cancel_job(JobId job) override;
   Result<JobView> job(JobId job) override;
+  Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
@@ -129,7 +130,7 @@ class SqliteStore final : public Store {
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
-  Statement calls_out_, longest_call_;
+  Statement calls_out_, longest_call_, revise_eta_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -191,6 +192,7 @@ Status SqliteStore::prepare_all() {
       {&set_weight_, Sql::set_weight},
       {&job_by_idempotency_key_, Sql::job_by_idempotency_key},
       {&insert_job_, Sql::insert_job},
+      {&revise_eta_, Sql::revise_eta},
       {&insert_page_, Sql::insert_page},
       {&insert_text_, Sql::insert_text},
       {&requeue_in_flight_, Sql::requeue_in_flight},
@@ -369,6 +371,12 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
   if (!public_suffix) return Status{StatusCode::internal, "the system's random generator failed"};
   const WallTime created_at = now();
   const auto page_count = static_cast<std::int64_t>(request.pages.size());
+  std::optional<WallTime> promised_eta_at;
+  if (request.promised_eta_s) {
+    promised_eta_at =
+        from_ms(to_ms(created_at + std::chrono::duration_cast<WallTime::duration>(
+                                       std::chrono::duration<double>(*request.promised_eta_s))));
+  }
   JobId job_id = 0;
   {
     Use insert(insert_job_);
@@ -380,6 +388,11 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
       insert->bind(5, std::nullopt);
     }
     insert->bind(6, page_count).bind(7, to_ms(created_at));
+    if (promised_eta_at) {
+      insert->bind(8, to_ms(*promised_eta_at));
+    } else {
+      insert->bind(8, std::nullopt);
+    }
     if (const int rc = insert->run(); rc != SQLITE_DONE) return db_.error(rc, "writing the job");
     job_id = db_.last_insert_rowid();
   }
@@ -414,6 +427,7 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
   view.pages.total = view.pages.queued = page_count;
   view.max_tokens = request.max_tokens;
   view.created_at = from_ms(to_ms(created_at));
+  view.promised_eta_at = promised_eta_at;
   return EnqueuedJob{std::move(view), true, std::move(lane_pages)};
 }
 
@@ -619,7 +633,20 @@ JobView SqliteStore::read_job(const Statement& s) const {
   view.created_at = from_ms(s.int64(15));
   view.started_at = from_ms(s.optional_int64(16));
   view.finished_at = from_ms(s.optional_int64(17));
+  view.promised_eta_at = from_ms(s.optional_int64(18));
+  view.eta_revised_at = from_ms(s.optional_int64(19));
+  view.eta_revised_reason = s.optional_text(20);
   return view;
+}
+
+Status SqliteStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) {
+  if (broken_) return *broken_;
+  Use update(revise_eta_);
+  update->bind(1, job).bind(2, to_ms(eta_at)).bind(3, reason);
+  if (const int rc = update->run(); rc != SQLITE_DONE) {
+    return db_.error(rc, "recording a revised ETA");
+  }
+  return {};
 }
 
 Result<JobView> SqliteStore::single_job(Statement& statement, std::string_view what) {

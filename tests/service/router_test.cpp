@@ -877,3 +877,42 @@ TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once on
   CHECK(api.send("DELETE", "/v1/jobs/" + other, api.alice).status == 202);
   CHECK(store_ok() == "1");
 }
+
+TEST_CASE("A job carries the door's promise; when work arriving ahead breaks it, it is revised") {
+  Api api(1e6);  // the door accepts any wait: the others' books all get in
+  const auto accepted = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(100));
+  REQUIRE(accepted.status == 202);
+  const auto job = Api::body(accepted);
+  const std::string id(job.at("id").as_string());
+  // The promise is the acceptance plus the ETA the 202 gave.
+  REQUIRE(job.at("promised_eta_at").is_string());
+  CHECK(job.at("eta_revised_at").is_null());
+  CHECK(job.at("eta_revised_reason").is_null());
+  api.router->tick();
+  CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("eta_revised_at").is_null());
+  // Forty users' books of 100 pages arrive: fair order puts 100 pages of each ahead of
+  // Alice's last page, far more than the promise allowed for.
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = api.add_user(fmt::format("reader{}", i));
+    REQUIRE(api.send("POST", "/v1/jobs", key, Api::pages_json(100)).status == 202);
+  }
+  api.router->tick();
+  const auto revised = Api::body(api.send("GET", "/v1/jobs/" + id, api.alice));
+  REQUIRE(revised.at("eta_revised_at").is_string());
+  CHECK(revised.at("eta_revised_reason") == "more work arrived ahead of this job than expected");
+  CHECK(revised.at("promised_eta_at") == job.at("promised_eta_at"));  // what was said stays
+  CHECK(std::string(revised.at("eta_revised_at").as_string()) >
+        std::string(job.at("promised_eta_at").as_string()));
+  CHECK(api.router->promises().watched() == 41);
+  // Announced once: nothing new, no new revision.
+  api.router->tick();
+  CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("eta_revised_at") ==
+        revised.at("eta_revised_at"));
+  // A cancelled job is no longer watched, and counts in no accuracy figure.
+  REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  api.router->tick();
+  CHECK(api.router->promises().watched() == 40);
+  const auto queue = Api::body(api.send("GET", "/v1/queue", api.alice));
+  CHECK(queue.at("promises").at("finished") == 0);
+  CHECK(queue.at("promises").at("actual_over_promised_p50").is_null());
+}

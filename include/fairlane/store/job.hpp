@@ -56,6 +56,11 @@ struct JobView {
   WallTime created_at;
   std::optional<WallTime> started_at;
   std::optional<WallTime> finished_at;
+  // When the door said it would be done, and, once that could not be kept, the later finish
+  // announced and why.
+  std::optional<WallTime> promised_eta_at;
+  std::optional<WallTime> eta_revised_at;
+  std::optional<std::string> eta_revised_reason;
 };
 
 // One page of a job's results, in page order.

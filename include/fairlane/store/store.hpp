@@ -69,6 +69,8 @@ struct JobRequest {
   std::vector<PageInput> pages = {};
   std::int64_t max_tokens = 0;
   std::optional<std::string> idempotency_key = {};
+  // Seconds from acceptance to the finish the door promised (stored as promised_eta_at).
+  std::optional<double> promised_eta_s = {};
 };
 
 struct EnqueuedJob {
@@ -149,6 +151,9 @@ class Store {
 
   // Reads.
   virtual Result<JobView> job(JobId job) = 0;
+
+  // Records that `job` will now finish at `eta_at`, later than promised, and why.
+  virtual Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) = 0;
   // The job with this public id if `owner` owns it; not_found otherwise (whether it
   // exists or not, so ids of other users' jobs cannot be probed).
   virtual Result<JobView> job_of(std::string_view public_id, UserId owner) = 0;

@@ -1,5 +1,6 @@
 // GET /v1/queue and GET /metrics: the service's state, for users, the admin and scrapers.
 #include <boost/json.hpp>
+#include <cmath>
 #include <map>
 
 #include "service/routes.hpp"
@@ -23,6 +24,17 @@ ApiResponse queue(RouteContext& context, bool admin) {
                     {"buckets", json::object{{"requests", level(budget.requests())},
                                              {"tokens", level(budget.tokens())}}},
                     {"paused", dispatcher.paused_until().has_value()}};
+  // How well the door's promises were kept lately (the last finished jobs).
+  const PromiseAccuracy accuracy = context.promises.accuracy();
+  const auto number = [](std::optional<double> v) -> json::value {
+    if (!v) return nullptr;
+    return std::round(*v * 1000.0) / 1000.0;
+  };
+  body["promises"] = json::object{{"finished", accuracy.finished},
+                                  {"actual_over_promised_p50", number(accuracy.ratio_p50)},
+                                  {"actual_over_promised_p90", number(accuracy.ratio_p90)},
+                                  {"lateness_p50_seconds", number(accuracy.lateness_p50)},
+                                  {"lateness_p90_seconds", number(accuracy.lateness_p90)}};
   if (admin) {
     // Every user with pages queued or in flight; the users table is small, and the pages in
     // flight are at most the cap on calls.
@@ -52,7 +64,7 @@ ApiResponse queue(RouteContext& context, bool admin) {
 ApiResponse metrics(RouteContext& context) {
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4";
-  response.body = render_metrics(context.dispatcher, context.door_refusals);
+  response.body = render_metrics(context.dispatcher, context.door_refusals, context.promises);
   return response;
 }
 
