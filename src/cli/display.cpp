@@ -61,6 +61,9 @@ Result<JobStatus> job_from(const json::value& value) {
     job.position = p->as_int64();
   }
   job.eta_s = number_at(*o, "eta_seconds");
+  job.promised_eta_at = string_at(*o, "promised_eta_at");
+  job.eta_revised_at = string_at(*o, "eta_revised_at");
+  job.eta_revised_reason = string_at(*o, "eta_revised_reason");
   if (const json::value* u = o->if_contains("usage"); u != nullptr && u->is_object()) {
     job.input_tokens = int_at(u->as_object(), "input_tokens");
     job.output_tokens = int_at(u->as_object(), "output_tokens");
@@ -111,6 +114,17 @@ std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
   } else {
     where = fmt::format("position {}", job.position ? std::to_string(*job.position) : "-");
     if (eta_s) where += fmt::format(", eta {}", format_duration(*eta_s));
+    // The clock time of an RFC 3339 timestamp: "2026-12-01T12:03:04Z" -> "12:03:04".
+    const auto clock_time = [](const std::string& t) {
+      return t.size() >= 19 ? t.substr(11, 8) : t;
+    };
+    if (!job.promised_eta_at.empty()) {
+      where += fmt::format(", promised by {}", clock_time(job.promised_eta_at));
+    }
+    if (!job.eta_revised_at.empty()) {
+      where += fmt::format(" (revised to {}: {})", clock_time(job.eta_revised_at),
+                           job.eta_revised_reason);
+    }
   }
   const std::string rate =
       pages_per_min ? fmt::format("{:.1f} pages/min", *pages_per_min) : std::string("- pages/min");

@@ -34,6 +34,9 @@ struct JobStatus {
   double cost_usd = 0.0;
   std::string created_at;  // RFC 3339
   std::optional<std::string> finished_at;
+  std::string promised_eta_at;     // RFC 3339; empty when the door promised nothing
+  std::string eta_revised_at;      // empty until the promise was revised
+  std::string eta_revised_reason;  // why it was
 
   [[nodiscard]] bool ended() const {
     return state == "done" || state == "failed" || state == "cancelled";

@@ -147,3 +147,18 @@ TEST_CASE("Output for a terminal loses escape sequences and control characters")
   CHECK(for_terminal("trailing\x1b") == "trailing");
   CHECK(for_terminal("unended \x1b]0;title") == "unended ");
 }
+
+TEST_CASE("A progress line shows what the door promised and, once revised, the later finish") {
+  auto job = parse_job(kRunning).value();
+  job.promised_eta_at = "2026-12-01T12:03:04Z";
+  CHECK(progress_line(job, 30.0, 12.5, false) ==
+        "job_1 book.pdf: 29/100 done, 1 failed, position 412, eta 30 s, promised by 12:03:04, "
+        "12.5 pages/min");
+  job.eta_revised_at = "2026-12-01T12:05:00Z";
+  job.eta_revised_reason = "more work arrived ahead of this job than expected";
+  CHECK(
+      progress_line(job, 30.0, 12.5, false)
+          .find(
+              "promised by 12:03:04 (revised to 12:05:00: more work arrived ahead of this job than "
+              "expected)") != std::string::npos);
+}
