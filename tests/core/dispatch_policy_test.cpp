@@ -235,7 +235,7 @@ TEST_CASE("An answer settles the lease with the usage, teaches the estimator, co
 }
 
 TEST_CASE("A 429 pauses all dispatch until its Retry-After; the page goes back to the head") {
-  Rig rig;
+  Rig rig(kRoomy, config_with(2));
   rig.add(kAlice, 1, 2);
   rig.add(kBob, 2, 1);
   auto sent = rig.send();
@@ -255,6 +255,20 @@ TEST_CASE("A 429 pauses all dispatch until its Retry-After; the page goes back t
   CHECK(rig.policy.paused_until() == std::nullopt);
   CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(800.0));  // nothing learnt
   CHECK(rig.order.corrections.empty());
+}
+
+TEST_CASE("Refusals spend no attempt: after a 429 and a 503 a page still has all its attempts") {
+  Rig rig(kRoomy, config_with(1));  // one attempt: the first transient error fails the page
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(sent, call::RateLimited{1s}).action));
+  rig.clock.advance(1s);
+  sent = rig.send();
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(sent, call::Overloaded{1s}).action));
+  rig.clock.advance(1s);
+  sent = rig.send();
+  CHECK(as<verdict::Fail>(rig.end(sent, call::TransientError{"reset"})).reason ==
+        "gave up after 1 attempts: reset");
 }
 
 TEST_CASE(
@@ -318,7 +332,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("Full jitter: the first backoffs spread over the whole of [0, backoff_base)") {
+TEST_CASE("Full jitter: the first backoffs spread from 0 to all of backoff_base") {
   Rig rig(BudgetLimits{}, config_with(2));
   rig.add(kAlice, 1, 50);
   rig.add(kBob, 2, 50);
