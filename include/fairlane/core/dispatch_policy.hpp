@@ -31,8 +31,9 @@
 //                    head; Retry with the wall-clock not_before; at max_attempts Fail
 //                    ("gave up after N attempts: <reason>")
 //   ClientError      Fail at once with the reason
-// A page's attempts and returns are counted from its first call; a page whose job was
-// cancelled while it was out is forgotten when it comes back, not queued again.
+// A page's attempts carry over a restart (restore); its returns are counted in this
+// process. A page whose job was cancelled while it was out (called, or held back) is
+// forgotten when it comes back, not queued again.
 //
 // Thread safety: none, by design; the loop's thread owns the policy, its Budget, order and
 // Estimator. Time comes only from the injected Clock, dates only from the WallClock.
