@@ -1,10 +1,10 @@
 #include "service/dispatcher.hpp"
-#include "fairlane/core/backoff.hpp"
 #include "provider/listen.hpp"
 
 #include <fmt/format.h>
 
 #include <boost/asio.hpp>
+#include <cassert>
 #include <iostream>
 #include <string_view>
 #include <unordered_set>
@@ -24,6 +24,16 @@ EstimatorConfig estimator_config(const DispatcherConfig& config) {
   EstimatorConfig c = config.estimator;
   c.limits = config.limits;
   return c;
+}
+
+DispatchPolicyConfig policy_config(const DispatcherConfig& config) {
+  return DispatchPolicyConfig{.max_attempts = config.max_attempts,
+                              .max_requeues = config.max_requeues,
+                              .backoff_base = config.backoff_base,
+                              .backoff_max = config.backoff_max,
+                              .default_pause = config.default_pause,
+                              .call_timeout = config.call_timeout,
+                              .seed = config.seed};
 }
 
 DoorConfig door_config(const DispatcherConfig& config) {
@@ -54,6 +64,35 @@ std::string reason_of(const OutcomeKind& kind, int status) {
       kind);
 }
 
+// The provider's outcome in the policy's terms: what happened to the call, not how the
+// provider said it.
+CallOutcome core_outcome(const ProviderOutcome& o) {
+  const auto end = [&o]() -> CallEnd {
+    if (const auto* ok = std::get_if<outcome::Ok>(&o.kind)) {
+      return call::Answered{ok->input_tokens, ok->output_tokens};
+    }
+    if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
+      return call::RateLimited{limited->retry_after};
+    }
+    if (const auto* overloaded = std::get_if<outcome::Overloaded>(&o.kind)) {
+      return call::Overloaded{overloaded->retry_after};
+    }
+    std::string reason = reason_of(o.kind, o.http_status);
+    if (const auto* lost = std::get_if<outcome::ConnectionError>(&o.kind);
+        lost && lost->unreachable) {
+      return call::Unreachable{std::move(reason)};
+    }
+    if (std::holds_alternative<outcome::ClientError>(o.kind)) {
+      return call::ClientError{std::move(reason)};
+    }
+    if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
+      return call::Unreadable{std::move(reason)};
+    }
+    return call::TransientError{std::move(reason)};
+  };
+  return CallOutcome{end(), o.latency};
+}
+
 }  // namespace
 
 struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
@@ -64,51 +103,37 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
         config(std::move(c)),
         budget(clock, config.limits),
         scheduler(config.quantum),
+        order(scheduler),
         estimator(scheduler, estimator_config(config), &budget, &clock),
         door(scheduler, estimator, door_config(config)),
+        policy(clock, wall_clock, budget, order, estimator, policy_config(config)),
         commits(store, clock, config.commits),
         wake(context),
         commit_timer(context),
-        stop_timer(context),
-        rng(config.seed) {}
-
-  struct PageInfo {
-    std::int64_t attempts = 0;
-    std::int64_t requeues = 0;
-    // When it joined its lane, until its first call (for the queue wait histogram).
-    std::optional<Clock::time_point> queued_at;
-  };
+        stop_timer(context) {}
 
   asio::io_context& io;
   Store& store;
   Provider& provider;
   const DispatcherConfig config;
   SteadyClock clock;
+  SystemWallClock wall_clock;
   Budget budget;
   FairScheduler scheduler;
+  FairOrder order;
   Estimator estimator;
   Door door;
+  DispatchPolicy policy;  // every decision of the loop; this adapter carries them out
   GroupCommit commits;
   asio::steady_timer wake;  // the loop sleeps on it; signal() cuts the sleep short
   asio::steady_timer commit_timer;
   bool commit_timer_armed = false;
   asio::steady_timer stop_timer;
-  std::mt19937_64 rng;
 
-  // Every page queued, held back or in flight, and how many of them each job has: a
-  // cancelled job is remembered (so that its pages that come back are not queued again)
-  // only while it has some.
-  std::unordered_map<PageId, PageInfo> pages;
-  std::unordered_map<JobId, std::int64_t> job_pages;
-  std::unordered_set<JobId> cancelled_jobs;
-  std::unordered_set<asio::steady_timer*> hold_timers;  // pages held back for a backoff
   // Places under the in-flight cap held for a previous process's calls, until they end.
   std::unordered_set<asio::steady_timer*> inherited_timers;
   Status commit_error;  // the last flush's failure, ok after a flush that went through
   bool dead = false;    // the Dispatcher is gone: touch neither the store nor the provider
-  std::optional<Clock::time_point> paused;
-  std::int64_t outage_pauses = 0;  // in a row, while the provider cannot be reached
-  std::int64_t in_flight = 0;
   bool looping = false;
   bool stopping = false;
   std::function<void(Status)> stopped;
@@ -116,21 +141,6 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   JobChanged job_changed;
 
   void signal() { wake.cancel(); }
-
-  // The page's entry, made if it has none.
-  PageInfo& track(const QueuedPage& page) {
-    const auto [info, added] = pages.try_emplace(page.page_id);
-    if (added) ++job_pages[page.job_id];
-    return info->second;
-  }
-  // The page has ended, or left for good: its entry goes, and its job's once it has none.
-  void forget(const QueuedPage& page) {
-    if (pages.erase(page.page_id) == 0) return;
-    const auto job = job_pages.find(page.job_id);
-    if (job == job_pages.end() || --job->second > 0) return;
-    job_pages.erase(job);
-    cancelled_jobs.erase(page.job_id);
-  }
 
   awaitable<void> sleep_until(Clock::time_point t) {
     wake.expires_at(t);
@@ -140,12 +150,12 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   awaitable<void> loop(std::shared_ptr<Impl> self);
   awaitable<void> run_call(std::shared_ptr<Impl> self, QueuedPage page, Lease lease);
-  awaitable<void> hold(std::shared_ptr<Impl> self, QueuedPage page, Clock::duration delay);
   // Holds `permit` for `delay` (a call of a previous process, still at the provider).
   awaitable<void> hold_place(std::shared_ptr<Impl> self, InFlightCap::Permit permit,
                              Clock::duration delay);
   // At start: a place for each call still out, until it could have ended.
   Status inherit_calls_out();
+  // Lets go of the pages held back for a backoff and of the inherited places.
   void cancel_timers();
 
   // Submits a transition to the group commit; `done` (and the job's watchers) hear of it
@@ -156,12 +166,11 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   awaitable<ProviderOutcome> call_provider(ProviderRequest request);
 
   void handle(const QueuedPage& page, std::int64_t call, Lease& lease, const ProviderOutcome& o);
-  // `returns` names what sent the page back, for its error if it returns too often.
-  void requeue(const QueuedPage& page, std::int64_t call, std::string_view returns);
-  void retry_or_fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
+  // Counts the policy's verdict on a call and commits its transition; `answer` is the
+  // provider's, for a Complete.
+  void record(const QueuedPage& page, std::int64_t call, const CallVerdict& verdict,
+              const outcome::Ok* answer = nullptr);
   void fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
-  void pause_for(Clock::duration d);
-  void pause_for_outage(const std::string& reason);
   void sync_down(const RateLimitHeaders& limits);
   void maybe_stopped();
   void finish_stop();
@@ -170,38 +179,18 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 awaitable<void> Dispatcher::Impl::loop(std::shared_ptr<Impl> self) {
   looping = true;
   while (!stopping) {
-    const Clock::time_point now = clock.now();
-    if (paused && *paused > now) {
-      co_await sleep_until(*paused);
+    DispatchStep next = policy.next_step();
+    if (auto* send = std::get_if<step::Send>(&next)) {
+      asio::co_spawn(io, run_call(self, send->page, std::move(send->lease)), report_failure);
       continue;
     }
-    paused.reset();
-    if (outage_pauses > 0 && in_flight > 0) {
-      // The provider was unreachable: one call at a time finds out whether it is back.
-      co_await sleep_until(Clock::time_point::max());
+    if (const auto* too_large = std::get_if<step::FailPage>(&next)) {
+      fail(too_large->page, 0, too_large->reason);
       continue;
     }
-    const QueuedPage* next = scheduler.peek();
-    if (next == nullptr) {
-      co_await sleep_until(Clock::time_point::max());
-      continue;
-    }
-    Admission admission = budget.admit(next->cost);
-    if (const auto* wait = std::get_if<Wait>(&admission)) {
-      // A bucket: sleep to the exact refill time. The in-flight cap: until a call ends.
-      co_await sleep_until(wait->wait > Clock::duration::zero() ? now + wait->wait
-                                                                : Clock::time_point::max());
-      continue;
-    }
-    const QueuedPage page = *scheduler.take();
-    if (const auto* too_large = std::get_if<TooLarge>(&admission)) {
-      fail(page, 0,
-           fmt::format("the page needs {} tokens, more than the provider's {} a minute",
-                       too_large->tokens, too_large->capacity));
-      continue;
-    }
-    ++in_flight;
-    asio::co_spawn(io, run_call(self, page, std::move(std::get<Lease>(admission))), report_failure);
+    // A wait: to the exact time the policy names, or until signal() (a call's end, new
+    // work, a cancellation) cuts it short.
+    co_await sleep_until(wake_time(next).value_or(Clock::time_point::max()));
   }
   looping = false;
   maybe_stopped();
@@ -218,41 +207,33 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
   const std::int64_t call = co_await commit(std::move(dispatched), page.job_id);
   if (dead) co_return;
   const auto end = [this] {
-    --in_flight;
     signal();
     maybe_stopped();
   };
   if (call == 0) {
     // The page is no longer queued in the store (its job was cancelled meanwhile).
-    lease.cancel();
-    forget(page);
+    policy.withdrawn(page, lease);
     end();
     co_return;
   }
-  if (stopping || (paused && *paused > clock.now())) {
+  if (stopping || !policy.may_call()) {
     // A 429 or a stop came while this dispatch was being committed: the call has not been
     // made, so the page goes back without spending anything but the request.
-    lease.cancel();
+    policy.not_called(page, lease, !stopping);
     submit(PageTransition::requeued(page.page_id, call), page.job_id);
-    if (cancelled_jobs.contains(page.job_id)) {
-      forget(page);
-    } else if (!stopping) {
-      scheduler.put_back(page);
-    }
     end();
     co_return;
   }
   ++counters.dispatched;
-  if (const auto info = pages.find(page.page_id); info != pages.end() && info->second.queued_at) {
-    counters.queue_wait_seconds.observe(
-        std::chrono::duration<double>(clock.now() - *info->second.queued_at).count());
-    info->second.queued_at.reset();
+  if (const auto waited = policy.first_call_wait(page.page_id)) {
+    counters.queue_wait_seconds.observe(std::chrono::duration<double>(*waited).count());
   }
   auto page_call = store.page_call(page.page_id);
   if (!page_call.ok()) {
-    lease.cancel();
-    retry_or_fail(page, call,
-                  fmt::format("its text could not be read: {}", page_call.status().message()));
+    record(page, call,
+           policy.could_not_call(
+               page, lease,
+               fmt::format("its text could not be read: {}", page_call.status().message())));
     end();
     co_return;
   }
@@ -268,105 +249,47 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
                               const ProviderOutcome& o) {
   ++counters.outcomes[std::string(outcome_name(o.kind))];
   counters.call_latency_seconds.observe(std::chrono::duration<double>(o.latency).count());
-  // Settle (or cancel) first, then lower the buckets to what the provider says is left:
-  // the other way round, the refund would undo what its headers said.
-  const auto* ok = std::get_if<outcome::Ok>(&o.kind);
-  if (ok != nullptr) {
-    lease.settle(ok->input_tokens + ok->output_tokens);
-  } else if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
-    // The provider ran the call and counted its tokens, but its answer cannot be read:
-    // count what was reserved, the side that never overspends.
-    lease.settle(lease.reserved_tokens());
-  } else {
-    lease.cancel();  // no usage came back: the provider counted the request, not the tokens
-  }
+  if (std::holds_alternative<outcome::RateLimited>(o.kind)) ++counters.provider_429;
+  if (std::holds_alternative<outcome::Overloaded>(o.kind)) ++counters.provider_503;
+  // The policy settles (or cancels) the lease first; then the buckets are lowered to what
+  // the provider says is left: the other way round, the refund would undo what its
+  // headers said.
+  const CallVerdict verdict = policy.on_outcome(page, lease, core_outcome(o));
   sync_down(o.limits);
-  const auto* lost = std::get_if<outcome::ConnectionError>(&o.kind);
-  if (lost == nullptr || !lost->unreachable) outage_pauses = 0;  // the provider is there
-  if (ok != nullptr) {
-    const std::int64_t used = ok->input_tokens + ok->output_tokens;
-    estimator.record_settled(used, page.cost, o.latency);
-    // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
-    scheduler.correct(page.user_id, used - page.cost);
-    submit(PageTransition::completed(page.page_id, ok->output,
-                                     Usage{ok->input_tokens, ok->output_tokens}, call),
-           page.job_id);
-    ++counters.done;
-    forget(page);
-    return;
+  if (verdict.outage_pause) {
+    ++counters.outage_pauses;
+    std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n",
+                             reason_of(o.kind, o.http_status),
+                             std::chrono::duration<double>(*verdict.outage_pause).count());
   }
-  if (const auto* limited = std::get_if<outcome::RateLimited>(&o.kind)) {
-    ++counters.provider_429;
-    pause_for(limited->retry_after.value_or(config.default_pause));
-    requeue(page, call, "refusals by the provider's rate limit");
-  } else if (const auto* overloaded = std::get_if<outcome::Overloaded>(&o.kind)) {
-    ++counters.provider_503;
-    pause_for(overloaded->retry_after.value_or(config.default_pause));
-    requeue(page, call, "refusals by the provider's rate limit");
-  } else if (lost != nullptr && lost->unreachable) {
-    // Nothing reached the provider: its outage, not the page's fault. Every page would fail
-    // the same way, so all dispatch waits and no attempt is spent.
-    const std::string reason = reason_of(o.kind, o.http_status);
-    pause_for_outage(reason);
-    requeue(page, call, fmt::format("returns while the provider was unreachable ({})", reason));
-  } else if (std::holds_alternative<outcome::ClientError>(o.kind)) {
-    fail(page, call, reason_of(o.kind, o.http_status));
-  } else {
-    retry_or_fail(page, call, reason_of(o.kind, o.http_status));
-  }
+  record(page, call, verdict, std::get_if<outcome::Ok>(&o.kind));
 }
 
-void Dispatcher::Impl::requeue(const QueuedPage& page, std::int64_t call,
-                               std::string_view returns) {
-  PageInfo& info = track(page);
-  if (++info.requeues > config.max_requeues) {
-    fail(page, call, fmt::format("gave up after {} {}", info.requeues, returns));
-    return;
-  }
-  ++counters.requeued;
-  submit(PageTransition::requeued(page.page_id, call), page.job_id);
-  if (cancelled_jobs.contains(page.job_id)) {
-    forget(page);  // the store cancels it as it comes back
-    return;
-  }
-  scheduler.put_back(page);
-}
-
-void Dispatcher::Impl::retry_or_fail(const QueuedPage& page, std::int64_t call,
-                                     const std::string& reason) {
-  PageInfo& info = track(page);
-  if (++info.attempts >= config.max_attempts) {
-    fail(page, call, fmt::format("gave up after {} attempts: {}", info.attempts, reason));
-    return;
-  }
-  ++counters.retried;
-  // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
-  const Clock::duration ceiling =
-      doubled(config.backoff_base, info.attempts - 1, config.backoff_max);
-  const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
-      0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng));
-  const WallTime not_before =
-      std::chrono::system_clock::now() + std::chrono::duration_cast<WallTime::duration>(delay);
-  submit(PageTransition::attempt_failed(page.page_id, reason, not_before, call), page.job_id);
-  asio::co_spawn(io, hold(shared_from_this(), page, delay), report_failure);
-}
-
-awaitable<void> Dispatcher::Impl::hold(std::shared_ptr<Impl> self, QueuedPage page,
-                                       Clock::duration delay) {
-  const std::shared_ptr<Impl> keep = std::move(self);  // outlives the timer below
-  asio::steady_timer timer(io, delay);
-  hold_timers.insert(&timer);
-  boost::system::error_code ignored;
-  co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
-  hold_timers.erase(&timer);
-  // Stopping: the page stays queued in the store, with its backoff, for the next start.
-  if (dead || stopping) co_return;
-  if (cancelled_jobs.contains(page.job_id)) {
-    forget(page);  // the store cancelled it with its job
-    co_return;
-  }
-  scheduler.put_back(page);
-  signal();
+void Dispatcher::Impl::record(const QueuedPage& page, std::int64_t call, const CallVerdict& verdict,
+                              const outcome::Ok* answer) {
+  std::visit(
+      [&](const auto& action) {
+        using T = std::decay_t<decltype(action)>;
+        if constexpr (std::is_same_v<T, verdict::Complete>) {
+          assert(answer != nullptr && "only an answer completes a page");
+          ++counters.done;
+          submit(
+              PageTransition::completed(page.page_id, answer->output,
+                                        Usage{answer->input_tokens, answer->output_tokens}, call),
+              page.job_id);
+        } else if constexpr (std::is_same_v<T, verdict::Requeue>) {
+          ++counters.requeued;
+          submit(PageTransition::requeued(page.page_id, call), page.job_id);
+        } else if constexpr (std::is_same_v<T, verdict::Retry>) {
+          ++counters.retried;
+          submit(
+              PageTransition::attempt_failed(page.page_id, action.reason, action.not_before, call),
+              page.job_id);
+        } else {
+          fail(page, call, action.reason);
+        }
+      },
+      verdict.action);
 }
 
 awaitable<void> Dispatcher::Impl::hold_place(std::shared_ptr<Impl> self,
@@ -384,54 +307,26 @@ awaitable<void> Dispatcher::Impl::hold_place(std::shared_ptr<Impl> self,
 }
 
 Status Dispatcher::Impl::inherit_calls_out() {
-  // How long a call of the dead process may still run at the provider: about as long as
-  // calls took lately; twice the longest of the last ten minutes covers a provider that was
-  // slowing down, and the call timeout bounds it (no history: the timeout itself).
   auto out = store.calls_out(std::chrono::minutes(10));
   if (!out.ok()) return out.status();
-  Clock::duration horizon = config.call_timeout;
-  if (out->longest_recent_call) {
-    horizon = std::min<Clock::duration>(horizon, 2 * *out->longest_recent_call);
-  }
-  const WallTime wall_now = std::chrono::system_clock::now();
-  for (const WallTime dispatched : out->dispatched_at) {
-    const auto left = std::chrono::duration_cast<Clock::duration>(dispatched - wall_now) + horizon;
-    if (left <= Clock::duration::zero()) continue;
-    auto permit = budget.in_flight().try_acquire();
-    if (!permit) break;  // more calls out than the cap: the cap is full already
+  std::optional<Clock::duration> longest;
+  if (out->longest_recent_call) longest = *out->longest_recent_call;
+  for (InheritedCall& held : policy.inherit_calls_out(out->dispatched_at, longest)) {
     ++counters.calls_inherited;
-    asio::co_spawn(io, hold_place(shared_from_this(), std::move(*permit), left), report_failure);
+    asio::co_spawn(io, hold_place(shared_from_this(), std::move(held.permit), held.left),
+                   report_failure);
   }
   return {};
 }
 
 void Dispatcher::Impl::cancel_timers() {
-  for (asio::steady_timer* timer : hold_timers) timer->cancel();
+  policy.drop_held();
   for (asio::steady_timer* timer : inherited_timers) timer->cancel();
 }
 
 void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std::string& reason) {
   ++counters.failed;
-  forget(page);
   submit(PageTransition::failed(page.page_id, reason, call), page.job_id);
-}
-
-void Dispatcher::Impl::pause_for(Clock::duration d) {
-  const Clock::time_point until = clock.now() + d;
-  if (!paused || *paused < until) paused = until;
-}
-
-void Dispatcher::Impl::pause_for_outage(const std::string& reason) {
-  // The calls that were out when the provider went away come back unreachable one after
-  // another: the first one's pause covers them all.
-  if (paused && *paused > clock.now()) return;
-  // One call tries again after each pause, which doubles from backoff_base to backoff_max.
-  const Clock::duration pause = doubled(config.backoff_base, outage_pauses, config.backoff_max);
-  ++outage_pauses;
-  ++counters.outage_pauses;
-  pause_for(pause);
-  std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n", reason,
-                           std::chrono::duration<double>(pause).count());
 }
 
 void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
@@ -491,7 +386,7 @@ awaitable<ProviderOutcome> Dispatcher::Impl::call_provider(ProviderRequest reque
 }
 
 void Dispatcher::Impl::maybe_stopped() {
-  if (stopping && !looping && in_flight == 0 && stopped) finish_stop();
+  if (stopping && !looping && policy.calls_out() == 0 && stopped) finish_stop();
 }
 
 void Dispatcher::Impl::finish_stop() {
@@ -536,20 +431,12 @@ Status Dispatcher::start() {
   if (Status inherited = d.inherit_calls_out(); !inherited.ok()) return inherited;
   auto lanes = d.store.load_lanes();
   if (!lanes.ok()) return lanes.status();
-  const WallTime wall_now = std::chrono::system_clock::now();
   for (const Lane& lane : lanes.value()) {
     d.scheduler.set_weight(lane.user_id, lane.weight);
     for (const LanePage& p : lane.pages) {
-      const QueuedPage page{p.page_id, p.job_id, lane.user_id, p.estimated_tokens};
-      auto& info = d.track(page);
-      info.attempts = p.attempts;
-      if (p.attempts == 0) info.queued_at = d.clock.now();
-      if (p.not_before && *p.not_before > wall_now) {
-        const auto delay = std::chrono::duration_cast<Clock::duration>(*p.not_before - wall_now);
-        asio::co_spawn(d.io, d.hold(impl_, page, delay), report_failure);
-      } else {
-        d.scheduler.add(page);
-      }
+      // Into its lane, or held back while its backoff still runs.
+      d.policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens},
+                       p.attempts, p.not_before);
     }
   }
   // The provider counted what was sent in the last minute: start the buckets without it.
@@ -571,19 +458,15 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   d.scheduler.set_weight(job.job.user_id, weight);
   d.estimator.record_arrival(job.job.user_id, static_cast<std::int64_t>(job.pages.size()));
   for (const LanePage& p : job.pages) {
-    const QueuedPage page{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens};
-    if (d.pages.contains(p.page_id)) continue;  // already in a lane
-    d.track(page).queued_at = d.clock.now();
-    d.scheduler.add(page);
+    (void)d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
   }
   d.signal();
 }
 
 Status Dispatcher::cancel(UserId user, JobId job) {
   Impl& d = *impl_;
-  for (const QueuedPage& page : d.scheduler.remove_job(user, job)) d.forget(page);
   // Pages still out (in flight, or held for a backoff) are cancelled when they come back.
-  if (d.job_pages.contains(job)) d.cancelled_jobs.insert(job);
+  (void)d.policy.cancel_job(user, job);
   d.submit(PageTransition::job_cancelled(job), job);
   d.signal();
   // Its owner is told: committed now (fully synced, with everything queued before it in
@@ -627,25 +510,28 @@ const DispatcherCounters& Dispatcher::counters() const {
   return impl_->counters;
 }
 std::size_t Dispatcher::in_flight() const {
-  return static_cast<std::size_t>(impl_->in_flight);
+  return static_cast<std::size_t>(impl_->policy.calls_out());
 }
 std::size_t Dispatcher::held() const {
-  return impl_->hold_timers.size();
+  return impl_->policy.held();
 }
 std::size_t Dispatcher::inherited_in_flight() const {
   return impl_->inherited_timers.size();
 }
 std::size_t Dispatcher::tracked_pages() const {
-  return impl_->pages.size();
+  return impl_->policy.tracked_pages();
 }
 std::size_t Dispatcher::cancelled_jobs() const {
-  return impl_->cancelled_jobs.size();
+  return impl_->policy.cancelled_jobs();
 }
 const Status& Dispatcher::store_error() const {
   return impl_->commit_error;
 }
 std::optional<Clock::time_point> Dispatcher::paused_until() const {
-  return impl_->paused;
+  return impl_->policy.paused_until();
+}
+const DispatchPolicy& Dispatcher::policy() const {
+  return impl_->policy;
 }
 
 void Dispatcher::on_job_changed(JobChanged callback) {

@@ -1,22 +1,20 @@
-// Dispatcher: fairlane's dispatch loop. It owns the core (Budget, FairScheduler, Estimator,
-// Door) and drives the store's GroupCommit, and it runs as an Asio coroutine on the
-// io_context:
+// Dispatcher: fairlane's dispatch loop on the io_context, the Asio adapter of the core's
+// DispatchPolicy (include/fairlane/core/dispatch_policy.hpp), which makes every decision:
+// what goes next, and what a call's outcome does to its lease, its lane, the pauses and the
+// page. The Dispatcher owns the core (Budget, FairScheduler, Estimator, Door, the policy)
+// and carries the decisions out:
 //
-//   next page in fair order -> Budget admit (a wait is a timer to the exact refill time, or
-//   a call's end; the order is kept) -> mark dispatched (group commit; the call goes out
-//   once that committed) -> provider call -> settle the tokens with the real usage -> store
-//   the result -> tell whoever watches the job.
+//   policy.next_step() -> Send: mark dispatched (group commit; the call goes out once that
+//   committed) -> provider call -> policy.on_outcome() settles the tokens and decides ->
+//   lower the buckets to the provider's rate-limit headers (sync_down) -> commit the
+//   verdict's transition -> tell whoever watches the job. A wait is a timer to the exact
+//   time the policy names, cut short by any change that could let a page go.
 //
-// A provider 429 or 503 pauses ALL dispatch until its Retry-After, puts the page back at
-// the head of its lane, lowers the buckets to the provider's remaining headers, and does
-// not spend one of the page's attempts (max_requeues stops endless loops). 5xx, timeouts,
-// resets and broken answers back off per page with full jitter, up to max_attempts; then the
-// page fails with its reason. A provider that cannot be reached at all (connection refused,
-// no such host) pauses ALL dispatch like a 429, for backoff_base doubling to backoff_max,
-// and the page goes back to the head without spending an attempt: an outage would
-// otherwise fail every queued page. A 4xx other than 429 fails the page at once. At start the
-// buckets are warm-started from the spend of the last minute and pages that were in flight
-// are back at the head of their lanes.
+// It maps the provider client's outcomes to the core's (a 429, a 503, unreachable, a 5xx or
+// timeout or reset, a 4xx, an unreadable 2xx), holds the places of a previous process's
+// calls out under the in-flight cap with timers, and warm-starts the buckets from the spend
+// of the last minute. The outcome table itself is the policy's header comment and
+// docs/architecture.md's.
 //
 // Thread safety: everything runs on the io_context's one thread.
 #pragma once
@@ -29,10 +27,10 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <unordered_map>
 
 #include "fairlane/core/budget.hpp"
 #include "fairlane/core/clock.hpp"
+#include "fairlane/core/dispatch_policy.hpp"
 #include "fairlane/core/door.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
@@ -48,6 +46,7 @@ class io_context;
 
 namespace fairlane::service {
 
+// The policy's settings (max_attempts ... call_timeout, seed) are passed on to it.
 struct DispatcherConfig {
   BudgetLimits limits;
   std::string prompt = "Extract the text of this page and structure it as Markdown.";
@@ -146,6 +145,8 @@ class Dispatcher {
   // Until when all dispatch is paused after a 429/503 or with the provider unreachable;
   // nullopt when it is not.
   [[nodiscard]] std::optional<Clock::time_point> paused_until() const;
+  // The decisions' state: pauses, outage pauses in a row, calls out, held pages.
+  [[nodiscard]] const DispatchPolicy& policy() const;
 
  private:
   struct Impl;

@@ -4,11 +4,14 @@
 
 #include "core/fake_clock.hpp"
 #include "fairlane/core/clock.hpp"
+#include "fairlane/core/wall_clock.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::Clock;
 using fairlane::FakeClock;
+using fairlane::FakeWallClock;
 using fairlane::SteadyClock;
+using fairlane::WallTime;
 
 TEST_CASE("FakeClock starts where it is told and moves only when advanced") {
   const Clock::time_point start = Clock::time_point{} + 5s;
@@ -34,4 +37,14 @@ TEST_CASE("SteadyClock is monotonic") {
   const auto first = clock.now();
   const auto second = clock.now();
   CHECK(second >= first);
+}
+
+TEST_CASE("FakeWallClock shows its start date plus what the FakeClock moved since") {
+  FakeClock clock(Clock::time_point{} + 5s);
+  clock.advance(2s);  // before the wall clock was made: not counted
+  const WallTime start = WallTime{} + std::chrono::hours(480'000);
+  const FakeWallClock wall(clock, start);
+  CHECK(wall.now() == start);
+  clock.advance(1500ms);
+  CHECK(wall.now() == start + 1500ms);
 }

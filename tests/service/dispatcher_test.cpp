@@ -165,49 +165,6 @@ TEST_CASE("Each call asks for its own job's max_tokens") {
   CHECK(fairlane::testing::job_view(*rig.store, long_answers.job.id).usage.output_tokens == 3 * 20);
 }
 
-TEST_CASE("A provider stricter than fairlane: 503s pause everything, pages go back, all end done") {
-  // fairlane believes 8 calls may be in flight; the stand-in takes 2.
-  Rig rig(stand_in(2, 30), fairlane_config(8));
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 12, "book");
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }, 30s));
-  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
-  CHECK(view.state == JobState::done);
-  CHECK(view.pages.done == 12);
-  CHECK(rig.dispatcher->counters().provider_503 > 0);
-  CHECK(rig.dispatcher->counters().requeued == rig.dispatcher->counters().provider_503);
-  // A 503 spends no attempt.
-  for (const auto& page : rig.store->results(job.job.id).value()) CHECK(page.attempts == 0);
-}
-
-TEST_CASE("Failing calls back off and retry, and a page out of attempts fails with its reason") {
-  sim::Config provider = stand_in(4);
-  provider.fail_rate = 0.5;
-  DispatcherConfig config = fairlane_config(4);
-  config.max_attempts = 2;
-  Rig rig(provider, config);
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 30, "book");
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
-  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
-  CHECK(view.pages.done + view.pages.failed == 30);
-  CHECK(view.pages.failed > 0);  // with half the calls failing, some page fails twice
-  CHECK(view.state == JobState::failed);
-  CHECK(rig.dispatcher->counters().retried > 0);
-  for (const auto& page : rig.store->results(job.job.id).value()) {
-    if (page.state == fairlane::PageState::failed) {
-      CHECK(page.error ==
-            "gave up after 2 attempts: the provider answered 500 (internal error, try again)");
-    } else {
-      CHECK(page.output.has_value());
-    }
-  }
-}
-
 TEST_CASE("After a restart, pages that were in flight are sent again and end done once") {
   fairlane::testing::TempDir dir;
   const std::string db = dir.file("restart.db");
@@ -309,24 +266,6 @@ TEST_CASE("Stopping lets the calls in flight finish, commits, and says so") {
   CHECK(view.pages.done + view.pages.queued == 20);
 }
 
-TEST_CASE("A 429 pauses everything until its Retry-After: few refusals, every page done") {
-  // The stand-in takes 120 requests a minute (2 a second once its bucket is spent);
-  // fairlane believes 6,000.
-  sim::Config provider = stand_in(4, 5);
-  provider.requests_per_minute = 120;
-  Rig rig(provider, fairlane_config(4));
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 124, "book");
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }, 30s));
-  CHECK(fairlane::testing::job_view(*rig.store, job.job.id).pages.done == 124);
-  CHECK(rig.dispatcher->counters().provider_429 > 0);
-  // Paused after each refusal, fairlane does not hammer the provider: without the pause it
-  // would retry every few milliseconds until the bucket refilled.
-  CHECK(rig.stats().at("rejected_429").as_int64() <= 8);
-}
-
 TEST_CASE("A failed attempt holds its page back, and a stop leaves it queued for the next start") {
   sim::Config provider = stand_in(4);
   provider.fail_rate = 1.0;
@@ -350,61 +289,6 @@ TEST_CASE("A failed attempt holds its page back, and a stop leaves it queued for
   const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
   CHECK(view.pages.queued == 1);
   CHECK(rig.store->results(job.job.id).value().front().attempts == 1);
-}
-
-TEST_CASE("A provider that cannot be reached pauses everything and spends no attempts") {
-  DispatcherConfig config = fairlane_config(4);
-  config.max_attempts = 1;  // a page that spent an attempt would fail
-  config.backoff_base = 20ms;
-  config.backoff_max = 80ms;
-  Rig rig(stand_in(4, 100), config);
-  rig.stand_in.stop();  // nobody listens: every connection is refused
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 8, "book");
-  rig.dispatcher->add(job, 1);
-  const auto& counters = rig.dispatcher->counters();
-  REQUIRE(rig.run_until([&] { return counters.outage_pauses >= 5; }));
-  CHECK(rig.dispatcher->paused_until().has_value());
-  CHECK(counters.failed == 0);
-  CHECK(counters.retried == 0);
-  // One call tries again after each pause; the first pause covers the calls that were out.
-  CHECK(counters.outcomes.at("connection_error") <= counters.outage_pauses + 4);
-  CHECK(fairlane::testing::job_view(*rig.store, job.job.id).pages.queued +
-            fairlane::testing::job_view(*rig.store, job.job.id).pages.in_flight ==
-        8);
-
-  // The provider comes back on the same port: every page ends done, none failed.
-  REQUIRE(rig.stand_in.listen("127.0.0.1", rig.stand_in_port).ok());
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
-  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
-  CHECK(view.state == JobState::done);
-  CHECK(view.pages.done == 8);
-  CHECK(rig.stats().at("ok") == 8);
-  // Once an answer came, calls went out four at a time again, not one by one.
-  CHECK(rig.stats().at("max_in_flight_seen") == 4);
-  CHECK(counters.outage_pauses >= 5);
-}
-
-TEST_CASE("A page that the provider is never reachable for fails in the end, saying so") {
-  DispatcherConfig config = fairlane_config(1);
-  config.backoff_base = 1ms;
-  config.backoff_max = 1ms;
-  config.max_requeues = 3;
-  Rig rig(stand_in(1), config);
-  rig.stand_in.stop();
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 1, "book");
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
-  const auto results = rig.store->results(job.job.id).value();
-  REQUIRE(results.size() == 1);
-  CHECK(results[0].state == fairlane::PageState::failed);
-  REQUIRE(results[0].error.has_value());
-  CHECK(results[0].error->find("gave up after 4 returns while the provider was unreachable") !=
-        std::string::npos);
-  CHECK(rig.dispatcher->counters().outage_pauses == 4);
 }
 
 TEST_CASE("A page too large for a minute's TPM fails at once, naming its size") {
@@ -557,33 +441,90 @@ class ScriptedProvider final : public fairlane::Provider {
 
 }  // namespace
 
-TEST_CASE("A 200 whose body cannot be read keeps its tokens spent, a 500 gives them back") {
+// The adapter's half of the outcome table (the decisions are the policy's, tested in
+// tests/core/dispatch_policy_test.cpp): each provider outcome is mapped to the core's, and
+// its verdict is counted and committed as the page's transition, with the reason sentence,
+// the attempts and the tokens the policy decided.
+TEST_CASE("Each provider outcome reaches the store as the policy decided") {
+  namespace o = fairlane::outcome;
+  using fairlane::PageState;
   struct Case {
+    const char* name;
     fairlane::OutcomeKind kind;
     int http_status;
+    PageState state;
+    std::int64_t attempts;
+    std::optional<std::string> error;
     std::int64_t tokens_kept;
+    bool paused;
   };
-  const Case cases[] = {{fairlane::outcome::BadResponse{"not JSON"}, 200, 300},
-                        {fairlane::outcome::ServerError{500, "internal"}, 500, 0}};
+  const std::string no_answer = "the provider did not answer in time";
+  const Case cases[] = {
+      {"ok", o::Ok{"text", 200, 20}, 200, PageState::done, 0, std::nullopt, 220, false},
+      {"429", o::RateLimited{60s}, 429, PageState::queued, 0, std::nullopt, 0, true},
+      {"503", o::Overloaded{}, 503, PageState::queued, 0, std::nullopt, 0, true},
+      {"unreachable", o::ConnectionError{"refused", true}, 0, PageState::queued, 0, std::nullopt, 0,
+       true},
+      {"reset", o::ConnectionError{"reset", false}, 0, PageState::queued, 1,
+       "could not reach the provider (reset)", 0, false},
+      {"timeout", o::Timeout{}, 0, PageState::queued, 1, no_answer, 0, false},
+      {"500", o::ServerError{500, "internal"}, 500, PageState::queued, 1,
+       "the provider answered 500 (internal)", 0, false},
+      {"400", o::ClientError{400, "bad request"}, 400, PageState::failed, 0,
+       "the provider refused the request with 400 (bad request)", 0, false},
+      // A 2xx whose body cannot be read keeps its tokens spent; any other status gives them back.
+      {"unreadable 200", o::BadResponse{"not JSON"}, 200, PageState::queued, 1,
+       "the provider's answer was unusable: not JSON", 300, false},
+      {"unreadable 502", o::BadResponse{"not JSON"}, 502, PageState::queued, 1,
+       "the provider's answer was unusable: not JSON", 0, false},
+  };
   for (const Case& c : cases) {
-    CAPTURE(c.http_status);
+    CAPTURE(c.name);
     boost::asio::io_context io;
     auto store = fairlane::testing::open_store(":memory:");
     ScriptedProvider provider(io, fairlane::ProviderOutcome{c.kind, c.http_status, {}, 1ms});
     DispatcherConfig config = fairlane_config(1);
     config.limits.tokens_per_minute = 1'000;  // refills 17 tokens a second
-    config.max_attempts = 1;
+    config.backoff_base = 60s;                // a page held back stays held, a pause paused
+    config.default_pause = 60s;
     Dispatcher dispatcher(io, *store, provider, config);
     const auto user = store->add_user("alice")->user.id;
     REQUIRE(dispatcher.start().ok());
     auto job = store->enqueue_job(JobRequest{user, "book", {PageInput{"page", 300}}, 100});
     REQUIRE(job.ok());
+    const fairlane::WallTime before = std::chrono::system_clock::now();
     dispatcher.add(job.value(), 1);
+    const auto page = [&] { return store->results(job->job.id).value().front(); };
     const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (dispatcher.counters().failed == 0 && std::chrono::steady_clock::now() < deadline) {
+    while ((dispatcher.counters().outcomes.empty() || page().state == PageState::in_flight) &&
+           std::chrono::steady_clock::now() < deadline) {
       io.run_for(10ms);
     }
-    REQUIRE(dispatcher.counters().failed == 1);
+    const auto& counters = dispatcher.counters();
+    REQUIRE(counters.outcomes.size() == 1);
+    CHECK(counters.dispatched == 1);  // and no second call: paused, held or ended
+    CHECK(page().state == c.state);
+    CHECK(page().attempts == c.attempts);
+    CHECK(page().error == c.error);
+    CHECK(dispatcher.paused_until().has_value() == c.paused);
+    CHECK(counters.done == (c.state == PageState::done ? 1 : 0));
+    CHECK(counters.failed == (c.state == PageState::failed ? 1 : 0));
+    CHECK(counters.retried == c.attempts);
+    CHECK(counters.requeued == (c.paused ? 1 : 0));
+    CHECK(counters.provider_429 == (c.http_status == 429 ? 1 : 0));
+    CHECK(counters.provider_503 == (c.http_status == 503 ? 1 : 0));
+    CHECK(counters.outage_pauses == (std::string(c.name) == "unreachable" ? 1 : 0));
+    CHECK(dispatcher.held() == static_cast<std::size_t>(c.attempts));
+    if (c.attempts > 0) {
+      // The backoff's end, on the wall clock, is kept for a restart: within [0, 60 s).
+      const auto lanes = store->load_lanes();
+      REQUIRE(lanes.ok());
+      REQUIRE(lanes->size() == 1);
+      const auto not_before = lanes->front().pages.front().not_before;
+      REQUIRE(not_before.has_value());
+      CHECK(*not_before >= before - 1s);  // stored to the millisecond
+      CHECK(*not_before < std::chrono::system_clock::now() + 60s);
+    }
     // What the bucket lacks of full: the tokens kept, less what it refilled meanwhile (50
     // tokens are 3 s).
     const auto& tokens = dispatcher.budget().tokens();

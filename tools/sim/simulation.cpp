@@ -16,9 +16,11 @@
 #include "core/fake_clock.hpp"
 #include "distribution.hpp"
 #include "fairlane/core/budget.hpp"
+#include "fairlane/core/dispatch_policy.hpp"
 #include "fairlane/core/door.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/page_order.hpp"
 
 namespace fairlane::sim {
 namespace {
@@ -57,12 +59,100 @@ struct Event {
   }
 };
 
+// ---- the provider model ------------------------------------------------------------------
+
+// The provider as the scenario describes it, knowing nothing of fairlane: limits of its own,
+// enforced with a Budget of its own (RPM; TPM counting input + max_tokens on arrival and
+// corrected on completion, as real providers do; the in-flight cap), and each accepted
+// call's latency and output tokens drawn from the scenario's distributions.
+class SimulatedProvider {
+ public:
+  struct Accepted {
+    Lease lease;  // the call's hold on the provider's own budget
+    double latency_s = 0.0;
+    std::int64_t output_tokens = 0;
+  };
+  // Over a limit: requests or tokens (a 429), or concurrency (a 503).
+  struct Refused {
+    Limit limit;
+  };
+
+  // `clock` and `rng` must outlive the provider.
+  SimulatedProvider(const Clock& clock, const ProviderModel& model, std::int64_t max_tokens,
+                    std::mt19937_64& rng)
+      : model_(model),
+        max_tokens_(max_tokens),
+        rng_(rng),
+        budget_(clock, BudgetLimits{model.requests_per_minute, model.tokens_per_minute,
+                                    model.max_in_flight}) {}
+
+  // A call that asks for `reserved_tokens` (its input + max_tokens).
+  std::variant<Accepted, Refused> call(std::int64_t reserved_tokens) {
+    Admission admission = budget_.admit(reserved_tokens);
+    if (auto* lease = std::get_if<Lease>(&admission)) {
+      const double latency_s = std::max(0.0, sample(model_.latency_s, rng_));
+      const double output = sample(model_.output_tokens, rng_);
+      return Accepted{std::move(*lease), latency_s,
+                      std::clamp<std::int64_t>(std::llround(output), 0, max_tokens_)};
+    }
+    const auto* wait = std::get_if<Wait>(&admission);
+    return Refused{wait != nullptr ? wait->limit : Limit::tokens};
+  }
+
+  // An accepted call has ended: the provider counts the tokens it used.
+  static void finish(Accepted& call, std::int64_t used_tokens) { call.lease.settle(used_tokens); }
+
+ private:
+  const ProviderModel& model_;
+  const std::int64_t max_tokens_;
+  std::mt19937_64& rng_;
+  Budget budget_;
+};
+
+// ---- the dispatch side: fairlane's own DispatchPolicy ------------------------------------
+
+// First come first served, to compare fair order with: one queue for everybody.
+class FifoOrder final : public PageOrder {
+ public:
+  [[nodiscard]] const QueuedPage* peek() override {
+    return pages_.empty() ? nullptr : &pages_.front();
+  }
+  QueuedPage take() override {
+    QueuedPage page = pages_.front();
+    pages_.pop_front();
+    return page;
+  }
+  void add(const QueuedPage& page) override { pages_.push_back(page); }
+  void put_back(const QueuedPage& page) override { pages_.push_front(page); }
+  void correct(UserId /*user*/, std::int64_t /*delta*/) override {}  // no lanes to correct
+  std::vector<QueuedPage> remove_job(UserId /*user*/, JobId job) override {
+    std::vector<QueuedPage> removed;
+    std::erase_if(pages_, [&](const QueuedPage& page) {
+      if (page.job_id != job) return false;
+      removed.push_back(page);
+      return true;
+    });
+    return removed;
+  }
+
+ private:
+  std::deque<QueuedPage> pages_;
+};
+
+// The service's settings for everything the scenario does not set (DispatcherConfig's
+// defaults): 1 s pauses after a refusal with no Retry-After, 100 returns at most.
+DispatchPolicyConfig policy_config(const Scenario& scenario) {
+  DispatchPolicyConfig config;
+  config.seed = scenario.seed;
+  return config;
+}
+
 struct Call {
   QueuedPage page;
-  std::optional<Lease> lease;           // fairlane's budget
-  std::optional<Lease> provider_lease;  // the provider's own budget
+  std::optional<Lease> lease;                              // fairlane's budget
+  std::optional<SimulatedProvider::Accepted> at_provider;  // the provider's
   Ns dispatched_at = 0;
-  std::int64_t actual_tokens = 0;
+  std::int64_t input_tokens = 0;
 };
 
 enum class PageState : std::uint8_t { queued, in_flight, ended };
@@ -73,13 +163,13 @@ class Run {
       : scenario_(scenario),
         kind_(kind),
         rng_(scenario.seed),
+        wall_clock_(clock_),
         budget_(clock_,
                 BudgetLimits{scenario.fairlane.requests_per_minute,
                              scenario.fairlane.tokens_per_minute, scenario.fairlane.max_in_flight}),
-        provider_(clock_, BudgetLimits{scenario.provider.requests_per_minute,
-                                       scenario.provider.tokens_per_minute,
-                                       scenario.provider.max_in_flight}),
+        provider_(clock_, scenario.provider, scenario.fairlane.max_tokens, rng_),
         scheduler_(scenario.fairlane.quantum),
+        fair_order_(scheduler_),
         estimator_(
             scheduler_,
             EstimatorConfig{.limits = budget_.limits(),
@@ -89,7 +179,8 @@ class Run {
         door_(scheduler_, estimator_,
               DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
                          .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
-                         .tokens_per_minute = scenario.fairlane.tokens_per_minute}) {
+                         .tokens_per_minute = scenario.fairlane.tokens_per_minute}),
+        policy_(clock_, wall_clock_, budget_, order(), estimator_, policy_config(scenario)) {
     metrics_.scheduler = kind;
   }
 
@@ -236,31 +327,11 @@ class Run {
     }
   }
 
-  // ---- the scheduler, fair or first come first served ----------------------------------
+  // ---- the order, fair or first come first served --------------------------------------
 
-  const QueuedPage* peek() {
-    if (kind_ == SchedulerKind::fair) return scheduler_.peek();
-    return fifo_.empty() ? nullptr : &fifo_.front();
-  }
-  QueuedPage take() {
-    if (kind_ == SchedulerKind::fair) return *scheduler_.take();
-    QueuedPage page = fifo_.front();
-    fifo_.pop_front();
-    return page;
-  }
-  void add(const QueuedPage& page) {
-    if (kind_ == SchedulerKind::fair) {
-      scheduler_.add(page);
-    } else {
-      fifo_.push_back(page);
-    }
-  }
-  void put_back(const QueuedPage& page) {
-    if (kind_ == SchedulerKind::fair) {
-      scheduler_.put_back(page);
-    } else {
-      fifo_.push_front(page);
-    }
+  PageOrder& order() {
+    if (kind_ == SchedulerKind::fair) return fair_order_;
+    return fifo_order_;
   }
 
   // ---- events ----------------------------------------------------------------------------
@@ -322,58 +393,54 @@ class Run {
       const auto page = static_cast<PageId>(page_states_.size());
       page_states_.push_back(PageState::queued);
       page_books_.push_back(index);
-      add(QueuedPage{page, job, book.user, cost});
+      policy_.enqueue(QueuedPage{page, job, book.user, cost});
     }
     queued_changed(book.user, book.pages);
   }
 
+  // The service's loop on virtual time: the policy's next step, until it is a wait.
   void dispatch() {
-    while (const QueuedPage* next = peek()) {
-      if (paused_until_ > now()) {
-        schedule_wake(paused_until_);
-        return;
-      }
-      Admission admission = budget_.admit(next->cost);
-      if (auto* wait = std::get_if<Wait>(&admission)) {
-        // Concurrency with no wait: a call's end will bring us back.
-        if (wait->wait > Clock::duration::zero()) schedule_wake(now() + wait->wait.count());
-        return;
-      }
-      const QueuedPage page = take();
-      queued_changed(page.user_id, -1);
-      if (std::holds_alternative<TooLarge>(admission)) {
-        end_page(page, false);
+    for (;;) {
+      DispatchStep next = policy_.next_step();
+      if (auto* go = std::get_if<step::Send>(&next)) {
+        queued_changed(go->page.user_id, -1);
+        send(go->page, std::move(go->lease));
         continue;
       }
-      send(page, std::move(std::get<Lease>(admission)));
+      if (const auto* too_large = std::get_if<step::FailPage>(&next)) {
+        queued_changed(too_large->page.user_id, -1);
+        end_page(too_large->page, false);
+        continue;
+      }
+      // A wait: for its time, or for a call's end (which runs this again).
+      const Clock::time_point until = wake_time(next).value_or(Clock::time_point::max());
+      if (until != Clock::time_point::max()) schedule_wake((until - Clock::time_point{}).count());
+      return;
     }
   }
 
   void send(const QueuedPage& page, Lease lease) {
     ++metrics_.provider_calls;
-    Admission at_provider = provider_.admit(page.cost);
-    if (!std::holds_alternative<Lease>(at_provider)) {
-      // The provider refused: a violation. The page goes back to the head of its lane and
-      // everything pauses for a second, as the service does on a 429.
-      if (const auto* wait = std::get_if<Wait>(&at_provider);
-          wait && wait->limit == Limit::concurrency) {
+    const Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
+    auto answer = provider_.call(page.cost);
+    if (const auto* refused = std::get_if<SimulatedProvider::Refused>(&answer)) {
+      // The provider refused: a violation. fairlane does what it does with a 429 (a 503
+      // over the in-flight cap): everything pauses, the page goes back to the head.
+      CallEnd end = call::RateLimited{};
+      if (refused->limit == Limit::concurrency) {
         ++metrics_.provider_refused_concurrency;
-      } else if (wait && wait->limit == Limit::requests) {
+        end = call::Overloaded{};
+      } else if (refused->limit == Limit::requests) {
         ++metrics_.provider_refused_requests;
       } else {
         ++metrics_.provider_refused_tokens;
       }
-      lease.cancel();
-      put_back(page);
-      queued_changed(page.user_id, +1);
-      paused_until_ = now() + to_ns(1.0);
+      record(page, policy_.on_outcome(page, lease, CallOutcome{std::move(end), {}}));
       return;
     }
-    const Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
-    const double latency_s = std::max(0.0, sample(scenario_.provider.latency_s, rng_));
-    const double output = sample(scenario_.provider.output_tokens, rng_);
-    const auto output_tokens =
-        std::clamp<std::int64_t>(std::llround(output), 0, scenario_.fairlane.max_tokens);
+    auto& accepted = std::get<SimulatedProvider::Accepted>(answer);
+    const std::int64_t actual_tokens = book.input_tokens + accepted.output_tokens;
+    const Ns latency = to_ns(accepted.latency_s);
 
     std::size_t slot = calls_.size();
     if (!free_calls_.empty()) {
@@ -382,16 +449,16 @@ class Run {
     } else {
       calls_.emplace_back();
     }
-    Call& call = calls_[slot];
-    call.page = page;
-    call.lease.emplace(std::move(lease));
-    call.provider_lease.emplace(std::move(std::get<Lease>(at_provider)));
-    call.dispatched_at = now();
-    call.actual_tokens = book.input_tokens + output_tokens;
+    Call& sent = calls_[slot];
+    sent.page = page;
+    sent.lease.emplace(std::move(lease));
+    sent.at_provider.emplace(std::move(accepted));
+    sent.dispatched_at = now();
+    sent.input_tokens = book.input_tokens;
     page_states_[static_cast<std::size_t>(page.page_id)] = PageState::in_flight;
     ++in_flight_;
     metrics_.max_in_flight_seen = std::max(metrics_.max_in_flight_seen, in_flight_);
-    push(now() + to_ns(latency_s), EventKind::completion, slot);
+    push(now() + latency, EventKind::completion, slot);
 
     window_tokens_[page.user_id] += page.cost;
     if (backlogged_.size() >= 2)
@@ -399,21 +466,35 @@ class Run {
     if (total_queued_ > 0 && first_backlog_ns_ &&
         now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
       ++steady_requests_;
-      steady_tokens_ += call.actual_tokens;
+      steady_tokens_ += actual_tokens;
     }
   }
 
   void complete(std::size_t slot) {
-    Call& call = calls_[slot];
-    call.provider_lease->settle(call.actual_tokens);
-    call.lease->settle(call.actual_tokens);
-    estimator_.record_settled(call.actual_tokens, call.page.cost,
-                              std::chrono::nanoseconds(now() - call.dispatched_at));
-    call.lease.reset();
-    call.provider_lease.reset();
+    Call& ended = calls_[slot];
+    const std::int64_t output_tokens = ended.at_provider->output_tokens;
+    SimulatedProvider::finish(*ended.at_provider, ended.input_tokens + output_tokens);
+    const CallVerdict verdict =
+        policy_.on_outcome(ended.page, *ended.lease,
+                           CallOutcome{call::Answered{ended.input_tokens, output_tokens},
+                                       std::chrono::nanoseconds(now() - ended.dispatched_at)});
+    ended.lease.reset();
+    ended.at_provider.reset();
     --in_flight_;
     free_calls_.push_back(slot);
-    end_page(call.page, true);
+    record(ended.page, verdict);
+  }
+
+  // What the policy decided about a page whose call ended.
+  void record(const QueuedPage& page, const CallVerdict& verdict) {
+    if (std::holds_alternative<verdict::Complete>(verdict.action)) {
+      end_page(page, true);
+    } else if (std::holds_alternative<verdict::Fail>(verdict.action)) {
+      end_page(page, false);
+    } else {
+      // Back in its lane, or held back for a backoff: its user still has it waiting.
+      queued_changed(page.user_id, +1);
+    }
   }
 
   void end_page(const QueuedPage& page, bool done) {
@@ -472,12 +553,15 @@ class Run {
   const SchedulerKind kind_;
   std::mt19937_64 rng_;
   FakeClock clock_;
+  FakeWallClock wall_clock_;
   Budget budget_;
-  Budget provider_;
+  SimulatedProvider provider_;
   FairScheduler scheduler_;
+  FairOrder fair_order_;
+  FifoOrder fifo_order_;
   Estimator estimator_;
   Door door_;
-  std::deque<QueuedPage> fifo_;
+  DispatchPolicy policy_;
 
   Metrics metrics_;
   std::vector<Book> books_;
@@ -487,7 +571,6 @@ class Run {
   std::optional<Ns> pending_wake_;
   std::vector<std::pair<std::size_t, double>> snapshot_predictions_;  // result, finish
   double snapshot_at_s_ = 0.0;
-  Ns paused_until_ = 0;
 
   std::unordered_map<std::string, UserId> user_ids_;
   std::unordered_map<UserId, std::string> user_names_;

@@ -1,12 +1,15 @@
 // Simulation: one run of a scenario on virtual time, driving fairlane's real core (Budget,
-// FairScheduler, Estimator, Door) against a provider model that enforces its own limits
-// with its own budget, and measuring what the figures of docs/performance.md ask for.
+// FairScheduler, Estimator, Door) and the service's own DispatchPolicy against a provider
+// model that enforces its own limits with its own budget, and measuring what the figures of
+// docs/performance.md ask for.
 //
-// The dispatch step mirrors the service's loop: peek the next page in fair order, ask the
-// budget, and either send it, wait for the exact refill time (no polling), or wait for a
-// call to end. A provider refusal counts as a violation (it must never happen); the page
-// then returns to the head of its lane and everything pauses for a second, as the service
-// does on a 429.
+// Two sides in simulation.cpp: the provider model (SimulatedProvider: its limits, latency
+// and output tokens) and the dispatch side, which asks the policy for its next step after
+// every batch of events at one instant (send a page, wait for the exact refill time, wait
+// for a call to end) and hands it each call's outcome, exactly as the service's Dispatcher
+// does. A provider refusal counts as a violation (it must never happen); the policy treats
+// it as the service treats a 429 (a 503 over the in-flight cap) without Retry-After: all
+// dispatch pauses for a second and the page returns to the head of its lane.
 #pragma once
 
 #include <cstdint>

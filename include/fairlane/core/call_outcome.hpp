@@ -1,0 +1,60 @@
+// CallOutcome: how one provider call ended, in the core's terms, for DispatchPolicy. The
+// service maps its provider client's outcomes to these (src/service/dispatcher.cpp), the
+// simulator its provider model's; the core knows no HTTP status, header or wire format.
+//
+//   Answered        the provider ran the call and reported its usage
+//   RateLimited     429: the account's rate limit; Retry-After when the provider gave one
+//   Overloaded      503 (Anthropic: 529): the provider is over its capacity; the same
+//   Unreachable     no connection could be made (refused, no such host): nothing was sent
+//   TransientError  5xx, timeout, reset: the call may succeed if made again
+//   ClientError     4xx other than 429: the request itself is wrong; again would not help
+//   Unreadable      a 2xx whose answer could not be read: it ran and its tokens counted
+//
+// Every reason is a sentence for the page's error ("the provider answered 500 (...)").
+//
+// Thread safety: value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "fairlane/core/clock.hpp"
+
+namespace fairlane {
+
+namespace call {
+struct Answered {
+  std::int64_t input_tokens = 0;
+  std::int64_t output_tokens = 0;
+};
+struct RateLimited {
+  std::optional<Clock::duration> retry_after;
+};
+struct Overloaded {
+  std::optional<Clock::duration> retry_after;
+};
+struct Unreachable {
+  std::string reason;
+};
+struct TransientError {
+  std::string reason;
+};
+struct ClientError {
+  std::string reason;
+};
+struct Unreadable {
+  std::string reason;
+};
+}  // namespace call
+
+using CallEnd = std::variant<call::Answered, call::RateLimited, call::Overloaded, call::Unreachable,
+                             call::TransientError, call::ClientError, call::Unreadable>;
+
+struct CallOutcome {
+  CallEnd end;
+  Clock::duration latency{};  // from the call's start to its end
+};
+
+}  // namespace fairlane

@@ -1,0 +1,55 @@
+// PageOrder: the order in which queued pages go to the provider, as DispatchPolicy sees it.
+// The policy peeks the next page, waits for the budget, takes that same page, returns
+// pages to the head after a refusal and corrects a lane by what a call really cost; it
+// never reorders on its own. FairOrder is fairlane's (a FairScheduler: deficit round robin
+// over per-user lanes); the simulator adds first come first served for comparison.
+//
+// Thread safety: none, by design; the thread that owns the policy owns its order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/ids.hpp"
+
+namespace fairlane {
+
+class PageOrder {
+ public:
+  virtual ~PageOrder() = default;
+
+  // The next page, or nullptr when none is queued. The same page until it is taken; the
+  // pointer is valid until the next change.
+  [[nodiscard]] virtual const QueuedPage* peek() = 0;
+  // Takes the page peek() returns; only called when it returned one.
+  virtual QueuedPage take() = 0;
+  // A page joins the tail of its user's queue.
+  virtual void add(const QueuedPage& page) = 0;
+  // A page taken earlier goes back to the head: it keeps its place.
+  virtual void put_back(const QueuedPage& page) = 0;
+  // A page of `user` cost `delta` tokens more than its estimate (less when negative).
+  virtual void correct(UserId user, std::int64_t delta) = 0;
+  // Removes every queued page of `job` (a cancellation) and returns them.
+  virtual std::vector<QueuedPage> remove_job(UserId user, JobId job) = 0;
+};
+
+// Fair order: the FairScheduler's. The scheduler must outlive it.
+class FairOrder final : public PageOrder {
+ public:
+  explicit FairOrder(FairScheduler& scheduler) : scheduler_(scheduler) {}
+
+  [[nodiscard]] const QueuedPage* peek() override { return scheduler_.peek(); }
+  QueuedPage take() override;
+  void add(const QueuedPage& page) override { scheduler_.add(page); }
+  void put_back(const QueuedPage& page) override { scheduler_.put_back(page); }
+  void correct(UserId user, std::int64_t delta) override { scheduler_.correct(user, delta); }
+  std::vector<QueuedPage> remove_job(UserId user, JobId job) override {
+    return scheduler_.remove_job(user, job);
+  }
+
+ private:
+  FairScheduler& scheduler_;
+};
+
+}  // namespace fairlane

@@ -1,0 +1,289 @@
+#include "fairlane/core/dispatch_policy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+#include "fairlane/core/backoff.hpp"
+
+namespace fairlane {
+
+DispatchPolicy::DispatchPolicy(const Clock& clock, const WallClock& wall_clock, Budget& budget,
+                               PageOrder& order, Estimator& estimator, DispatchPolicyConfig config)
+    : clock_(clock),
+      wall_clock_(wall_clock),
+      budget_(budget),
+      order_(order),
+      estimator_(estimator),
+      config_(config),
+      rng_(config.seed) {}
+
+// ---- pages coming in -------------------------------------------------------------------
+
+bool DispatchPolicy::enqueue(const QueuedPage& page) {
+  if (pages_.contains(page.page_id)) return false;
+  track(page).queued_at = clock_.now();
+  order_.add(page);
+  return true;
+}
+
+void DispatchPolicy::restore(const QueuedPage& page, std::int64_t attempts,
+                             std::optional<WallTime> not_before) {
+  PageRecord& record = track(page);
+  record.attempts = attempts;
+  const Clock::time_point now = clock_.now();
+  if (attempts == 0) record.queued_at = now;
+  const WallTime wall_now = wall_clock_.now();
+  if (not_before && *not_before > wall_now) {
+    hold(page, now + std::chrono::duration_cast<Clock::duration>(*not_before - wall_now));
+  } else {
+    order_.add(page);
+  }
+}
+
+std::vector<QueuedPage> DispatchPolicy::cancel_job(UserId user, JobId job) {
+  std::vector<QueuedPage> removed = order_.remove_job(user, job);
+  for (const QueuedPage& page : removed) forget(page);
+  // Pages still out (called, or held back) are forgotten when they come back.
+  if (job_pages_.contains(job)) cancelled_jobs_.insert(job);
+  return removed;
+}
+
+std::vector<InheritedCall> DispatchPolicy::inherit_calls_out(
+    const std::vector<WallTime>& dispatched_at,
+    std::optional<Clock::duration> longest_recent_call) {
+  // How long a call of the dead process may still run at the provider: about as long as
+  // calls took lately; twice the longest recent one covers a provider that was slowing
+  // down, and the call timeout bounds it (no history: the timeout itself).
+  Clock::duration horizon = config_.call_timeout;
+  if (longest_recent_call) horizon = std::min(horizon, 2 * *longest_recent_call);
+  const WallTime wall_now = wall_clock_.now();
+  std::vector<InheritedCall> held;
+  for (const WallTime dispatched : dispatched_at) {
+    const auto left = std::chrono::duration_cast<Clock::duration>(dispatched - wall_now) + horizon;
+    if (left <= Clock::duration::zero()) continue;
+    auto permit = budget_.in_flight().try_acquire();
+    if (!permit) break;  // more calls out than the cap: the cap is full already
+    held.push_back(InheritedCall{std::move(*permit), left});
+  }
+  return held;
+}
+
+void DispatchPolicy::drop_held() {
+  held_.clear();
+}
+
+// ---- the loop --------------------------------------------------------------------------
+
+DispatchStep DispatchPolicy::next_step() {
+  const Clock::time_point now = clock_.now();
+  release_held(now);
+  const Clock::time_point release = next_release();
+  if (paused_ && *paused_ > now) return step::SleepUntil{std::min(*paused_, release)};
+  paused_.reset();
+  if (outage_pauses_ > 0 && calls_out_ > 0) {
+    // The provider was unreachable: one call at a time finds out whether it is back.
+    return step::WaitForCall{release};
+  }
+  const QueuedPage* next = order_.peek();
+  if (next == nullptr) return step::Idle{release};
+  Admission admission = budget_.admit(next->cost);
+  if (const auto* wait = std::get_if<Wait>(&admission)) {
+    // A bucket: until its exact refill time. The in-flight cap: until a call ends.
+    if (wait->wait > Clock::duration::zero()) {
+      return step::SleepUntil{std::min(now + wait->wait, release)};
+    }
+    return step::WaitForCall{release};
+  }
+  const QueuedPage page = order_.take();
+  if (const auto* too_large = std::get_if<TooLarge>(&admission)) {
+    forget(page);
+    return step::FailPage{
+        page, fmt::format("the page needs {} tokens, more than the provider's {} a minute",
+                          too_large->tokens, too_large->capacity)};
+  }
+  ++calls_out_;
+  return step::Send{page, std::move(std::get<Lease>(admission))};
+}
+
+bool DispatchPolicy::may_call() const {
+  return !paused_ || *paused_ <= clock_.now();
+}
+
+std::optional<Clock::duration> DispatchPolicy::first_call_wait(PageId page) {
+  const auto record = pages_.find(page);
+  if (record == pages_.end() || !record->second.queued_at) return std::nullopt;
+  const Clock::duration waited = clock_.now() - *record->second.queued_at;
+  record->second.queued_at.reset();
+  return waited;
+}
+
+// ---- a call's end ----------------------------------------------------------------------
+
+CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
+                                       const CallOutcome& outcome) {
+  end_call();
+  const CallEnd& end = outcome.end;
+  const auto* answered = std::get_if<call::Answered>(&end);
+  if (answered != nullptr) {
+    lease.settle(answered->input_tokens + answered->output_tokens);
+  } else if (std::holds_alternative<call::Unreadable>(end)) {
+    // The provider ran the call and counted its tokens, but its answer cannot be read:
+    // count what was reserved, the side that never overspends.
+    lease.settle(lease.reserved_tokens());
+  } else {
+    lease.cancel();  // no usage came back: the provider counted the request, not the tokens
+  }
+  const auto* unreachable = std::get_if<call::Unreachable>(&end);
+  if (unreachable == nullptr) outage_pauses_ = 0;  // the provider is there
+
+  if (answered != nullptr) {
+    const std::int64_t used = answered->input_tokens + answered->output_tokens;
+    estimator_.record_settled(used, page.cost, outcome.latency);
+    // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
+    order_.correct(page.user_id, used - page.cost);
+    forget(page);
+    return CallVerdict{verdict::Complete{}, std::nullopt};
+  }
+  if (const auto* limited = std::get_if<call::RateLimited>(&end)) {
+    pause_for(limited->retry_after.value_or(config_.default_pause));
+    return requeue(page, "refusals by the provider's rate limit");
+  }
+  if (const auto* overloaded = std::get_if<call::Overloaded>(&end)) {
+    pause_for(overloaded->retry_after.value_or(config_.default_pause));
+    return requeue(page, "refusals by the provider's rate limit");
+  }
+  if (unreachable != nullptr) {
+    // Nothing reached the provider: its outage, not the page's fault. Every page would fail
+    // the same way, so all dispatch waits and no attempt is spent.
+    const std::optional<Clock::duration> pause = pause_for_outage();
+    CallVerdict verdict = requeue(
+        page, fmt::format("returns while the provider was unreachable ({})", unreachable->reason));
+    verdict.outage_pause = pause;
+    return verdict;
+  }
+  if (const auto* refused = std::get_if<call::ClientError>(&end)) {
+    return fail(page, refused->reason);
+  }
+  if (const auto* unreadable = std::get_if<call::Unreadable>(&end)) {
+    return retry_or_fail(page, unreadable->reason);
+  }
+  return retry_or_fail(page, std::get<call::TransientError>(end).reason);
+}
+
+CallVerdict DispatchPolicy::could_not_call(const QueuedPage& page, Lease& lease,
+                                           const std::string& reason) {
+  end_call();
+  lease.cancel();
+  return retry_or_fail(page, reason);
+}
+
+void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_lane) {
+  end_call();
+  lease.cancel();
+  if (cancelled_jobs_.contains(page.job_id)) {
+    forget(page);  // the store cancels it as it comes back
+  } else if (to_lane) {
+    order_.put_back(page);
+  }
+}
+
+void DispatchPolicy::withdrawn(const QueuedPage& page, Lease& lease) {
+  end_call();
+  lease.cancel();
+  forget(page);
+}
+
+// ---- inside ----------------------------------------------------------------------------
+
+DispatchPolicy::PageRecord& DispatchPolicy::track(const QueuedPage& page) {
+  const auto [record, added] = pages_.try_emplace(page.page_id);
+  if (added) ++job_pages_[page.job_id];
+  return record->second;
+}
+
+void DispatchPolicy::forget(const QueuedPage& page) {
+  if (pages_.erase(page.page_id) == 0) return;
+  const auto job = job_pages_.find(page.job_id);
+  if (job == job_pages_.end() || --job->second > 0) return;
+  job_pages_.erase(job);
+  cancelled_jobs_.erase(page.job_id);
+}
+
+void DispatchPolicy::hold(const QueuedPage& page, Clock::time_point until) {
+  held_.emplace(until, page);
+}
+
+void DispatchPolicy::release_held(Clock::time_point now) {
+  while (!held_.empty() && held_.begin()->first <= now) {
+    const QueuedPage page = held_.begin()->second;
+    held_.erase(held_.begin());
+    if (cancelled_jobs_.contains(page.job_id)) {
+      forget(page);  // the store cancelled it with its job
+    } else {
+      order_.put_back(page);
+    }
+  }
+}
+
+Clock::time_point DispatchPolicy::next_release() const {
+  return held_.empty() ? Clock::time_point::max() : held_.begin()->first;
+}
+
+void DispatchPolicy::end_call() {
+  if (calls_out_ > 0) --calls_out_;
+}
+
+CallVerdict DispatchPolicy::requeue(const QueuedPage& page, const std::string& returns) {
+  PageRecord& record = track(page);
+  if (++record.requeues > config_.max_requeues) {
+    return fail(page, fmt::format("gave up after {} {}", record.requeues, returns));
+  }
+  if (cancelled_jobs_.contains(page.job_id)) {
+    forget(page);  // the store cancels it as it comes back
+  } else {
+    order_.put_back(page);
+  }
+  return CallVerdict{verdict::Requeue{}, std::nullopt};
+}
+
+CallVerdict DispatchPolicy::retry_or_fail(const QueuedPage& page, const std::string& reason) {
+  PageRecord& record = track(page);
+  if (++record.attempts >= config_.max_attempts) {
+    return fail(page, fmt::format("gave up after {} attempts: {}", record.attempts, reason));
+  }
+  // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
+  const Clock::duration ceiling =
+      doubled(config_.backoff_base, record.attempts - 1, config_.backoff_max);
+  const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
+      0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng_));
+  hold(page, clock_.now() + delay);
+  const WallTime not_before =
+      wall_clock_.now() + std::chrono::duration_cast<WallTime::duration>(delay);
+  return CallVerdict{verdict::Retry{reason, delay, not_before}, std::nullopt};
+}
+
+CallVerdict DispatchPolicy::fail(const QueuedPage& page, std::string reason) {
+  forget(page);
+  return CallVerdict{verdict::Fail{std::move(reason)}, std::nullopt};
+}
+
+void DispatchPolicy::pause_for(Clock::duration d) {
+  const Clock::time_point until = clock_.now() + d;
+  if (!paused_ || *paused_ < until) paused_ = until;
+}
+
+std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {
+  // The calls that were out when the provider went away come back unreachable one after
+  // another: the first one's pause covers them all.
+  if (paused_ && *paused_ > clock_.now()) return std::nullopt;
+  // One call tries again after each pause, which doubles from backoff_base to backoff_max.
+  const Clock::duration pause = doubled(config_.backoff_base, outage_pauses_, config_.backoff_max);
+  ++outage_pauses_;
+  pause_for(pause);
+  return pause;
+}
+
+}  // namespace fairlane

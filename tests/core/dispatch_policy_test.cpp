@@ -1,0 +1,650 @@
+// The dispatch loop's decisions on a FakeClock: what goes next, and what each outcome of a
+// call does to the lease, the lanes, the pauses and the page. Nothing sleeps; time moves
+// only when a test advances it.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/fake_clock.hpp"
+#include "fairlane/core/dispatch_policy.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::BudgetLimits;
+using fairlane::CallOutcome;
+using fairlane::CallVerdict;
+using fairlane::Clock;
+using fairlane::DispatchPolicy;
+using fairlane::DispatchPolicyConfig;
+using fairlane::DispatchStep;
+using fairlane::Lease;
+using fairlane::QueuedPage;
+using fairlane::WallTime;
+namespace call = fairlane::call;
+namespace step = fairlane::step;
+namespace verdict = fairlane::verdict;
+
+namespace {
+
+constexpr fairlane::UserId kAlice = 1;
+constexpr fairlane::UserId kBob = 2;
+
+// A FairOrder that also records the lane corrections it is asked for.
+class RecordingOrder final : public fairlane::PageOrder {
+ public:
+  explicit RecordingOrder(fairlane::FairScheduler& scheduler) : inner_(scheduler) {}
+  [[nodiscard]] const QueuedPage* peek() override { return inner_.peek(); }
+  QueuedPage take() override { return inner_.take(); }
+  void add(const QueuedPage& page) override { inner_.add(page); }
+  void put_back(const QueuedPage& page) override { inner_.put_back(page); }
+  void correct(fairlane::UserId user, std::int64_t delta) override {
+    corrections.emplace_back(user, delta);
+    inner_.correct(user, delta);
+  }
+  std::vector<QueuedPage> remove_job(fairlane::UserId user, fairlane::JobId job) override {
+    return inner_.remove_job(user, job);
+  }
+
+  std::vector<std::pair<fairlane::UserId, std::int64_t>> corrections;
+
+ private:
+  fairlane::FairOrder inner_;
+};
+
+DispatchPolicyConfig config_with(std::int64_t max_attempts = 5, std::int64_t max_requeues = 100) {
+  DispatchPolicyConfig c;
+  c.max_attempts = max_attempts;
+  c.max_requeues = max_requeues;
+  c.backoff_base = 1s;
+  c.backoff_max = 60s;
+  c.default_pause = 1s;
+  c.call_timeout = 120s;
+  c.seed = 7;
+  return c;
+}
+
+constexpr BudgetLimits kRoomy{
+    .requests_per_minute = 6'000, .tokens_per_minute = 600'000, .max_in_flight = 4};
+
+struct Rig {
+  explicit Rig(BudgetLimits limits = kRoomy, DispatchPolicyConfig config = config_with())
+      : budget(clock, limits),
+        order(scheduler),
+        estimator(scheduler, fairlane::EstimatorConfig{.limits = limits}, &budget),
+        policy(clock, wall, budget, order, estimator, config) {}
+
+  // Enqueues `count` pages of `cost` for `user` in `job`, ids job*100 + 1, + 2, ...
+  void add(fairlane::UserId user, fairlane::JobId job, int count, std::int64_t cost = 1'000) {
+    for (int i = 1; i <= count; ++i)
+      REQUIRE(policy.enqueue(QueuedPage{job * 100 + i, job, user, cost}));
+  }
+
+  // The next step, which must be a Send.
+  step::Send send() {
+    DispatchStep next = policy.next_step();
+    REQUIRE(std::holds_alternative<step::Send>(next));
+    return std::get<step::Send>(std::move(next));
+  }
+
+  CallVerdict end(step::Send& sent, call::Answered answered) {
+    return policy.on_outcome(sent.page, sent.lease, CallOutcome{answered, 2s});
+  }
+  template <typename End>
+  CallVerdict end(step::Send& sent, End how) {
+    return policy.on_outcome(sent.page, sent.lease, CallOutcome{std::move(how), 100ms});
+  }
+
+  [[nodiscard]] Clock::time_point now() const { return clock.now(); }
+  [[nodiscard]] std::int64_t tokens_spent() const {
+    return budget.tokens().capacity() - budget.tokens().remaining();
+  }
+  [[nodiscard]] std::int64_t requests_spent() const {
+    return budget.requests().capacity() - budget.requests().remaining();
+  }
+
+  fairlane::FakeClock clock{Clock::time_point{} + 1000s};
+  fairlane::FakeWallClock wall{clock, WallTime{} + std::chrono::hours(480'000)};
+  fairlane::Budget budget;
+  fairlane::FairScheduler scheduler;
+  RecordingOrder order;
+  fairlane::Estimator estimator;
+  DispatchPolicy policy;
+};
+
+// The verdict's action, which must be a T (a copy: verdicts are often temporaries).
+template <typename T>
+T as(const CallVerdict& v) {
+  REQUIRE(std::holds_alternative<T>(v.action));
+  return std::get<T>(v.action);
+}
+
+}  // namespace
+
+// ---- the next step -------------------------------------------------------------------------
+
+TEST_CASE("With nothing queued the next step is idle, with no time to look again") {
+  Rig rig;
+  const DispatchStep next = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::Idle>(next));
+  CHECK(std::get<step::Idle>(next).until == Clock::time_point::max());
+  CHECK(fairlane::wake_time(next) == Clock::time_point::max());
+}
+
+TEST_CASE("The next step sends pages in fair order, each with its lease, and counts them out") {
+  Rig rig;
+  rig.add(kAlice, 1, 3);
+  rig.add(kBob, 2, 3);
+  auto first = rig.send();
+  auto second = rig.send();
+  auto third = rig.send();
+  CHECK(first.page.user_id == kAlice);
+  CHECK(second.page.user_id == kBob);
+  CHECK(third.page.user_id == kAlice);
+  CHECK(third.page.page_id == 102);
+  CHECK(first.lease.open());
+  CHECK(first.lease.reserved_tokens() == 1'000);
+  CHECK(rig.policy.calls_out() == 3);
+  CHECK(rig.scheduler.size() == 3);
+  CHECK(fairlane::wake_time(DispatchStep{std::move(first)}) == std::nullopt);
+}
+
+TEST_CASE("A page already known is not enqueued twice") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  CHECK_FALSE(rig.policy.enqueue(QueuedPage{101, 1, kAlice, 1'000}));
+  CHECK(rig.scheduler.size() == 1);
+  CHECK(rig.policy.tracked_pages() == 1);
+}
+
+TEST_CASE("A page the buckets cannot take sleeps to the exact refill time and keeps its place") {
+  // 60 requests a minute: one a second once the bucket is spent.
+  Rig rig(BudgetLimits{.requests_per_minute = 60, .tokens_per_minute = 0, .max_in_flight = 0});
+  rig.add(kAlice, 1, 61);
+  rig.add(kBob, 2, 1);
+  for (int i = 0; i < 60; ++i) (void)rig.send();  // the full bucket's 60 requests
+  const QueuedPage* head = rig.scheduler.peek();
+  REQUIRE(head != nullptr);
+  const auto waiting = head->page_id;
+  const DispatchStep next = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::SleepUntil>(next));
+  CHECK(std::get<step::SleepUntil>(next).until == rig.now() + 1s);
+  rig.clock.advance(999ms);
+  CHECK(std::holds_alternative<step::SleepUntil>(rig.policy.next_step()));
+  rig.clock.advance(1ms);
+  CHECK(rig.send().page.page_id == waiting);
+}
+
+TEST_CASE("With the in-flight cap full the next step waits for a call to end") {
+  Rig rig(BudgetLimits{.requests_per_minute = 0, .tokens_per_minute = 0, .max_in_flight = 1});
+  rig.add(kAlice, 1, 2);
+  auto first = rig.send();
+  const DispatchStep next = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::WaitForCall>(next));
+  CHECK(std::get<step::WaitForCall>(next).until == Clock::time_point::max());
+  (void)rig.end(first, call::Answered{300, 100});
+  CHECK(rig.send().page.page_id == 102);
+}
+
+TEST_CASE("A page larger than a minute's TPM fails at once, naming its size") {
+  Rig rig(BudgetLimits{.requests_per_minute = 600, .tokens_per_minute = 200, .max_in_flight = 4});
+  rig.add(kAlice, 1, 1, 300);
+  DispatchStep next = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::FailPage>(next));
+  const auto& failed = std::get<step::FailPage>(next);
+  CHECK(failed.page.page_id == 101);
+  CHECK(failed.reason == "the page needs 300 tokens, more than the provider's 200 a minute");
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.calls_out() == 0);
+  CHECK(rig.requests_spent() == 0);
+  CHECK(fairlane::wake_time(next) == std::nullopt);
+}
+
+TEST_CASE("The time from joining the lane to the first call is given once") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  rig.clock.advance(3s);
+  auto sent = rig.send();
+  CHECK(rig.policy.first_call_wait(sent.page.page_id) == 3s);
+  CHECK(rig.policy.first_call_wait(sent.page.page_id) == std::nullopt);
+}
+
+// ---- the outcome table ---------------------------------------------------------------------
+
+TEST_CASE("An answer settles the lease with the usage, teaches the estimator, corrects the lane") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const CallVerdict v = rig.end(sent, call::Answered{300, 100});
+  CHECK(std::holds_alternative<verdict::Complete>(v.action));
+  CHECK_FALSE(v.outage_pause);
+  CHECK_FALSE(sent.lease.open());
+  CHECK(rig.tokens_spent() == 400);  // the reservation of 1,000 settled at the 400 used
+  CHECK(rig.requests_spent() == 1);
+  CHECK(rig.budget.in_flight().in_use() == 0);
+  // EWMAs with alpha 0.1 from the defaults (800 tokens, 2 s): 760 tokens, 2 s.
+  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(760.0));
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(2.0));
+  REQUIRE(rig.order.corrections.size() == 1);
+  CHECK(rig.order.corrections[0] == std::pair<fairlane::UserId, std::int64_t>{kAlice, -600});
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.calls_out() == 0);
+}
+
+TEST_CASE("A 429 pauses all dispatch until its Retry-After; the page goes back to the head") {
+  Rig rig(kRoomy, config_with(2));
+  rig.add(kAlice, 1, 2);
+  rig.add(kBob, 2, 1);
+  auto sent = rig.send();
+  const CallVerdict v = rig.end(sent, call::RateLimited{5s});
+  CHECK(std::holds_alternative<verdict::Requeue>(v.action));
+  // Tokens given back, the request kept: the provider counted it.
+  CHECK(rig.tokens_spent() == 0);
+  CHECK(rig.requests_spent() == 1);
+  CHECK(rig.policy.paused_until() == rig.now() + 5s);
+  CHECK_FALSE(rig.policy.may_call());
+  const DispatchStep paused = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::SleepUntil>(paused));
+  CHECK(std::get<step::SleepUntil>(paused).until == rig.now() + 5s);
+  rig.clock.advance(5s);
+  CHECK(rig.policy.may_call());
+  CHECK(rig.send().page.page_id == 101);  // its place kept, ahead of Bob's turn
+  CHECK(rig.policy.paused_until() == std::nullopt);
+  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(800.0));  // nothing learnt
+  CHECK(rig.order.corrections.empty());
+}
+
+TEST_CASE("Refusals spend no attempt: after a 429 and a 503 a page still has all its attempts") {
+  Rig rig(kRoomy, config_with(1));  // one attempt: the first transient error fails the page
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(sent, call::RateLimited{1s}).action));
+  rig.clock.advance(1s);
+  sent = rig.send();
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(sent, call::Overloaded{1s}).action));
+  rig.clock.advance(1s);
+  sent = rig.send();
+  CHECK(as<verdict::Fail>(rig.end(sent, call::TransientError{"reset"})).reason ==
+        "gave up after 1 attempts: reset");
+}
+
+TEST_CASE(
+    "A 503 without Retry-After pauses for the default pause, and a shorter pause never "
+    "cuts a longer one short") {
+  Rig rig;
+  rig.add(kAlice, 1, 3);
+  auto a = rig.send();
+  auto b = rig.send();
+  auto c = rig.send();
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(a, call::Overloaded{}).action));
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(b, call::RateLimited{10s}).action));
+  CHECK(rig.policy.paused_until() == rig.now() + 10s);
+  rig.clock.advance(1s);
+  CHECK(std::holds_alternative<verdict::Requeue>(rig.end(c, call::Overloaded{2s}).action));
+  CHECK(rig.policy.paused_until() == rig.now() + 9s);
+}
+
+TEST_CASE("A page refused more than max_requeues times fails, saying how often it came back") {
+  Rig rig(kRoomy, config_with(5, 3));
+  rig.add(kAlice, 1, 1);
+  for (int i = 1; i <= 3; ++i) {
+    auto sent = rig.send();
+    CHECK(std::holds_alternative<verdict::Requeue>(rig.end(sent, call::RateLimited{1s}).action));
+    rig.clock.advance(1s);
+  }
+  auto sent = rig.send();
+  const CallVerdict v = rig.end(sent, call::RateLimited{1s});
+  CHECK(as<verdict::Fail>(v).reason == "gave up after 4 refusals by the provider's rate limit");
+  CHECK(rig.policy.tracked_pages() == 0);
+}
+
+TEST_CASE(
+    "A transient error spends an attempt: the page is held for a full-jitter backoff within "
+    "the doubling ceiling, then returns to the head") {
+  Rig rig(kRoomy, config_with(10));
+  rig.add(kAlice, 1, 1);
+  auto alice = rig.send();
+
+  const Clock::duration ceilings[] = {1s, 2s, 4s, 8s, 16s, 32s, 60s, 60s, 60s};
+  for (const Clock::duration ceiling : ceilings) {
+    CAPTURE(ceiling.count());
+    const WallTime wall_before = rig.wall.now();
+    const CallVerdict v = rig.end(alice, call::TransientError{"the provider answered 500"});
+    const auto& retry = as<verdict::Retry>(v);
+    CHECK(retry.reason == "the provider answered 500");
+    CHECK(retry.delay >= Clock::duration::zero());
+    CHECK(retry.delay < ceiling);
+    CHECK(retry.not_before == wall_before + retry.delay);
+    CHECK(rig.policy.held() == 1);
+    CHECK(rig.scheduler.size() == 0);
+    CHECK(rig.tokens_spent() == 0);  // the failed call's tokens given back
+    const DispatchStep waiting = rig.policy.next_step();
+    REQUIRE(std::holds_alternative<step::Idle>(waiting));
+    CHECK(std::get<step::Idle>(waiting).until == rig.now() + retry.delay);
+    rig.clock.advance(retry.delay);
+    alice = rig.send();
+    CHECK(alice.page.page_id == 101);
+    CHECK(rig.policy.held() == 0);
+  }
+}
+
+TEST_CASE("Full jitter: the first backoffs spread from 0 to all of backoff_base") {
+  Rig rig(BudgetLimits{}, config_with(2));
+  rig.add(kAlice, 1, 50);
+  rig.add(kBob, 2, 50);
+  Clock::duration shortest = 1s;
+  Clock::duration longest{};
+  for (int i = 0; i < 100; ++i) {
+    auto sent = rig.send();
+    const auto& retry = as<verdict::Retry>(rig.end(sent, call::TransientError{"timeout"}));
+    shortest = std::min(shortest, retry.delay);
+    longest = std::max(longest, retry.delay);
+    CHECK(retry.delay < 1s);
+  }
+  CHECK(shortest < 100ms);
+  CHECK(longest > 900ms);
+  CHECK(rig.policy.held() == 100);
+}
+
+TEST_CASE("The same seed draws the same backoffs") {
+  const auto delays = [](std::uint64_t seed) {
+    DispatchPolicyConfig config = config_with(2);
+    config.seed = seed;
+    Rig rig(BudgetLimits{}, config);
+    rig.add(kAlice, 1, 5);
+    std::vector<Clock::duration> drawn;
+    for (int i = 0; i < 5; ++i) {
+      auto sent = rig.send();
+      drawn.push_back(as<verdict::Retry>(rig.end(sent, call::TransientError{"reset"})).delay);
+    }
+    return drawn;
+  };
+  CHECK(delays(3) == delays(3));
+  CHECK(delays(3) != delays(4));
+}
+
+TEST_CASE("A page out of attempts fails with the count and the last reason") {
+  Rig rig(kRoomy, config_with(2));
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const auto& retry = as<verdict::Retry>(rig.end(sent, call::TransientError{"first"}));
+  rig.clock.advance(retry.delay);
+  sent = rig.send();
+  const CallVerdict v = rig.end(sent, call::TransientError{"the provider did not answer in time"});
+  CHECK(as<verdict::Fail>(v).reason ==
+        "gave up after 2 attempts: the provider did not answer in time");
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.held() == 0);
+}
+
+TEST_CASE("A client error fails the page at once with its reason, and gives the tokens back") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const CallVerdict v =
+      rig.end(sent, call::ClientError{"the provider refused the request with 401"});
+  CHECK(as<verdict::Fail>(v).reason == "the provider refused the request with 401");
+  CHECK(rig.tokens_spent() == 0);
+  CHECK(rig.requests_spent() == 1);
+  CHECK(rig.policy.paused_until() == std::nullopt);
+  CHECK(rig.policy.tracked_pages() == 0);
+}
+
+TEST_CASE("A 2xx whose answer cannot be read keeps its reservation spent and spends an attempt") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const CallVerdict v = rig.end(sent, call::Unreadable{"the provider's answer was unusable"});
+  CHECK(as<verdict::Retry>(v).reason == "the provider's answer was unusable");
+  CHECK(rig.tokens_spent() == 1'000);
+  CHECK(rig.budget.in_flight().in_use() == 0);
+  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(800.0));  // no usage to learn
+}
+
+TEST_CASE(
+    "Unreachable: all dispatch pauses, doubling from backoff_base to backoff_max, one call "
+    "probes at a time, no attempt is spent, and an answer ends the outage") {
+  DispatchPolicyConfig config = config_with(1);  // a page that spent an attempt would fail
+  config.backoff_base = 1s;
+  config.backoff_max = 4s;
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 8);
+  std::vector<step::Send> out;
+  for (int i = 0; i < 4; ++i) out.push_back(rig.send());  // the cap: 4 in flight
+
+  // The first call back starts a pause; the others, back during it, do not extend it.
+  const CallVerdict first = rig.end(out[0], call::Unreachable{"could not reach the provider"});
+  CHECK(std::holds_alternative<verdict::Requeue>(first.action));
+  CHECK(first.outage_pause == 1s);
+  const Clock::time_point resume = rig.now() + 1s;
+  rig.clock.advance(100ms);
+  for (std::size_t i = 1; i < 4; ++i) {
+    const CallVerdict later = rig.end(out[i], call::Unreachable{"could not reach the provider"});
+    CHECK(std::holds_alternative<verdict::Requeue>(later.action));
+    CHECK_FALSE(later.outage_pause);
+  }
+  CHECK(rig.policy.paused_until() == resume);
+  CHECK(rig.policy.outage_pauses() == 1);
+  CHECK(rig.scheduler.size() == 8);
+
+  // Each pause ends with one probe; while it is out nothing else goes.
+  for (const Clock::duration pause : {2s, 4s, 4s}) {
+    rig.clock.advance_to(*rig.policy.paused_until());
+    auto probe = rig.send();
+    CHECK(probe.page.page_id == 101);
+    CHECK(std::holds_alternative<step::WaitForCall>(rig.policy.next_step()));
+    const CallVerdict v = rig.end(probe, call::Unreachable{"could not reach the provider"});
+    CHECK(std::holds_alternative<verdict::Requeue>(v.action));
+    CHECK(v.outage_pause == pause);
+    CHECK(rig.policy.paused_until() == rig.now() + pause);
+  }
+  CHECK(rig.policy.outage_pauses() == 4);
+
+  // The provider is back: the probe's answer ends the outage, and calls go out four at once.
+  rig.clock.advance_to(*rig.policy.paused_until());
+  auto probe = rig.send();
+  CHECK(std::holds_alternative<verdict::Complete>(rig.end(probe, call::Answered{300, 100}).action));
+  CHECK(rig.policy.outage_pauses() == 0);
+  for (int i = 0; i < 4; ++i) (void)rig.send();
+  CHECK(rig.policy.calls_out() == 4);
+}
+
+TEST_CASE("Any other outcome ends an outage too: the next pause starts again from backoff_base") {
+  Rig rig;
+  rig.add(kAlice, 1, 2);
+  auto a = rig.send();
+  CHECK(rig.end(a, call::Unreachable{"refused"}).outage_pause == 1s);
+  rig.clock.advance(1s);
+  a = rig.send();
+  CHECK(rig.end(a, call::TransientError{"reset"}).outage_pause == std::nullopt);
+  CHECK(rig.policy.outage_pauses() == 0);
+  auto b = rig.send();
+  CHECK(rig.end(b, call::Unreachable{"refused"}).outage_pause == 1s);
+}
+
+TEST_CASE("A page the provider is never reachable for fails after max_requeues returns") {
+  DispatchPolicyConfig config = config_with(5, 3);
+  config.backoff_base = 1ms;
+  config.backoff_max = 1ms;
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 1);
+  CallVerdict v;
+  for (int i = 0; i < 4; ++i) {
+    rig.clock.advance(1ms);
+    auto sent = rig.send();
+    v = rig.end(sent, call::Unreachable{"could not reach the provider (refused)"});
+  }
+  CHECK(as<verdict::Fail>(v).reason ==
+        "gave up after 4 returns while the provider was unreachable (could not reach the "
+        "provider (refused))");
+  CHECK(rig.policy.outage_pauses() == 4);
+}
+
+// ---- calls that were not made --------------------------------------------------------------
+
+TEST_CASE(
+    "A pause that begins while a dispatch is recorded stops its call: the page goes back "
+    "to the head, nothing spent but the request") {
+  Rig rig;
+  rig.add(kAlice, 1, 3);
+  auto first = rig.send();
+  auto second = rig.send();
+  (void)rig.end(first, call::RateLimited{2s});
+  REQUIRE_FALSE(rig.policy.may_call());
+  rig.policy.not_called(second.page, second.lease, true);
+  CHECK_FALSE(second.lease.open());
+  CHECK(rig.tokens_spent() == 0);
+  CHECK(rig.requests_spent() == 2);
+  CHECK(rig.policy.calls_out() == 0);
+  CHECK(rig.scheduler.size() == 3);
+  rig.clock.advance(2s);
+  CHECK(rig.send().page.page_id == 101);
+  CHECK(rig.send().page.page_id == 102);
+}
+
+TEST_CASE("A call not made for a stop leaves its page out of the lane") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  rig.policy.not_called(sent.page, sent.lease, false);
+  CHECK(rig.scheduler.size() == 0);
+  CHECK(rig.policy.calls_out() == 0);
+  CHECK(rig.tokens_spent() == 0);
+}
+
+TEST_CASE("A page whose text cannot be read spends an attempt") {
+  Rig rig(kRoomy, config_with(1));
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const CallVerdict v =
+      rig.policy.could_not_call(sent.page, sent.lease, "its text could not be read");
+  CHECK(as<verdict::Fail>(v).reason == "gave up after 1 attempts: its text could not be read");
+  CHECK(rig.tokens_spent() == 0);
+  CHECK(rig.policy.calls_out() == 0);
+}
+
+// ---- cancellations -------------------------------------------------------------------------
+
+TEST_CASE("Cancelling a job: its queued pages leave, and a page out is forgotten as it returns") {
+  Rig rig;
+  rig.add(kAlice, 1, 3);
+  auto sent = rig.send();
+  const auto removed = rig.policy.cancel_job(kAlice, 1);
+  CHECK(removed.size() == 2);
+  CHECK(rig.policy.cancelled_jobs() == 1);
+  CHECK(rig.policy.tracked_pages() == 1);
+  const CallVerdict v = rig.end(sent, call::RateLimited{1s});
+  CHECK(std::holds_alternative<verdict::Requeue>(v.action));  // the store cancels it
+  CHECK(rig.scheduler.size() == 0);
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.cancelled_jobs() == 0);
+}
+
+TEST_CASE("A page held back for a backoff is forgotten at its release when its job was cancelled") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const auto& retry = as<verdict::Retry>(rig.end(sent, call::TransientError{"reset"}));
+  const Clock::duration delay = retry.delay;
+  CHECK(rig.policy.cancel_job(kAlice, 1).empty());
+  CHECK(rig.policy.cancelled_jobs() == 1);
+  rig.clock.advance(delay);
+  CHECK(std::holds_alternative<step::Idle>(rig.policy.next_step()));
+  CHECK(rig.policy.held() == 0);
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.cancelled_jobs() == 0);
+}
+
+TEST_CASE("A page no longer queued when its dispatch is recorded is withdrawn and forgotten") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  rig.policy.withdrawn(sent.page, sent.lease);
+  CHECK_FALSE(sent.lease.open());
+  CHECK(rig.tokens_spent() == 0);
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.calls_out() == 0);
+}
+
+// ---- start and stop ------------------------------------------------------------------------
+
+TEST_CASE(
+    "At start a page whose backoff still runs is held until its not_before, with its "
+    "attempts") {
+  Rig rig(kRoomy, config_with(3));
+  const QueuedPage page{101, 1, kAlice, 1'000};
+  rig.policy.restore(page, 2, rig.wall.now() + 3s);
+  rig.policy.restore(QueuedPage{102, 1, kAlice, 1'000}, 0, rig.wall.now() - 3s);  // passed
+  CHECK(rig.policy.held() == 1);
+  CHECK(rig.send().page.page_id == 102);
+  const DispatchStep waiting = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::Idle>(waiting));
+  CHECK(std::get<step::Idle>(waiting).until == rig.now() + 3s);
+  rig.clock.advance(3s);
+  auto sent = rig.send();
+  CHECK(sent.page.page_id == 101);
+  CHECK(rig.policy.first_call_wait(101) == std::nullopt);  // it had been called before
+  const CallVerdict v = rig.end(sent, call::TransientError{"reset"});
+  CHECK(as<verdict::Fail>(v).reason == "gave up after 3 attempts: reset");
+}
+
+TEST_CASE("A held page's release comes before a bucket's refill when it is sooner") {
+  Rig rig(BudgetLimits{.requests_per_minute = 60, .tokens_per_minute = 0, .max_in_flight = 0});
+  rig.policy.restore(QueuedPage{201, 2, kBob, 1'000}, 1, rig.wall.now() + 500ms);
+  rig.add(kAlice, 1, 61);
+  for (int i = 0; i < 60; ++i) (void)rig.send();
+  const DispatchStep next = rig.policy.next_step();
+  REQUIRE(std::holds_alternative<step::SleepUntil>(next));
+  CHECK(std::get<step::SleepUntil>(next).until == rig.now() + 500ms);
+}
+
+TEST_CASE("Stopping lets the held pages go") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  (void)rig.end(sent, call::TransientError{"reset"});
+  REQUIRE(rig.policy.held() == 1);
+  rig.policy.drop_held();
+  CHECK(rig.policy.held() == 0);
+  rig.clock.advance(60s);
+  CHECK(std::holds_alternative<step::Idle>(rig.policy.next_step()));
+  CHECK(rig.scheduler.size() == 0);
+}
+
+TEST_CASE(
+    "A previous process's calls out hold places until dispatch plus twice the longest "
+    "recent call, at most the call timeout") {
+  Rig rig;  // a cap of 4
+  const WallTime now = rig.wall.now();
+  SUBCASE("with recent calls of at most 2 s") {
+    const auto held = rig.policy.inherit_calls_out({now - 1s, now - 10s, now}, 2s);
+    REQUIRE(held.size() == 2);  // the one sent 10 s ago has ended
+    CHECK(held[0].left == 3s);
+    CHECK(held[1].left == 4s);
+    CHECK(rig.budget.in_flight().in_use() == 2);
+  }
+  SUBCASE("with no recent call: the timeout") {
+    const auto held = rig.policy.inherit_calls_out({now - 20s}, std::nullopt);
+    REQUIRE(held.size() == 1);
+    CHECK(held[0].left == 100s);
+  }
+  SUBCASE("with calls slower than half the timeout: the timeout") {
+    const auto held = rig.policy.inherit_calls_out({now}, 90s);
+    REQUIRE(held.size() == 1);
+    CHECK(held[0].left == 120s);
+  }
+  SUBCASE("more calls out than the cap: the cap is full") {
+    const auto held = rig.policy.inherit_calls_out(std::vector<WallTime>(6, now), 2s);
+    CHECK(held.size() == 4);
+    CHECK(rig.budget.in_flight().full());
+    const DispatchStep next = [&] {
+      rig.add(kAlice, 1, 1);
+      return rig.policy.next_step();
+    }();
+    CHECK(std::holds_alternative<step::WaitForCall>(next));
+  }
+}
