@@ -17,7 +17,7 @@ start_stand_in --latency-ms 200 --rpm 6000 --tpm 6000000 --max-in-flight 1
 alice=$(add_user alice)
 bob=$(add_user bob)
 start_serve --rpm 120 --tpm 6000000 --max-in-flight 1 --max-tokens 100 --max-wait 60 \
-  --price-per-mtok 3 --heartbeat 1
+  --max-job-seconds 600 --price-per-mtok 3 --heartbeat 1
 export FAIRLANE_URL=$base
 
 # run EXPECTED-EXIT ARGS...: runs `fairlane ARGS`, its stdout to $out and its stderr to $err,
@@ -95,14 +95,14 @@ has out "^user  *weight  *queued  *tokens  *in flight"
 
 run 0 estimate --pages 3 --key "$bob"
 has out "3 pages would be accepted now: position"
-# 3,000 pages at 120 a minute: 25 minutes, over the 60 s the door accepts.
-run 3 estimate --pages 3000 --key "$bob"
-has err "busy"
-has err "try again in"
+# 3,000 pages at 120 a minute take 25 minutes alone, over the 600 s a job may: no wait
+# helps, so the refusal says to split it (422, exit 4), not to try again.
+run 4 estimate --pages 3000 --key "$bob"
+has err "split it into [0-9]* jobs of at most [0-9]* pages"
 pages=$(for n in $(seq 3000); do printf '"p%d",' "$n"; done)
 echo "{\"name\":\"huge\",\"pages\":[${pages%,}]}" >"$work/huge.json"
-run 3 enqueue --pages-json "$work/huge.json" --key "$bob"
-has err "busy"
+run 4 enqueue --pages-json "$work/huge.json" --key "$bob"
+has err "split it into"
 
 echo "not a PDF at all" >"$work/fake.pdf"
 run 4 enqueue "$work/fake.pdf" --key "$bob"

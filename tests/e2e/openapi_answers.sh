@@ -21,7 +21,8 @@ start_stand_in --latency-ms 10 --rpm 60000 --tpm 6000000
 alice=$(add_user alice)
 bob=$(add_user bob)
 carol=$(add_user carol)
-start_serve --rpm 6 --tpm 6000 --max-tokens 100 --max-wait 120 --max-queued-pages-per-user 50
+start_serve --rpm 6 --tpm 6000 --max-tokens 100 --max-wait 30 --max-job-seconds 1000 \
+  --max-queued-pages-per-user 50
 
 checked=0
 # answer METHOD TEMPLATE WANT URL KEY [CURL ARGS...]: asks URL (with KEY, if not empty), wants
@@ -71,8 +72,9 @@ answer GET /v1/jobs 200 "$base/v1/jobs" "$alice"
 refused GET /v1/jobs 200 "no next_cursor" 'del a["next_cursor"]'
 answer GET /v1/jobs/{id}/result 200 "$base/v1/jobs/$id/result" "$alice"
 
-# The door's refusals: alice's 30 more pages would wait minutes, carol's 51 pass her queue's
-# limit of 50, and bob's page of 30,000 bytes needs more tokens than the 6,000 a minute.
+# The door's refusals: alice's 30 more pages would wait a minute behind her backlog, carol's
+# 51 pass her queue's limit of 50, bob's page of 30,000 bytes needs more tokens than the
+# 6,000 a minute, and his 200 pages alone would take longer than --max-job-seconds.
 answer POST /v1/jobs 503 "$base/v1/jobs" "$alice" "${post_json[@]}" "$(json_pages big 30)"
 refused POST /v1/jobs 503 "no retry_after_seconds" 'del a["error"]["retry_after_seconds"]'
 refused POST /v1/jobs 503 "position as a string" 'a["error"]["position"] = "far"'
@@ -81,6 +83,9 @@ refused POST /v1/jobs 429 "no limit" 'del a["error"]["limit"]'
 long=$(head -c 30000 /dev/zero | tr '\0' 'x')
 answer POST /v1/jobs 422 "$base/v1/jobs" "$bob" "${post_json[@]}" "{\"name\":\"long\",\"pages\":[\"$long\"]}"
 refused POST /v1/jobs 422 "tokens as a string" 'a["error"]["tokens"] = "many"'
+answer POST /v1/jobs 422 "$base/v1/jobs" "$bob" "${post_json[@]}" "$(json_pages shelf 200)"
+grep -q '"type":"job_too_large"' "$work/body" || fail "200 pages are not job_too_large: $(cat "$work/body")"
+refused POST /v1/jobs 422 "job_too_large without its parts" 'del a["error"]["parts"]'
 
 # An estimate that the door accepts: bob's lane is empty. (A refused estimate is a 200 with
 # accepted false; the refusals' numbers are checked above, through the upload.)
