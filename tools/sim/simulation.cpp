@@ -19,6 +19,7 @@
 #include "fairlane/core/door.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
+#include "provider.hpp"
 
 namespace fairlane::sim {
 namespace {
@@ -76,9 +77,7 @@ class Run {
         budget_(clock_,
                 BudgetLimits{scenario.fairlane.requests_per_minute,
                              scenario.fairlane.tokens_per_minute, scenario.fairlane.max_in_flight}),
-        provider_(clock_, BudgetLimits{scenario.provider.requests_per_minute,
-                                       scenario.provider.tokens_per_minute,
-                                       scenario.provider.max_in_flight}),
+        provider_(clock_, scenario.provider),
         scheduler_(scenario.fairlane.quantum),
         estimator_(
             scheduler_,
@@ -154,7 +153,11 @@ class Run {
       // Arrival times, each a random gap after the last: a walk, not a counted loop.
       double t = p.from_s + gap(rng_);
       while (t < p.until_s) {
-        add_book(p.user_prefix + std::to_string(who(rng_)), t, p.pages, p.input_tokens);
+        const std::string user = p.user_prefix + std::to_string(who(rng_));
+        const std::int64_t pages =
+            p.pages_drawn ? std::max<std::int64_t>(1, std::llround(sample(*p.pages_drawn, rng_)))
+                          : p.pages;
+        add_book(user, t, pages, p.input_tokens);
         t += gap(rng_);
       }
     }
@@ -370,7 +373,7 @@ class Run {
       return;
     }
     const Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
-    const double latency_s = std::max(0.0, sample(scenario_.provider.latency_s, rng_));
+    const double latency_s = provider_.latency_s(rng_);
     const double output = sample(scenario_.provider.output_tokens, rng_);
     const auto output_tokens =
         std::clamp<std::int64_t>(std::llround(output), 0, scenario_.fairlane.max_tokens);
@@ -473,7 +476,7 @@ class Run {
   std::mt19937_64 rng_;
   FakeClock clock_;
   Budget budget_;
-  Budget provider_;
+  Provider provider_;
   FairScheduler scheduler_;
   Estimator estimator_;
   Door door_;
