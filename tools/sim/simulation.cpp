@@ -301,10 +301,12 @@ class Run {
     Book& book = books_[index];
     const std::int64_t cost = book.input_tokens + scenario_.fairlane.max_tokens;
     std::optional<double> predicted;
+    std::optional<double> own;
     if (kind_ == SchedulerKind::fair) {
       const DoorDecision decision = door_.estimate(book.user, book.pages, cost);
       if (const auto* accepted = std::get_if<DoorAccepted>(&decision)) {
         predicted = accepted->estimate.eta_seconds;
+        own = accepted->estimate.own_seconds;
       } else {
         const char* reason =
             std::holds_alternative<DoorBusy>(decision)            ? "busy"
@@ -317,7 +319,7 @@ class Run {
     }
     book.result = metrics_.books.size();
     metrics_.books.push_back(BookResult{book.user_name, book.arrival_s, book.pages,
-                                        book.input_tokens, 0.0, predicted, std::nullopt});
+                                        book.input_tokens, 0.0, predicted, own, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
     if (kind_ == SchedulerKind::fair) estimator_.record_arrival(book.user, book.pages);
