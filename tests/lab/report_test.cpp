@@ -63,10 +63,34 @@ TEST_CASE("Lab: the report sums deaths, refusals, clean books and wasted spend p
   INFO(md);
   CHECK(
       md.find("| 2. all pages at once | provider 429 on tokens at 3.5 s, 2 users | 1 | 0 | 1 / 2 | "
-              "$3.00 | $3.00 | 1.0 s / 3.0 s | 3.0 s / 3.0 s | 3 |") != std::string::npos);
+              "$3.00 | $3.00 | 1.0 s / 3.0 s | 3.0 s / 3.0 s | 3 | - / - / - | - |") !=
+      std::string::npos);
 
   const std::string chart = svg_chart({r}, config);
   CHECK(chart.rfind("<svg", 0) == 0);
   CHECK(chart.find("<polyline") != std::string::npos);
   CHECK(chart.find("2. all pages at once") != std::string::npos);
+}
+
+TEST_CASE("Lab: fairlane's books against the ETA the door promised them") {
+  LabConfig config;
+  config.ramp = {1, 2, 3};
+  config.pages_per_book = 1;
+  CaseResult r;
+  r.which = Case::fairlane;
+  // Promised 10 s, took 12 s (+20%); promised 20 s, took 18 s (-10%); promised 4 s, took 4 s
+  // (0%). A refused book and one still going have no lateness.
+  r.books = {book(0, 1, 0, {{Fate::done, 12.0, 10}}), book(1, 2, 5, {{Fate::done, 23.0, 10}}),
+             book(2, 3, 1, {{Fate::done, 5.0, 10}}), book(3, 3, 1, {{Fate::door_busy, 1.0, 0}}),
+             book(4, 3, 2, {{Fate::pending, 0, 0}})};
+  r.books[0].eta_s = 10.0;
+  r.books[1].eta_s = 20.0;
+  r.books[2].eta_s = 4.0;
+  r.books[4].eta_s = 3.0;
+  const std::string md = markdown({r}, config);
+  INFO(md);
+  // Sorted -10%, 0%, +20%: p50 the 2nd, p90 and max the 3rd; one of three more than 10% late.
+  CHECK(md.find("| 0.0% / +20.0% / +20.0% | 1 of 3 (33.3%) |") != std::string::npos);
+  CHECK(md.find("late against the promise p50 / p90 / max | later than promise + 10% |") !=
+        std::string::npos);
 }

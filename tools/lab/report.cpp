@@ -19,6 +19,25 @@ std::string seconds_or_dash(std::optional<double> s) {
   return s ? fmt::format("{:.1f} s", *s) : std::string("-");
 }
 
+// Lateness: "+12.5%" late, "-40.0%" early, "0.0%" on time (to the shown precision).
+std::string signed_percent_or_dash(std::optional<double> fraction) {
+  if (!fraction) return "-";
+  if (std::abs(*fraction) < 0.0005) return "0.0%";
+  return fmt::format("{:+.1f}%", 100.0 * *fraction);
+}
+
+// (actual completion - promised) / promised for every accepted book that was given an ETA
+// and has ended: above 0 late, below 0 early.
+std::vector<double> lateness(const CaseResult& r) {
+  std::vector<double> out;
+  for (const BookRecord& book : r.books) {
+    const auto finished = book.finished_s();
+    if (book.refused() || !book.eta_s || *book.eta_s <= 0 || !finished) continue;
+    out.push_back((*finished - book.uploaded_s - *book.eta_s) / *book.eta_s);
+  }
+  return out;
+}
+
 bool died_at_provider(Fate f) {
   return f == Fate::provider_429_requests || f == Fate::provider_429_tokens ||
          f == Fate::provider_503 || f == Fate::timeout || f == Fate::failed;
@@ -115,12 +134,13 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
   out +=
       "| case | first failure | pages died at the provider | pages we refused | books clean / sent "
       "| "
-      "spend | wasted | page wait p50 / p95 | book time p50 / p95 | peak in flight |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "spend | wasted | page wait p50 / p95 | book time p50 / p95 | peak in flight | "
+      "late against the promise p50 / p90 / max | later than promise + 10% |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const CaseResult& r : results) {
     if (!r.error.empty()) {
-      out +=
-          fmt::format("| {} | could not run: {} | | | | | | | | |\n", case_name(r.which), r.error);
+      out += fmt::format("| {} | could not run: {} | | | | | | | | | | |\n", case_name(r.which),
+                         r.error);
       continue;
     }
     std::int64_t died = 0, refused = 0, clean = 0;
@@ -143,12 +163,21 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
         r.first_failure ? fmt::format("{} at {:.1f} s, {} users", fate_name(r.first_failure->fate),
                                       r.first_failure->at_s, r.first_failure->users)
                         : std::string("none");
+    const std::vector<double> late = lateness(r);
+    const auto over = std::count_if(late.begin(), late.end(), [](double x) { return x > 0.1; });
+    const std::string late_share =
+        late.empty()
+            ? std::string("-")
+            : fmt::format("{} of {} ({:.1f}%)", over, late.size(),
+                          100.0 * static_cast<double>(over) / static_cast<double>(late.size()));
     out += fmt::format(
-        "| {} | {} | {} | {} | {} / {} | {} | {} | {} / {} | {} / {} | {} |\n", case_name(r.which),
-        first, died, refused, clean, r.books.size(), money(r.spend_usd), money(wasted),
-        seconds_or_dash(quantile(page_waits, 0.5)), seconds_or_dash(quantile(page_waits, 0.95)),
-        seconds_or_dash(quantile(book_times, 0.5)), seconds_or_dash(quantile(book_times, 0.95)),
-        r.peak_in_flight);
+        "| {} | {} | {} | {} | {} / {} | {} | {} | {} / {} | {} / {} | {} | {} / {} / {} | {} |\n",
+        case_name(r.which), first, died, refused, clean, r.books.size(), money(r.spend_usd),
+        money(wasted), seconds_or_dash(quantile(page_waits, 0.5)),
+        seconds_or_dash(quantile(page_waits, 0.95)), seconds_or_dash(quantile(book_times, 0.5)),
+        seconds_or_dash(quantile(book_times, 0.95)), r.peak_in_flight,
+        signed_percent_or_dash(quantile(late, 0.5)), signed_percent_or_dash(quantile(late, 0.9)),
+        signed_percent_or_dash(quantile(late, 1.0)), late_share);
   }
   out += "\n";
   for (const CaseResult& r : results) {

@@ -19,6 +19,54 @@ double quantile(std::vector<double> values, double q) {
   return values[std::min(values.size() - 1, index == 0 ? 0 : index - 1)];
 }
 
+PromiseFigures promise_figures(const Metrics& m, double max_wait_s, const std::string& light_user) {
+  PromiseFigures f;
+  std::vector<double> lateness;
+  std::vector<double> abs_error;
+  for (const BookResult& b : m.books) {
+    const double wait_s = b.completion_s() - b.own_s.value_or(0.0);
+    if (wait_s > max_wait_s) ++f.over_max_wait;
+    if (wait_s > 1.1 * max_wait_s) ++f.over_max_wait_10;
+    if (b.predicted_eta_s && *b.predicted_eta_s > 0) {
+      const double late = (b.completion_s() - *b.predicted_eta_s) / *b.predicted_eta_s;
+      lateness.push_back(late);
+      abs_error.push_back(std::abs(late));
+      if (late > 0.1) ++f.late_over_10;
+    }
+    if (!light_user.empty() && b.user == light_user && b.ideal_s && *b.ideal_s > 0) {
+      const double ratio = b.completion_s() / *b.ideal_s;
+      if (!f.light || ratio > f.light->ratio) {
+        f.light = PromiseFigures::Light{b.completion_s(), *b.ideal_s, ratio};
+      }
+    }
+  }
+  f.promised = lateness.size();
+  if (!lateness.empty()) {
+    f.lateness_p50 = quantile(lateness, 0.5);
+    f.lateness_p90 = quantile(lateness, 0.9);
+    f.lateness_max = quantile(lateness, 1.0);
+    f.late_over_10_share =
+        static_cast<double>(f.late_over_10) / static_cast<double>(lateness.size());
+    f.abs_error_p50 = quantile(abs_error, 0.5);
+  }
+  f.fairness_windows = m.fairness_windows;
+  f.min_jain = m.min_jain;
+  const Utilisation& u = m.utilisation;
+  if (u.measured_s > 0) {
+    f.binding = "RPM";
+    f.binding_utilisation = u.requests;
+    if (u.tokens > f.binding_utilisation) {
+      f.binding = "TPM";
+      f.binding_utilisation = u.tokens;
+    }
+    if (u.concurrency > f.binding_utilisation) {
+      f.binding = "in flight";
+      f.binding_utilisation = u.concurrency;
+    }
+  }
+  return f;
+}
+
 namespace {
 
 const char* name_of(SchedulerKind kind) {
@@ -27,6 +75,12 @@ const char* name_of(SchedulerKind kind) {
 
 std::string percent(double fraction) {
   return fmt::format("{:.1f}%", 100.0 * fraction);
+}
+
+// Lateness: "+12.5%" late, "-40.0%" early, "0.0%" on time (to the shown precision).
+std::string signed_percent(double fraction) {
+  if (std::abs(fraction) < 0.0005) return "0.0%";
+  return fmt::format("{:+.1f}%", 100.0 * fraction);
 }
 
 void books_table(std::string& out, const Metrics& m) {
@@ -61,11 +115,73 @@ void books_table(std::string& out, const Metrics& m) {
   out += "\n";
 }
 
+void promises_section(std::string& out, const Scenario& scenario, const Metrics& m) {
+  const PromiseFigures f = promise_figures(m, scenario.fairlane.max_wait_s, scenario.light_user);
+  out += "### Promises\n\n| measure | value |\n| --- | --- |\n";
+  if (f.promised > 0) {
+    out += fmt::format(
+        "| lateness against the door's promise, (actual - promised) / promised: p50 / p90 / max "
+        "| {} / {} / {} |\n",
+        signed_percent(f.lateness_p50), signed_percent(f.lateness_p90),
+        signed_percent(f.lateness_max));
+    out += fmt::format("| accepted books later than promised + 10% | {} of {} ({}) |\n",
+                       f.late_over_10, f.promised, percent(f.late_over_10_share));
+    out +=
+        fmt::format("| abs(actual - promised) / promised, p50 | {} |\n", percent(f.abs_error_p50));
+  } else {
+    out += "| the door's promises | none: the door is asked under the fair scheduler only |\n";
+  }
+  if (scenario.fairlane.max_wait_s < 1e17 && !m.books.empty()) {
+    out += fmt::format(
+        "| accepted books that waited (completion - own time alone) past max_wait ({:.0f} s) / "
+        "past max_wait + 10% | {} / {} of {} |\n",
+        scenario.fairlane.max_wait_s, f.over_max_wait, f.over_max_wait_10, m.books.size());
+  }
+  if (!scenario.light_user.empty()) {
+    out +=
+        fmt::format("| light user ({}): its slowest book against its fair-share ideal | {} |\n",
+                    scenario.light_user,
+                    f.light ? fmt::format("{:.1f} s against {:.1f} s ({:.2f}x)",
+                                          f.light->completion_s, f.light->ideal_s, f.light->ratio)
+                            : std::string("-"));
+  }
+  out += fmt::format("| Jain's index, lowest window | {} |\n",
+                     f.fairness_windows > 0
+                         ? fmt::format("{:.4f} ({} window{})", f.min_jain, f.fairness_windows,
+                                       f.fairness_windows == 1 ? "" : "s")
+                         : std::string("- (no window had 2+ users backlogged)"));
+  out += fmt::format("| utilisation of the binding limit while backlogged | {} |\n",
+                     f.binding.empty()
+                         ? std::string("- (never backlogged long enough)")
+                         : fmt::format("{} {} (over {:.0f} s backlogged)", f.binding,
+                                       percent(f.binding_utilisation), m.utilisation.measured_s));
+  out += fmt::format(
+      "| provider refusals: 429 for RPM, 429 for TPM, 503 in flight | {}, {}, {} |\n\n",
+      m.provider_refused_requests, m.provider_refused_tokens, m.provider_refused_concurrency);
+}
+
+void provider_changes(std::string& out, const Scenario& scenario) {
+  for (const ProviderChange& c : scenario.provider.changes) {
+    std::string what;
+    const auto add = [&what](const std::string& part) {
+      what += (what.empty() ? "" : ", ") + part;
+    };
+    if (c.requests_per_minute) add(fmt::format("RPM {}", *c.requests_per_minute));
+    if (c.tokens_per_minute) add(fmt::format("TPM {}", *c.tokens_per_minute));
+    if (c.max_in_flight) add(fmt::format("{} in flight", *c.max_in_flight));
+    if (c.latency_scale) add(fmt::format("latency x{:g}", *c.latency_scale));
+    out += fmt::format(
+        "At {:.0f} s the provider changes: {} (fairlane's own limits stay as configured).\n\n",
+        c.at_s, what);
+  }
+}
+
 }  // namespace
 
 std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs) {
   std::string out = fmt::format("# {}\n\n", scenario.name.empty() ? "scenario" : scenario.name);
   if (!scenario.description.empty()) out += scenario.description + "\n\n";
+  provider_changes(out, scenario);
   for (const Metrics& m : runs) {
     out += fmt::format("## Scheduler: {}\n\n", name_of(m.scheduler));
     books_table(out, m);
@@ -140,6 +256,7 @@ std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>
                        m.simulated_s, m.wall_s, m.events);
     out += fmt::format("| invariants (every page ends once, no provider refusal) | {} |\n\n",
                        invariants_hold(m) ? "hold" : "BROKEN");
+    promises_section(out, scenario, m);
   }
   return out;
 }

@@ -1,6 +1,9 @@
 // The simulator's report: one Markdown section per scheduler run of a scenario.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +11,41 @@
 #include "simulation.hpp"
 
 namespace fairlane::sim {
+
+// What the door promised against what happened, in one run: the report's "Promises" part.
+struct PromiseFigures {
+  // Accepted books with a promise (the door is asked under the fair scheduler only).
+  std::size_t promised = 0;
+  // Lateness, (actual completion - promised) / promised: above 0 late, below 0 early.
+  double lateness_p50 = 0.0;
+  double lateness_p90 = 0.0;
+  double lateness_max = 0.0;
+  std::size_t late_over_10 = 0;  // later than the promise + 10%
+  double late_over_10_share = 0.0;
+  double abs_error_p50 = 0.0;  // p50 of |actual - promised| / promised: pessimism shows too
+  // Accepted books whose wait, completion - the door's estimate of their time alone (all
+  // of the completion when the door was not asked), exceeded max_wait, and max_wait + 10%.
+  std::size_t over_max_wait = 0;
+  std::size_t over_max_wait_10 = 0;
+  // The light user's book furthest from its fair-share ideal (when the user is named, has a
+  // book, and the ideal was computed).
+  struct Light {
+    double completion_s = 0.0;
+    double ideal_s = 0.0;
+    double ratio = 0.0;
+  };
+  std::optional<Light> light;
+  std::int64_t fairness_windows = 0;
+  double min_jain = 1.0;
+  // The limit used most while backlogged (RPM, TPM or in flight) and how much of it; empty
+  // when nothing was measured.
+  std::string binding;
+  double binding_utilisation = 0.0;
+};
+
+// The figures of `m`, with the door's `max_wait_s` and the scenario's light user (empty:
+// none).
+PromiseFigures promise_figures(const Metrics& m, double max_wait_s, const std::string& light_user);
 
 std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs);
 

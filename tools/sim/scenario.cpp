@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
 #include <set>
@@ -52,6 +53,15 @@ class Fields {
       }
     }
     out = static_cast<T>(d);
+  }
+
+  // A number that may be left out (then `out` stays empty).
+  template <typename T>
+  void optional_number(const char* key, std::optional<T>& out, double min, double max) {
+    if (find(key) == nullptr) return;
+    T value{};
+    number(key, value, min, max);
+    out = value;
   }
 
   void string(const char* key, std::string& out) {
@@ -141,6 +151,40 @@ void read_distribution(const json::value* value, const std::string& where, Distr
   f.finish();
 }
 
+void read_provider_changes(const json::value* value, std::vector<ProviderChange>& out,
+                           Status& status) {
+  if (value == nullptr) return;
+  const json::array* array = value->if_array();
+  if (array == nullptr) {
+    if (status.ok()) {
+      status = Status(StatusCode::invalid_argument, "provider.changes must be a list");
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const std::string where = fmt::format("provider.changes[{}]", i);
+    Fields f((*array)[i], where, status);
+    ProviderChange change;
+    if (f.child("at_s") == nullptr) f.fail(fmt::format("{} needs at_s, when it happens", where));
+    f.number("at_s", change.at_s, 0.0, kMaxTime_s);
+    f.optional_number("rpm", change.requests_per_minute, 0.0, 1e10);
+    f.optional_number("tpm", change.tokens_per_minute, 0.0, 1e10);
+    f.optional_number("max_in_flight", change.max_in_flight, 0.0, 1e9);
+    f.optional_number("latency_scale", change.latency_scale, 1e-6, 1e6);
+    f.finish();
+    if (!change.requests_per_minute && !change.tokens_per_minute && !change.max_in_flight &&
+        !change.latency_scale) {
+      f.fail(
+          fmt::format("{} changes nothing: give rpm, tpm, max_in_flight or latency_scale", where));
+    }
+    if (!out.empty() && change.at_s <= out.back().at_s) {
+      f.fail(fmt::format("{}.at_s is {}: each change must come after the one before it ({})", where,
+                         change.at_s, out.back().at_s));
+    }
+    out.push_back(change);
+  }
+}
+
 }  // namespace
 
 Result<Scenario> parse_scenario(const std::string& text, const std::string& origin) {
@@ -171,6 +215,7 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
     read_distribution(f.child("latency_s"), "provider.latency_s", s.provider.latency_s, status);
     read_distribution(f.child("output_tokens"), "provider.output_tokens", s.provider.output_tokens,
                       status);
+    read_provider_changes(f.child("changes"), s.provider.changes, status);
     f.finish();
   }
   if (const json::value* p = top.child("fairlane")) {
@@ -234,7 +279,12 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
       f.number("rate_per_s", p.rate_per_s, 1e-12, 1e9);
       f.number("from_s", p.from_s, 0.0, kMaxTime_s);
       f.number("until_s", p.until_s, 0.0, kMaxTime_s);
-      f.number("pages", p.pages, 1.0, 1e9);
+      if (const json::value* pages = f.child("pages"); pages != nullptr && pages->is_object()) {
+        p.pages_drawn.emplace();
+        read_distribution(pages, fmt::format("poisson[{}].pages", i), *p.pages_drawn, status);
+      } else {
+        f.number("pages", p.pages, 1.0, 1e9);
+      }
       f.number("input_tokens", p.input_tokens, 0.0, 1e10);
       f.finish();
       s.poisson.push_back(p);
@@ -256,6 +306,12 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
     if (array == nullptr || s.schedulers.empty()) {
       top.fail(R"(scenario.schedulers must be a non-empty list of "fair" and "fifo")");
     }
+  }
+  top.string("light_user", s.light_user);
+  if (!s.light_user.empty() && std::none_of(s.users.begin(), s.users.end(), [&](const UserSpec& u) {
+        return u.name == s.light_user;
+      })) {
+    top.fail(fmt::format("scenario.light_user '{}' is not in scenario.users", s.light_user));
   }
   top.finish();
   if (status.ok() && s.arrivals.empty() && s.poisson.empty()) {

@@ -25,12 +25,23 @@ struct Distribution {
   std::vector<std::pair<double, double>> quantiles = {};  // (p, value), p from 0 to 1
 };
 
+// From `at_s` on, the provider enforces new limits and its calls take `latency_scale` times
+// what latency_s draws. A limit left out keeps the value it had; fairlane is not told.
+struct ProviderChange {
+  double at_s = 0.0;
+  std::optional<std::int64_t> requests_per_minute;
+  std::optional<std::int64_t> tokens_per_minute;
+  std::optional<std::int64_t> max_in_flight;
+  std::optional<double> latency_scale;
+};
+
 struct ProviderModel {
   std::int64_t requests_per_minute = 1'500;
   std::int64_t tokens_per_minute = 300'000;
   std::int64_t max_in_flight = 200;
   Distribution latency_s{Distribution::Kind::fixed, 2.0};
   Distribution output_tokens{Distribution::Kind::fixed, 240.0};
+  std::vector<ProviderChange> changes;  // at rising times
 };
 
 struct FairlaneSettings {
@@ -63,7 +74,8 @@ struct Arrival {
 };
 
 // Books arriving as a Poisson process of `rate_per_s` from `from_s` to `until_s`, each
-// from a user drawn uniformly from `users` (names user-1 ... user-N, created as needed).
+// from a user drawn uniformly from `users` (names user-1 ... user-N, created as needed),
+// of `pages` pages, or of a number drawn from `pages_drawn` (rounded, at least 1).
 struct PoissonArrivals {
   std::int64_t users = 1;
   std::string user_prefix = "user-";
@@ -71,6 +83,7 @@ struct PoissonArrivals {
   double from_s = 0.0;
   double until_s = 60.0;
   std::int64_t pages = 100;
+  std::optional<Distribution> pages_drawn;
   std::int64_t input_tokens = 560;
 };
 
@@ -90,6 +103,9 @@ struct Scenario {
   // When set, every job with queued pages is asked its ETA at this time, and the answers
   // are compared with when the jobs really end (the estimator on a queue of known work).
   std::optional<double> eta_snapshot_s;
+  // The user whose books the report compares with their fair-share ideal ("the light
+  // user"); empty when the scenario names none.
+  std::string light_user;
 };
 
 // Reads a scenario; the Status names the file and the field when something is wrong.

@@ -21,6 +21,7 @@
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/page_order.hpp"
+#include "provider.hpp"
 
 namespace fairlane::sim {
 namespace {
@@ -80,17 +81,13 @@ class SimulatedProvider {
   // `clock` and `rng` must outlive the provider.
   SimulatedProvider(const Clock& clock, const ProviderModel& model, std::int64_t max_tokens,
                     std::mt19937_64& rng)
-      : model_(model),
-        max_tokens_(max_tokens),
-        rng_(rng),
-        budget_(clock, BudgetLimits{model.requests_per_minute, model.tokens_per_minute,
-                                    model.max_in_flight}) {}
+      : model_(model), max_tokens_(max_tokens), rng_(rng), provider_(clock, model) {}
 
   // A call that asks for `reserved_tokens` (its input + max_tokens).
   std::variant<Accepted, Refused> call(std::int64_t reserved_tokens) {
-    Admission admission = budget_.admit(reserved_tokens);
+    Admission admission = provider_.admit(reserved_tokens);
     if (auto* lease = std::get_if<Lease>(&admission)) {
-      const double latency_s = std::max(0.0, sample(model_.latency_s, rng_));
+      const double latency_s = provider_.latency_s(rng_);
       const double output = sample(model_.output_tokens, rng_);
       return Accepted{std::move(*lease), latency_s,
                       std::clamp<std::int64_t>(std::llround(output), 0, max_tokens_)};
@@ -106,7 +103,7 @@ class SimulatedProvider {
   const ProviderModel& model_;
   const std::int64_t max_tokens_;
   std::mt19937_64& rng_;
-  Budget budget_;
+  Provider provider_;  // its limits and latency, as they change during the run
 };
 
 // ---- the dispatch side: fairlane's own DispatchPolicy ------------------------------------
@@ -245,7 +242,11 @@ class Run {
       // Arrival times, each a random gap after the last: a walk, not a counted loop.
       double t = p.from_s + gap(rng_);
       while (t < p.until_s) {
-        add_book(p.user_prefix + std::to_string(who(rng_)), t, p.pages, p.input_tokens);
+        const std::string user = p.user_prefix + std::to_string(who(rng_));
+        const std::int64_t pages =
+            p.pages_drawn ? std::max<std::int64_t>(1, std::llround(sample(*p.pages_drawn, rng_)))
+                          : p.pages;
+        add_book(user, t, pages, p.input_tokens);
         t += gap(rng_);
       }
     }
@@ -369,10 +370,12 @@ class Run {
     Book& book = books_[index];
     const std::int64_t cost = book.input_tokens + scenario_.fairlane.max_tokens;
     std::optional<double> predicted;
+    std::optional<double> own;
     if (kind_ == SchedulerKind::fair) {
       const DoorDecision decision = door_.estimate(book.user, book.pages, cost);
       if (const auto* accepted = std::get_if<DoorAccepted>(&decision)) {
         predicted = accepted->estimate.eta_seconds;
+        own = accepted->estimate.own_seconds;
       } else {
         const char* reason =
             std::holds_alternative<DoorBusy>(decision)            ? "busy"
@@ -385,7 +388,7 @@ class Run {
     }
     book.result = metrics_.books.size();
     metrics_.books.push_back(BookResult{book.user_name, book.arrival_s, book.pages,
-                                        book.input_tokens, 0.0, predicted, std::nullopt});
+                                        book.input_tokens, 0.0, predicted, own, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
     if (kind_ == SchedulerKind::fair) estimator_.record_arrival(book.user, book.pages);
