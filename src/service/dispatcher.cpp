@@ -434,7 +434,11 @@ void Dispatcher::Impl::pause_for_outage(const std::string& reason) {
                            std::chrono::duration<double>(pause).count());
 }
 
+// The buckets follow what the provider's headers say: the limits it announces (a lower
+// one lowers capacity and refill, a higher one restores them, never above the configured
+// ones; DESIGN.md section 3), then the budget it says is left.
 void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
+  budget.follow_announced(limits.requests.limit, limits.tokens_limit());
   if (limits.requests.remaining) budget.requests().sync_down(*limits.requests.remaining);
   if (const auto tokens = limits.tokens_remaining()) budget.tokens().sync_down(*tokens);
 }
