@@ -18,7 +18,10 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
   // One clock read for the whole decision: every check sees the same instant.
   const Clock::time_point now = clock_.now();
   const auto tokens_wait = tokens_.wait_at(estimated_tokens, now);
-  if (!tokens_wait) return TooLarge{estimated_tokens, tokens_.capacity()};
+  // Too large for the configured capacity only: a page above a lower announced limit waits
+  // for a full bucket instead (the announcement may be temporary; refusing the page for
+  // it would fail work the provider will take again).
+  if (!tokens_wait) return TooLarge{estimated_tokens, tokens_.configured_capacity()};
   // The requests bucket's capacity is at least 1 when limited, so one request always fits
   // eventually.
   const Clock::duration requests_wait = *requests_.wait_at(1, now);
@@ -38,6 +41,18 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
   auto reservation = tokens_.reserve_at(estimated_tokens, now);
   assert(took_request && permit && reservation);
   return Lease(std::move(*reservation), std::move(*permit));
+}
+
+BudgetLimits Budget::effective_limits() const {
+  return BudgetLimits{.requests_per_minute = requests_.capacity(),
+                      .tokens_per_minute = tokens_.capacity(),
+                      .max_in_flight = limits_.max_in_flight};
+}
+
+void Budget::follow_announced(std::optional<std::int64_t> requests_limit,
+                              std::optional<std::int64_t> tokens_limit) {
+  if (requests_limit) requests_.limit_to(*requests_limit);
+  if (tokens_limit) tokens_.limit_to(*tokens_limit);
 }
 
 std::int64_t retry_after_seconds(Clock::duration wait) {

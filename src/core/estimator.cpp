@@ -72,13 +72,17 @@ void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens
   avg_latency_s_ = ewma(avg_latency_s_, std::chrono::duration<double>(latency).count());
 }
 
+BudgetLimits Estimator::limits() const {
+  return budget_ != nullptr ? budget_->effective_limits() : config_.limits;
+}
+
 double Estimator::mu() const {
-  const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
+  const auto r = rates(limits(), avg_tokens_, avg_latency_s_);
   return *std::min_element(r.begin(), r.end());
 }
 
 Limit Estimator::binding() const {
-  return binding_of(rates(config_.limits, avg_tokens_, avg_latency_s_));
+  return binding_of(rates(limits(), avg_tokens_, avg_latency_s_));
 }
 
 double Estimator::others_ahead(UserId user, double t) const {
@@ -109,7 +113,7 @@ double Estimator::pages_equivalent(double others, double own, double own_units) 
   // [requests, concurrency, tokens] in average pages a second. Each limit has its own
   // total: every page takes one request and one call, the user's own pages `own_units`
   // average pages' worth of tokens; the slowest limit sets the time, in average pages at mu.
-  const auto r = rates(config_.limits, avg_tokens_, avg_latency_s_);
+  const auto r = rates(limits(), avg_tokens_, avg_latency_s_);
   double seconds = 0.0;
   if (!std::isinf(r[0])) seconds = std::max(seconds, (others + own) / r[0]);
   if (!std::isinf(r[1])) seconds = std::max(seconds, (others + own) / r[1]);

@@ -202,6 +202,16 @@ std::optional<std::int64_t> RateLimitHeaders::tokens_remaining() const {
   return smallest;
 }
 
+std::optional<std::int64_t> RateLimitHeaders::tokens_limit() const {
+  std::optional<std::int64_t> smallest;
+  for (const RateLimitBucket* bucket : {&tokens, &input_tokens}) {
+    if (bucket->limit && *bucket->limit > 0 && (!smallest || *bucket->limit < *smallest)) {
+      smallest = bucket->limit;
+    }
+  }
+  return smallest;
+}
+
 RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime now) {
   RateLimitHeaders out;
   std::optional<Clock::duration> retry_after_ms;

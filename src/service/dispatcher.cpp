@@ -329,7 +329,11 @@ void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std
   submit(PageTransition::failed(page.page_id, reason, call), page.job_id);
 }
 
+// The buckets follow what the provider's headers say: the limits it announces (a lower
+// one lowers capacity and refill, a higher one restores them, never above the configured
+// ones; DESIGN.md section 3), then the budget it says is left.
 void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
+  budget.follow_announced(limits.requests.limit, limits.tokens_limit());
   if (limits.requests.remaining) budget.requests().sync_down(*limits.requests.remaining);
   if (const auto tokens = limits.tokens_remaining()) budget.tokens().sync_down(*tokens);
 }

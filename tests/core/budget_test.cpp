@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <optional>
 #include <variant>
 
 #include "core/fake_clock.hpp"
@@ -194,6 +195,81 @@ TEST_CASE("When both buckets are short, the one with the longer wait is the limi
   const auto short_wait = expect_wait(budget.admit(0));
   CHECK(short_wait.limit == Limit::requests);
   CHECK(micros(short_wait.wait) == 500'000);
+}
+
+TEST_CASE("TPM 1000 announced as 500: after an empty bucket a 100-token page waits 12 s, not 6 s") {
+  FakeClock clock;
+  Budget budget(
+      clock,
+      BudgetLimits{.requests_per_minute = 60, .tokens_per_minute = 1000, .max_in_flight = 4});
+  budget.follow_announced(30, 500);
+  const BudgetLimits effective = budget.effective_limits();
+  CHECK(effective.requests_per_minute == 30);
+  CHECK(effective.tokens_per_minute == 500);
+  CHECK(effective.max_in_flight == 4);
+  CHECK(budget.limits().requests_per_minute == 60);  // the configured ones are kept
+  CHECK(budget.limits().tokens_per_minute == 1000);
+  CHECK(budget.tokens().level() == 500.0);
+  CHECK(budget.requests().level() == 30.0);
+
+  expect_lease(budget.admit(500)).settle(500);
+  const auto wait = expect_wait(budget.admit(100));
+  CHECK(wait.limit == Limit::tokens);
+  CHECK(micros(wait.wait) == 12'000'000);
+  clock.advance(wait.wait);
+  expect_lease(budget.admit(100));
+  CHECK(budget.tokens().level() == 0.0);
+  // 1 request spent and 12 s at 30 a minute (6) refilled, capped at 30.
+  CHECK(budget.requests().level() == 29.0);
+}
+
+TEST_CASE(
+    "A page above the announced limit waits for a full bucket; only one above the "
+    "configured limit is too large") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000});
+  budget.follow_announced(std::nullopt, 300);
+  expect_lease(budget.admit(150)).settle(150);
+  // 800 > 300: it waits until the bucket is full again (150 tokens at 5 a second), not for
+  // a limit the provider may never announce.
+  const auto wait = expect_wait(budget.admit(800));
+  CHECK(wait.limit == Limit::tokens);
+  CHECK(micros(wait.wait) == 30'000'000);
+  clock.advance(wait.wait);
+  expect_lease(budget.admit(800)).settle(800);
+  CHECK(budget.tokens().level() == -500.0);
+
+  const auto refusal = budget.admit(1001);
+  REQUIRE(std::holds_alternative<TooLarge>(refusal));
+  CHECK(std::get<TooLarge>(refusal).capacity == 1000);  // the configured capacity
+}
+
+TEST_CASE(
+    "Absent or non-positive announcements change nothing; a higher one restores the "
+    "configured limits and no more") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{.requests_per_minute = 60, .tokens_per_minute = 1000});
+  budget.follow_announced(20, 200);
+  budget.follow_announced(std::nullopt, std::nullopt);
+  budget.follow_announced(0, -1);
+  CHECK(budget.effective_limits().requests_per_minute == 20);
+  CHECK(budget.effective_limits().tokens_per_minute == 200);
+  budget.follow_announced(600, 10'000);
+  CHECK(budget.effective_limits().requests_per_minute == 60);
+  CHECK(budget.effective_limits().tokens_per_minute == 1000);
+  // The level does not jump with the capacity: it refills to it, at the configured rate.
+  CHECK(budget.tokens().level() == 200.0);
+  clock.advance(30s);
+  CHECK(budget.tokens().level() == 700.0);
+}
+
+TEST_CASE("An unlimited budget ignores announced limits") {
+  FakeClock clock;
+  Budget budget(clock, BudgetLimits{});
+  budget.follow_announced(10, 100);
+  CHECK(budget.effective_limits().requests_per_minute == 0);
+  CHECK(budget.effective_limits().tokens_per_minute == 0);
+  for (int i = 0; i < 100; ++i) expect_lease(budget.admit(1'000)).settle(1'000);
 }
 
 TEST_CASE("Zero limits mean unlimited: everything is admitted at once") {

@@ -300,3 +300,15 @@ TEST_CASE("Arriving work never takes more than max_competition of the rate") {
   CHECK(estimator.competition(10.0) == doctest::Approx(0.75));
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.6 / 0.25 + 2.0));
 }
+
+TEST_CASE("Given the budget, mu follows the limits the provider announces") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
+  CHECK(estimator.mu() == doctest::Approx(6.25));
+  // The provider says its token limit is half the configured one: 150000 / 60 / 800.
+  budget.follow_announced(std::nullopt, 150'000);
+  CHECK(estimator.mu() == doctest::Approx(3.125));
+  CHECK(estimator.binding() == Limit::tokens);
+}

@@ -232,3 +232,178 @@ TEST_CASE("A per-minute limit out of range is a configuration error") {
   CHECK_THROWS_AS(TokenBucket(clock, -1), std::invalid_argument);
   CHECK_THROWS_AS(TokenBucket(clock, TokenBucket::kMaxCapacity + 1), std::invalid_argument);
 }
+
+TEST_CASE("A lower announced limit caps the level and halves the refill") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  REQUIRE(bucket.try_take(200));
+  bucket.limit_to(500);
+  CHECK(bucket.capacity() == 500);
+  CHECK(bucket.configured_capacity() == 1000);
+  CHECK(bucket.level() == 500.0);  // 800 capped at the new capacity
+  REQUIRE(bucket.try_take(500));
+  // 10 tokens at 500/60 per second: 1.2 s, twice the 0.6 s of the configured rate.
+  CHECK(micros(*bucket.wait_for(10)) == 1'200'000);
+  clock.advance(6s);
+  CHECK(bucket.level() == 50.0);
+  clock.advance(std::chrono::hours(1));
+  CHECK(bucket.level() == 500.0);
+  CHECK(micros(bucket.time_until_full()) == 0);
+}
+
+TEST_CASE("The refill up to an announcement is credited at the rate before it") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 600);  // 10 tokens a second
+  REQUIRE(bucket.try_take(600));
+  clock.advance(3s);  // 30 tokens refilled, not yet read by the bucket
+  bucket.limit_to(300);
+  CHECK(bucket.level() == 30.0);
+  clock.advance(3s);  // 5 a second now
+  CHECK(bucket.level() == 45.0);
+  bucket.limit_to(600);  // back at 10 a second from here on
+  CHECK(bucket.level() == 45.0);
+  clock.advance(1500ms);
+  CHECK(bucket.level() == 60.0);
+  // 540 missing at 10 a second.
+  CHECK(micros(bucket.time_until_full()) == 54'000'000);
+}
+
+TEST_CASE("A higher announcement raises the capacity back, never above the configured one") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  bucket.limit_to(400);
+  CHECK(bucket.capacity() == 400);
+  CHECK(bucket.level() == 400.0);
+  bucket.limit_to(700);
+  CHECK(bucket.capacity() == 700);
+  CHECK(bucket.level() == 400.0);  // no tokens from nowhere: it refills to the new capacity
+  clock.advance(60s);
+  CHECK(bucket.level() == 700.0);
+  bucket.limit_to(5000);
+  CHECK(bucket.capacity() == 1000);
+  clock.advance(std::chrono::hours(1));
+  CHECK(bucket.level() == 1000.0);
+  CHECK(micros(*bucket.wait_for(1000)) == 0);
+}
+
+TEST_CASE("An announcement of 0 or less is ignored, and an unlimited bucket ignores them all") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  bucket.limit_to(0);
+  bucket.limit_to(-5);
+  CHECK(bucket.capacity() == 1000);
+  CHECK(bucket.level() == 1000.0);
+
+  TokenBucket unlimited(clock, 0);
+  unlimited.limit_to(10);
+  CHECK(unlimited.unlimited());
+  CHECK(unlimited.capacity() == 0);
+  CHECK(unlimited.try_take(TokenBucket::kMaxCapacity));
+}
+
+TEST_CASE("A cost above the announced limit waits for a full bucket and leaves it in debt") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  bucket.limit_to(300);  // 5 tokens a second
+  REQUIRE(bucket.try_take(100));
+  // 600 > 300 fits once the bucket is full again: 100 tokens at 5 a second.
+  CHECK(micros(*bucket.wait_for(600)) == 20'000'000);
+  CHECK_FALSE(bucket.wait_for(1001).has_value());  // above the configured capacity: never
+  CHECK_FALSE(bucket.try_take(600));
+  CHECK(bucket.level() == 200.0);
+  clock.advance(19'999'999us);
+  CHECK_FALSE(bucket.try_take(600));
+  clock.advance(1us);
+  CHECK(bucket.try_take(600));
+  CHECK(bucket.level() == -300.0);
+  // (1 + 300) tokens at 5 a second: 60.2 s.
+  CHECK(micros(*bucket.wait_for(1)) == 60'200'000);
+}
+
+TEST_CASE("Settle and cancel stay exact, and count once, across announcements") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+
+  SUBCASE("a refund is capped at the lowered capacity") {
+    auto reservation = bucket.reserve(400);
+    REQUIRE(reservation);
+    bucket.limit_to(500);
+    CHECK(bucket.level() == 500.0);  // 600 capped
+    reservation->settle(100);        // 300 back, capped at 500
+    CHECK(bucket.level() == 500.0);
+    reservation->settle(0);
+    reservation->cancel();
+    CHECK(bucket.level() == 500.0);
+  }
+  SUBCASE("an overrun is charged in full under a lowered capacity") {
+    auto reservation = bucket.reserve(300);
+    REQUIRE(reservation);
+    bucket.limit_to(200);
+    CHECK(bucket.level() == 200.0);
+    reservation->settle(500);  // 200 more than reserved
+    CHECK(bucket.level() == 0.0);
+    reservation->cancel();
+    CHECK(bucket.level() == 0.0);
+  }
+  SUBCASE("a cancel returns everything, up to the raised capacity") {
+    bucket.limit_to(500);
+    auto reservation = bucket.reserve(400);
+    REQUIRE(reservation);
+    CHECK(bucket.level() == 100.0);
+    bucket.limit_to(800);
+    reservation->cancel();
+    CHECK(bucket.level() == 500.0);
+    reservation->cancel();
+    CHECK(bucket.level() == 500.0);
+  }
+}
+
+TEST_CASE("A debt is not forgiven when the limit drops, and is waited off at the new rate") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  auto reservation = bucket.reserve(1000);
+  REQUIRE(reservation);
+  reservation->settle(5000);
+  CHECK(bucket.level() == -4000.0);  // the floor: four minutes of the configured refill
+  bucket.limit_to(10);
+  CHECK(bucket.level() == -4000.0);
+  // (1 + 4000) tokens at 10 a minute: 400.1 minutes.
+  CHECK(micros(*bucket.wait_for(1)) == 24'006'000'000);
+}
+
+TEST_CASE("A deep debt at a tiny announced rate reports the longest wait, never overflowing") {
+  FakeClock clock;
+  TokenBucket bucket(clock, TokenBucket::kMaxCapacity);
+  auto reservation = bucket.reserve(TokenBucket::kMaxCapacity);
+  REQUIRE(reservation);
+  reservation->settle(TokenBucket::kMaxCapacity * 4);
+  CHECK(bucket.level() == -3.0 * static_cast<double>(TokenBucket::kMaxCapacity));
+  bucket.limit_to(1);
+  // 3 * 10^10 + 1 tokens at one a minute is far longer than a year.
+  CHECK(*bucket.wait_for(1) == TokenBucket::kLongestWait);
+  CHECK(bucket.time_until_full() == TokenBucket::kLongestWait);
+  // A year later (525,600 tokens refilled) the debt is still there, and so is the answer.
+  clock.advance(TokenBucket::kLongestWait);
+  CHECK(bucket.level() < 0.0);
+  CHECK(*bucket.wait_for(1) == TokenBucket::kLongestWait);
+}
+
+TEST_CASE(
+    "A bucket lowered to what is left is full, but a large cost waits for the configured "
+    "budget") {
+  FakeClock clock;
+  TokenBucket bucket(clock, 1000);
+  REQUIRE(bucket.try_take(900));
+  bucket.limit_to(100);
+  CHECK(bucket.level() == 100.0);
+  CHECK(micros(bucket.time_until_full()) == 0);
+  // Full at 100, yet 500 more now would be 1400 in an instant against a limit of 1000: it
+  // waits until the configured bucket holds 500 (400 tokens at 1000 a minute).
+  CHECK(micros(*bucket.wait_for(500)) == 24'000'000);
+  CHECK_FALSE(bucket.try_take(500));
+  clock.advance(23'999'999us);
+  CHECK_FALSE(bucket.try_take(500));
+  clock.advance(1us);
+  CHECK(bucket.try_take(500));
+  CHECK(bucket.level() == -400.0);
+}

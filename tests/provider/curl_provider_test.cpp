@@ -237,6 +237,93 @@ TEST_CASE("A storm is written START_S:LENGTH_S:RETRY_AFTER_S") {
   }
 }
 
+TEST_CASE("A change of limits is written AT_MS:KEY=VALUE,... with keys rpm, tpm, latency-ms") {
+  const auto all = sim::parse_change("4000:rpm=30,tpm=3000,latency-ms=400.5");
+  REQUIRE(all.ok());
+  CHECK(all->at == 4000ms);
+  CHECK(all->requests_per_minute == 30);
+  CHECK(all->tokens_per_minute == 3000);
+  CHECK(all->latency_ms == 400.5);
+  const auto one = sim::parse_change("0:tpm=1");
+  REQUIRE(one.ok());
+  CHECK(one->at == 0ms);
+  CHECK_FALSE(one->requests_per_minute);
+  CHECK(one->tokens_per_minute == 1);
+  CHECK_FALSE(one->latency_ms);
+  for (const char* bad : {"", "4000", "4000:", "-1:tpm=5", "4s:tpm=5", "4000:tpm", "4000:tpm=0",
+                          "4000:tpm=-5", "4000:tpm=1.5", "4000:rpm=5,rpm=6", "4000:speed=2",
+                          "4000:latency-ms=-1", "4000:latency-ms=fast", "4000:tpm=5,"}) {
+    CAPTURE(bad);
+    const auto refused = sim::parse_change(bad);
+    CHECK(refused.status().code() == fairlane::StatusCode::invalid_argument);
+    CHECK(refused.status().message().find("AT_MS:KEY=VALUE") != std::string::npos);
+  }
+}
+
+TEST_CASE("A change may set only a limit the configuration sets") {
+  sim::Config config;
+  config.changes = {sim::LimitChange{1s, std::nullopt, 1'000, std::nullopt}};
+  CHECK(sim::check_changes(config).ok());
+  config.tokens_per_minute = 0;
+  CHECK(sim::check_changes(config).code() == fairlane::StatusCode::invalid_argument);
+  config.changes = {sim::LimitChange{1s, std::nullopt, std::nullopt, 10.0}};
+  CHECK(sim::check_changes(config).ok());
+}
+
+namespace {
+
+// Runs the rig's io_context until the stand-in has applied `n` changes (5 s at most).
+void wait_for_changes(Rig& rig, std::int64_t n) {
+  for (int i = 0; i < 500 && rig.stats().at("changes_applied").as_int64() < n; ++i) {
+    rig.io.run_for(10ms);
+  }
+  REQUIRE(rig.stats().at("changes_applied").as_int64() == n);
+}
+
+}  // namespace
+
+TEST_CASE("After a change the stand-in enforces and announces the new limits, in both dialects") {
+  for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    sim::Config config = quick();
+    config.changes = {sim::LimitChange{0ms, 2, 150'000, 20.0}};
+    Rig rig(config, dialect);
+    wait_for_changes(rig, 1);
+    const auto limits = rig.stats().at("limits").as_object();
+    CHECK(limits.at("requests_per_minute") == 2);
+    CHECK(limits.at("tokens_per_minute") == 150'000);
+    CHECK(limits.at("latency_ms") == 20.0);
+    const auto done = rig.calls(3);
+    int ok = 0;
+    for (const auto& o : done) {
+      CHECK(o.limits.requests.limit == 2);
+      CHECK(o.limits.tokens.limit == 150'000);
+      CHECK(o.limits.tokens_limit() == 150'000);
+      if (std::holds_alternative<outcome::Ok>(o.kind)) {
+        ++ok;
+        CHECK(o.latency >= 20ms);
+      }
+    }
+    CHECK(ok == 2);  // the third is over the new RPM of 2
+    CHECK(rig.stats().at("rejected_429") == 1);
+  }
+}
+
+TEST_CASE("A change may raise a limit above the configured one") {
+  sim::Config config = quick();
+  config.tokens_per_minute = 1'000;
+  config.changes = {sim::LimitChange{0ms, std::nullopt, 2'000, std::nullopt}};
+  Rig rig(config);
+  wait_for_changes(rig, 1);
+  CHECK(rig.stats().at("limits").as_object().at("tokens_per_minute") == 2'000);
+  const auto done = rig.calls(1);
+  expect<outcome::Ok>(done[0]);
+  CHECK(done[0].limits.tokens.limit == 2'000);
+  // The bucket started full at 1,000 and the call took 253: raising the limit added no
+  // tokens at once (it refills 33 a second, so this holds for 7 s of a slow machine).
+  CHECK(*done[0].limits.tokens.remaining < 1'000);
+}
+
 TEST_CASE("Nobody listening is a connection error that says the provider is unreachable") {
   boost::asio::io_context io;
   CurlProviderConfig config;

@@ -80,6 +80,7 @@ TEST_CASE("OpenAI's rate-limit headers, as its documentation shows them") {
   CHECK(parsed.tokens.remaining == 149'984);
   CHECK(ms(*parsed.tokens.reset) == 360'000);
   CHECK(parsed.tokens_remaining() == 149'984);
+  CHECK(parsed.tokens_limit() == 150'000);
   CHECK_FALSE(parsed.retry_after);
 }
 
@@ -117,6 +118,10 @@ TEST_CASE("Anthropic's rate-limit headers, as its documentation shows them") {
   CHECK(parsed.output_tokens.remaining == 7'500);
   CHECK(ms(*parsed.output_tokens.reset) == 2'500);
   CHECK(parsed.tokens_remaining() == 7'500);
+  // The input limit is tighter than the combined one; the output limit is not followed.
+  CHECK(parsed.tokens.limit == 48'000);
+  CHECK(parsed.output_tokens.limit == 8'000);
+  CHECK(parsed.tokens_limit() == 40'000);
 }
 
 TEST_CASE("Values that do not parse are left out, not guessed") {
@@ -132,6 +137,24 @@ TEST_CASE("Values that do not parse are left out, not guessed") {
   CHECK_FALSE(parsed.requests.reset);
   CHECK_FALSE(parsed.retry_after);
   CHECK_FALSE(parsed.tokens_remaining());
+  CHECK_FALSE(parsed.tokens_limit());
+}
+
+TEST_CASE("The tokens limit to follow: the tightest of tokens and input tokens, never 0") {
+  const auto limit = [](const HeaderList& headers) {
+    return parse_rate_limit_headers(headers, kNow).tokens_limit();
+  };
+  CHECK(limit({{"anthropic-ratelimit-tokens-limit", "30000"},
+               {"anthropic-ratelimit-input-tokens-limit", "40000"}}) == 30'000);
+  CHECK(limit({{"anthropic-ratelimit-input-tokens-limit", "40000"}}) == 40'000);
+  // Only an output limit: nothing the combined bucket follows.
+  CHECK_FALSE(limit({{"anthropic-ratelimit-output-tokens-limit", "8000"}}));
+  // A 0 is left out, and does not hide the limit beside it.
+  CHECK(limit({{"anthropic-ratelimit-tokens-limit", "0"},
+               {"anthropic-ratelimit-input-tokens-limit", "40000"}}) == 40'000);
+  CHECK_FALSE(limit({{"x-ratelimit-limit-tokens", "0"}}));
+  CHECK_FALSE(limit({{"x-ratelimit-limit-tokens", "half"}}));
+  CHECK(limit({{"X-RateLimit-Limit-Tokens", "75000"}}) == 75'000);
 }
 
 TEST_CASE("Durations and times are written the way providers write them, and read back") {

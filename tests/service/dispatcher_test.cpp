@@ -266,6 +266,23 @@ TEST_CASE("Stopping lets the calls in flight finish, commits, and says so") {
   CHECK(view.pages.done + view.pages.queued == 20);
 }
 
+TEST_CASE("A provider that announces a lower RPM than fairlane's is followed: no refusals") {
+  // The stand-in takes 120 requests a minute (2 a second once its bucket is spent) and says
+  // so in every answer's headers; fairlane was told 6,000.
+  sim::Config provider = stand_in(4, 5);
+  provider.requests_per_minute = 120;
+  Rig rig(provider, fairlane_config(4));
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 124, "book");
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }, 30s));
+  CHECK(fairlane::testing::job_view(*rig.store, job.job.id).pages.done == 124);
+  CHECK(rig.dispatcher->counters().provider_429 == 0);
+  CHECK(rig.stats().at("rejected_429") == 0);
+  CHECK(rig.stats().at("requests") == 124);
+}
+
 TEST_CASE("A failed attempt holds its page back, and a stop leaves it queued for the next start") {
   sim::Config provider = stand_in(4);
   provider.fail_rate = 1.0;

@@ -66,6 +66,11 @@ int main(int argc, char** argv) try {
   app.add_option("--storm", storms,
                  "START_S:LENGTH_S:RETRY_AFTER_S: answer every call 429 with that Retry-After "
                  "for LENGTH_S seconds from START_S after the start (repeatable)");
+  std::vector<std::string> changes;
+  app.add_option("--change", changes,
+                 "AT_MS:KEY=VALUE,...: from AT_MS milliseconds after the start, enforce and "
+                 "announce new limits; keys rpm, tpm, latency-ms, e.g. "
+                 "4000:tpm=3000,latency-ms=400 (repeatable)");
   app.add_option("--seed", config.seed, "Random seed")->capture_default_str();
   app.add_flag("--cjk-tokens", config.cjk_tokens,
                "Count each CJK character as one input token (the rest bytes / 4)");
@@ -87,6 +92,18 @@ int main(int argc, char** argv) try {
       return 2;
     }
     config.storms.push_back(storm.value());
+  }
+  for (const std::string& text : changes) {
+    auto change = fairlane::provider_sim::parse_change(text);
+    if (!change.ok()) {
+      std::cerr << "fairlane-provider-sim: " << change.status().message() << '\n';
+      return 2;
+    }
+    config.changes.push_back(change.value());
+  }
+  if (const auto fits = fairlane::provider_sim::check_changes(config); !fits.ok()) {
+    std::cerr << "fairlane-provider-sim: " << fits.message() << '\n';
+    return 2;
   }
   if (!distribution.empty()) {
     auto points = fairlane::provider_sim::parse_quantiles(distribution);

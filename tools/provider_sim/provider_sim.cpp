@@ -1,6 +1,8 @@
 // The provider stand-in's server: Beast over Asio coroutines, one io_context thread. Its
 // limits are enforced with fairlane's own Budget on the steady clock (token buckets, as
-// both providers document theirs); see provider_sim.hpp.
+// both providers document theirs); see provider_sim.hpp. Limits that change mid-run are
+// the budget's announced limits: it is built with the largest limits the run will have,
+// and follow_announced sets those in force, at the start and at each change.
 #include "provider_sim.hpp"
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <boost/json.hpp>
+#include <charconv>
 #include <cmath>
 #include <exception>
 #include <iostream>
@@ -76,6 +79,18 @@ struct Minute {
   std::int64_t input_tokens = 0, output_tokens = 0;
 };
 
+// The largest limit a run has: the configured one or a change's. 0 (unlimited) stays 0:
+// check_changes refuses changes to an unlimited limit.
+std::int64_t largest_limit(std::int64_t configured, const std::vector<LimitChange>& changes,
+                           std::optional<std::int64_t> LimitChange::*field) {
+  if (configured == 0) return 0;
+  std::int64_t largest = configured;
+  for (const LimitChange& change : changes) {
+    if (change.*field) largest = std::max(largest, *(change.*field));
+  }
+  return largest;
+}
+
 std::string error_body(Dialect dialect, std::string_view type, std::string_view message) {
   if (dialect == Dialect::anthropic) {
     return json::serialize(json::object{
@@ -120,11 +135,18 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& context, Config c)
       : io(context),
         config(std::move(c)),
-        budget(clock, BudgetLimits{config.requests_per_minute, config.tokens_per_minute,
+        budget(clock, BudgetLimits{largest_limit(config.requests_per_minute, config.changes,
+                                                 &LimitChange::requests_per_minute),
+                                   largest_limit(config.tokens_per_minute, config.changes,
+                                                 &LimitChange::tokens_per_minute),
                                    config.max_in_flight}),
         rng(config.seed),
         started(clock.now()),
-        born(started) {}
+        born(started) {
+    budget.follow_announced(config.requests_per_minute, config.tokens_per_minute);
+    std::stable_sort(config.changes.begin(), config.changes.end(),
+                     [](const LimitChange& a, const LimitChange& b) { return a.at < b.at; });
+  }
 
   asio::io_context& io;
   Config config;
@@ -135,6 +157,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Clock::time_point born;     // of the server: storms are timed from here
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
+  std::optional<asio::steady_timer> change_timer;  // until the next change of limits
+  std::size_t changes_applied = 0;
 
   // Counters (GET /stats).
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
@@ -157,6 +181,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   // Each coroutine holds `self`, keeping this state alive as long as it runs.
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
+  // Applies each change of limits at its time, until the last or until stopped.
+  awaitable<void> follow_changes(std::shared_ptr<Impl> self);
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   awaitable<Reply> handle(const Request& request);
   awaitable<Reply> call(Dialect dialect, const Request& request);
@@ -170,8 +196,16 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 };
 
 Server::Server(asio::io_context& io, Config config)
-    : impl_(std::make_shared<Impl>(io, std::move(config))) {}
+    : impl_(std::make_shared<Impl>(io, std::move(config))) {
+  if (!impl_->config.changes.empty()) {
+    impl_->change_timer.emplace(io);
+    asio::co_spawn(io, impl_->follow_changes(impl_), report_failure);
+  }
+}
 
+// Asio's cancel() (of the change timer) throws only when the reactor itself fails:
+// std::terminate is right then.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 Server::~Server() {
   stop();
 }
@@ -190,6 +224,7 @@ void Server::stop() {
   if (!impl_) return;
   boost::system::error_code ignored;
   if (impl_->acceptor) impl_->acceptor->close(ignored);
+  if (impl_->change_timer) impl_->change_timer->cancel();
   for (auto& weak : impl_->connections) {
     if (auto stream = weak.lock()) stream->socket().close(ignored);
   }
@@ -223,6 +258,18 @@ awaitable<void> Server::Impl::accept_loop(std::shared_ptr<Impl> self) {
       continue;  // a failed accept (out of descriptors, say) is not the end of the server
     }
     asio::co_spawn(io, session(self, std::move(socket)), report_failure);
+  }
+}
+
+awaitable<void> Server::Impl::follow_changes(std::shared_ptr<Impl> /*self*/) {
+  for (const LimitChange& change : config.changes) {
+    change_timer->expires_at(born + change.at);
+    boost::system::error_code error;
+    co_await change_timer->async_wait(asio::redirect_error(use_awaitable, error));
+    if (error) co_return;  // stopped
+    budget.follow_announced(change.requests_per_minute, change.tokens_per_minute);
+    if (change.latency_ms) config.latency_ms = *change.latency_ms;
+    ++changes_applied;
   }
 }
 
@@ -553,6 +600,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
 }
 
 std::string Server::Impl::stats() const {
+  const BudgetLimits limits = budget.effective_limits();
   json::array series;
   for (std::size_t i = 0; i < minutes.size(); ++i) {
     const Minute& m = minutes[i];
@@ -565,25 +613,31 @@ std::string Server::Impl::stats() const {
                                   {"input_tokens", m.input_tokens},
                                   {"output_tokens", m.output_tokens}});
   }
-  return json::serialize(json::object{{"requests", requests},
-                                      {"ok", ok},
-                                      {"rejected_429", rejected_429},
-                                      {"rejected_503", rejected_503},
-                                      {"failed_500", failed_500},
-                                      {"timeouts", timeouts},
-                                      {"resets", resets},
-                                      {"malformed", malformed},
-                                      {"storm_429", storm_429},
-                                      {"unauthorized", unauthorized},
-                                      {"bad_requests", bad_requests},
-                                      {"in_flight", budget.in_flight().in_use()},
-                                      {"max_in_flight_seen", max_in_flight_seen},
-                                      {"connections", connections_open},
-                                      {"max_connections_seen", max_connections_seen},
-                                      {"input_tokens", input_tokens},
-                                      {"output_tokens", output_tokens},
-                                      {"cost_usd", cost_usd},
-                                      {"per_minute", std::move(series)}});
+  return json::serialize(
+      json::object{{"requests", requests},
+                   {"ok", ok},
+                   {"rejected_429", rejected_429},
+                   {"rejected_503", rejected_503},
+                   {"failed_500", failed_500},
+                   {"timeouts", timeouts},
+                   {"resets", resets},
+                   {"malformed", malformed},
+                   {"storm_429", storm_429},
+                   {"unauthorized", unauthorized},
+                   {"bad_requests", bad_requests},
+                   {"in_flight", budget.in_flight().in_use()},
+                   {"max_in_flight_seen", max_in_flight_seen},
+                   {"connections", connections_open},
+                   {"max_connections_seen", max_connections_seen},
+                   {"input_tokens", input_tokens},
+                   {"output_tokens", output_tokens},
+                   {"cost_usd", cost_usd},
+                   {"limits", json::object{{"requests_per_minute", limits.requests_per_minute},
+                                           {"tokens_per_minute", limits.tokens_per_minute},
+                                           {"max_in_flight", limits.max_in_flight},
+                                           {"latency_ms", config.latency_ms}}},
+                   {"changes_applied", changes_applied},
+                   {"per_minute", std::move(series)}});
 }
 
 std::string Server::Impl::calls() const {
@@ -652,6 +706,75 @@ Result<Storm> parse_storm(const std::string& text) {
   }
   const auto ms = [](double s) { return std::chrono::milliseconds(std::llround(s * 1000)); };
   return Storm{ms(seconds[0]), ms(seconds[1]), ms(seconds[2])};
+}
+
+Result<LimitChange> parse_change(const std::string& text) {
+  const auto bad = [&](std::string_view why) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("--change takes AT_MS:KEY=VALUE,... with keys rpm, tpm and "
+                              "latency-ms, e.g. 4000:tpm=3000,latency-ms=400; '{}' {}",
+                              text, why));
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return bad("has no ':' after the time");
+  // A whole number of digits: no sign, no fraction, no spaces.
+  const auto whole = [](std::string_view digits) -> std::optional<std::int64_t> {
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() ||
+        value < 0) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  const auto at_ms = whole(std::string_view(text).substr(0, colon));
+  if (!at_ms || *at_ms > 1'000'000'000) return bad("does not start with a time in milliseconds");
+  LimitChange change{std::chrono::milliseconds(*at_ms), {}, {}, {}};
+  std::string_view rest = std::string_view(text).substr(colon + 1);
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const auto equals = item.find('=');
+    if (equals == std::string_view::npos) {
+      return bad(fmt::format("has '{}', not KEY=VALUE", item));
+    }
+    const std::string_view key = item.substr(0, equals);
+    const std::string_view value = item.substr(equals + 1);
+    if (key == "rpm" || key == "tpm") {
+      auto& field = key == "rpm" ? change.requests_per_minute : change.tokens_per_minute;
+      const auto limit = whole(value);
+      if (field) return bad(fmt::format("gives {} twice", key));
+      if (!limit || *limit < 1 || *limit > TokenBucket::kMaxCapacity) {
+        return bad(fmt::format("gives {} as '{}': a whole number from 1", key, value));
+      }
+      field = limit;
+    } else if (key == "latency-ms") {
+      double ms = 0.0;
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (change.latency_ms) return bad("gives latency-ms twice");
+      if (value.empty() || error != std::errc() || end != value.data() + value.size() ||
+          !(ms >= 0.0 && ms < 1e9)) {
+        return bad(fmt::format("gives latency-ms as '{}': a number from 0", value));
+      }
+      change.latency_ms = ms;
+    } else {
+      return bad(fmt::format("has the unknown key '{}'", key));
+    }
+    if (comma == std::string_view::npos) return change;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+Status check_changes(const Config& config) {
+  for (const LimitChange& change : config.changes) {
+    if ((change.requests_per_minute && config.requests_per_minute == 0) ||
+        (change.tokens_per_minute && config.tokens_per_minute == 0)) {
+      return Status(StatusCode::invalid_argument,
+                    "--change may change rpm or tpm only when --rpm or --tpm sets it (not 0, "
+                    "unlimited)");
+    }
+  }
+  return {};
 }
 
 }  // namespace fairlane::provider_sim

@@ -12,6 +12,11 @@
 // rejected_503 count only refusals for exceeding the limits (a well-behaved client sees
 // none); failed_500, timeouts, resets, malformed and storm_429 count injected faults.
 //
+// Its limits may change mid-run (Config::changes), as a provider's do when it lowers an
+// account's limits under load: from then on it enforces, and its rate-limit headers
+// announce, the new ones. GET /stats shows those in force ("limits") and how many changes
+// have been applied ("changes_applied").
+//
 // Thread safety: one io_context thread runs it.
 #pragma once
 
@@ -40,6 +45,15 @@ struct Storm {
   std::chrono::milliseconds retry_after{0};
 };
 
+// A change of limits at `at` after the stand-in began: each field given replaces the
+// current value (rpm and tpm at least 1, latency_ms at least 0).
+struct LimitChange {
+  std::chrono::milliseconds at{0};
+  std::optional<std::int64_t> requests_per_minute;
+  std::optional<std::int64_t> tokens_per_minute;
+  std::optional<double> latency_ms;
+};
+
 struct Config {
   std::int64_t requests_per_minute = 1'500;
   std::int64_t tokens_per_minute = 300'000;
@@ -55,6 +69,9 @@ struct Config {
   double reset_rate = 0.0;      // close the connection abruptly
   double malformed_rate = 0.0;  // answer 200 with broken JSON
   std::vector<Storm> storms;    // windows of 429s for everyone (counted as storm_429)
+  // Limits changed mid-run. A change may lower or raise rpm and tpm, but only a limit the
+  // configuration sets (not 0, unlimited): see check_changes.
+  std::vector<LimitChange> changes;
   std::uint64_t seed = 1;
   std::string api_key;  // when set, calls without it get 401
   // How input tokens are counted: ceil(bytes / 4), as fairlane estimates them; with
@@ -81,9 +98,19 @@ Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string
 // Parses "START_S:LENGTH_S:RETRY_AFTER_S" (seconds, fractions allowed), e.g. "2:5:10".
 Result<Storm> parse_storm(const std::string& text);
 
+// Parses "AT_MS:KEY=VALUE,..." with keys rpm, tpm and latency-ms (any subset, each once),
+// e.g. "4000:tpm=3000,latency-ms=400": from 4 s after the start, 3,000 tokens a minute
+// and 400 ms a call.
+Result<LimitChange> parse_change(const std::string& text);
+
+// Whether `config`'s changes fit it: a change of rpm or tpm needs that limit set (a limit
+// cannot appear from unlimited, nor become unlimited).
+Status check_changes(const Config& config);
+
 class Server {
  public:
   Server(boost::asio::io_context& io, Config config);
+  // NOLINTNEXTLINE(bugprone-exception-escape): see the definition
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -7,11 +7,16 @@
 // page refused for tokens has not spent a request, one refused for concurrency holds no
 // token reservation. See admission.hpp for the answers.
 //
+// The provider may announce lower limits than the configured ones (follow_announced): the
+// buckets then refill at min(configured, announced), back up to the configured limits when
+// it announces more, never above them. effective_limits() are the limits in force now.
+//
 // Thread safety: none, by design. fairlane's core is single-threaded: only the io_context
 // thread touches a Budget and its leases. Time comes only from the injected Clock.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "fairlane/core/admission.hpp"
 #include "fairlane/core/clock.hpp"
@@ -41,7 +46,20 @@ class Budget {
   // counts as 0): a Lease, a Wait, or TooLarge. Only a Lease takes capacity.
   [[nodiscard]] Admission admit(std::int64_t estimated_tokens);
 
+  // The configured limits, as the budget was built.
   [[nodiscard]] const BudgetLimits& limits() const { return limits_; }
+  // The limits in force now: the configured ones, with each bucket's effective capacity
+  // (lower than configured while the provider announces less). The in-flight cap is the
+  // configured one: providers announce no such limit.
+  [[nodiscard]] BudgetLimits effective_limits() const;
+
+  // Follows the limits a provider's response announced, for the requests and the tokens
+  // bucket (TokenBucket::limit_to): a limit below the configured one lowers the bucket's
+  // capacity and refill to it, a higher one raises them back, never above the configured
+  // one. An absent limit, or one <= 0, leaves its bucket as it is.
+  void follow_announced(std::optional<std::int64_t> requests_limit,
+                        std::optional<std::int64_t> tokens_limit);
+
   [[nodiscard]] TokenBucket& requests() { return requests_; }
   [[nodiscard]] const TokenBucket& requests() const { return requests_; }
   [[nodiscard]] TokenBucket& tokens() { return tokens_; }

@@ -13,7 +13,8 @@
 // sends k such pages, every other lane sends up to k * s of its own; each page still takes
 // one request and one call, and the limit whose total takes longest sets the time. avg_tokens and
 // avg_latency are EWMAs of settled calls (configured values until the first). An unlimited limit
-// (0) drops out of mu.
+// (0) drops out of mu. Given the Budget, the limits are those in force (lowered to what the
+// provider announces, Budget::effective_limits), not the configured ones.
 //
 // Given the Budget, the ETA also counts what the buckets hold now, which the formula
 // above (a steady state) does not: with n = pages_ahead_of_last + 1, the first B pages
@@ -137,6 +138,9 @@ class Estimator {
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
                                      double units_to_next, double units_to_last) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
+  // The limits in force: the budget's (which follow what the provider announces), else the
+  // configured ones.
+  [[nodiscard]] BudgetLimits limits() const;
   // `tokens` of `pages` pages in average reservations (the pages themselves without one).
   [[nodiscard]] double units(std::int64_t tokens, std::int64_t pages) const;
 

@@ -40,6 +40,15 @@ struct RateLimitHeaders {
 
   // The tightest token budget remaining that the provider reported, if any.
   [[nodiscard]] std::optional<std::int64_t> tokens_remaining() const;
+
+  // The tightest per-minute token limit the provider announced that fairlane's tokens
+  // bucket (input + output tokens per call) can follow: OpenAI's tokens limit; Anthropic's
+  // combined tokens limit and its input-tokens limit (input alone is at most input +
+  // output, so keeping the sum under it keeps the input under it too). Anthropic's
+  // output-tokens limit is left out: it counts only the output share, and holding input +
+  // output to it would cut throughput by the ratio of input to output. A limit of 0 is
+  // left out too: no bucket can follow it. std::nullopt when none was announced.
+  [[nodiscard]] std::optional<std::int64_t> tokens_limit() const;
 };
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
