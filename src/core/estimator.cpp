@@ -154,8 +154,10 @@ double Estimator::seconds_for(double pages) const {
       at_once = level / avg_reserved_;
     }
     const InFlightCap& cap = budget_->in_flight();
-    free_now = std::min(
-        at_once, cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit() - cap.in_use()));
+    free_now = at_once;
+    if (!cap.unlimited()) {
+      free_now = std::min(free_now, static_cast<double>(cap.limit() - cap.in_use()));
+    }
     double out_at_once = cap.unlimited() ? kUnlimited : static_cast<double>(cap.limit());
     if (!budget_->tokens().unlimited() && avg_reserved_ > 0) {
       out_at_once =
