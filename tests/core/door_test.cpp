@@ -64,7 +64,7 @@ TEST_CASE("A user over their queued-page limit is refused with 429's numbers") {
 
 TEST_CASE("A job the queue would delay past max_wait is busy, with position and Retry-After") {
   Fixture f;
-  for (int user = 1; user <= 4; ++user) f.add_pages(user, user * 10, 10);
+  for (fairlane::UserId user = 1; user <= 4; ++user) f.add_pages(user, user * 10, 10);
   // User 5, 10 pages: j = 1, k = 10. position = 1 + 1 + 1 + 1 = 4.
   //   ahead of last = 4 x 10 + 9 = 49; eta = 50 / 6.25 + 2 = 10 s.
   //   own time = 10 / 6.25 + 2 = 3.6 s: the queue adds 6.4 s > 5 s.
@@ -133,7 +133,7 @@ TEST_CASE("Busy's Retry-After is at least 1 even a hair over max_wait") {
   Fixture f;
   // Three lanes of 10 and one of 2 ahead of a 10-page job: others ahead of its last page =
   //   10 + 10 + 10 + 2 = 32 pages, 32 / 6.25 = 5.12 s the queue adds: 0.12 s over.
-  for (int user = 1; user <= 3; ++user) f.add_pages(user, user * 10, 10);
+  for (fairlane::UserId user = 1; user <= 3; ++user) f.add_pages(user, user * 10, 10);
   f.add_pages(4, 40, 2);
   const auto busy = f.door.estimate(5, 10, 800);
   REQUIRE(std::holds_alternative<DoorBusy>(busy));
