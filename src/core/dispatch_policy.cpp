@@ -122,6 +122,12 @@ std::optional<Clock::duration> DispatchPolicy::first_call_wait(PageId page) {
 
 // ---- a call's end ----------------------------------------------------------------------
 
+void DispatchPolicy::follow(const Announced& announced) {
+  budget_.follow_announced(announced.requests_limit, announced.tokens_limit);
+  if (announced.requests_remaining) budget_.requests().sync_down(*announced.requests_remaining);
+  if (announced.tokens_remaining) budget_.tokens().sync_down(*announced.tokens_remaining);
+}
+
 CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
                                        const CallOutcome& outcome) {
   end_call();
@@ -136,6 +142,7 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
   } else {
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }
+  follow(outcome.announced);
   const auto* unreachable = std::get_if<call::Unreachable>(&end);
   if (unreachable == nullptr) outage_pauses_ = 0;  // the provider is there
 

@@ -90,7 +90,10 @@ CallOutcome core_outcome(const ProviderOutcome& o) {
     }
     return call::TransientError{std::move(reason)};
   };
-  return CallOutcome{end(), o.latency};
+  // What the headers said of the provider's budgets, for the policy's buckets to follow.
+  const Announced announced{o.limits.requests.limit, o.limits.tokens_limit(),
+                            o.limits.requests.remaining, o.limits.tokens_remaining()};
+  return CallOutcome{end(), o.latency, announced};
 }
 
 }  // namespace
@@ -171,7 +174,6 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   void record(const QueuedPage& page, std::int64_t call, const CallVerdict& verdict,
               const outcome::Ok* answer = nullptr);
   void fail(const QueuedPage& page, std::int64_t call, const std::string& reason);
-  void sync_down(const RateLimitHeaders& limits);
   void maybe_stopped();
   void finish_stop();
 };
@@ -251,11 +253,9 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   counters.call_latency_seconds.observe(std::chrono::duration<double>(o.latency).count());
   if (std::holds_alternative<outcome::RateLimited>(o.kind)) ++counters.provider_429;
   if (std::holds_alternative<outcome::Overloaded>(o.kind)) ++counters.provider_503;
-  // The policy settles (or cancels) the lease first; then the buckets are lowered to what
-  // the provider says is left: the other way round, the refund would undo what its
-  // headers said.
+  // The policy settles (or cancels) the lease, then has the buckets follow what the
+  // provider's headers announced.
   const CallVerdict verdict = policy.on_outcome(page, lease, core_outcome(o));
-  sync_down(o.limits);
   if (verdict.outage_pause) {
     ++counters.outage_pauses;
     std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n",
@@ -327,15 +327,6 @@ void Dispatcher::Impl::cancel_timers() {
 void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std::string& reason) {
   ++counters.failed;
   submit(PageTransition::failed(page.page_id, reason, call), page.job_id);
-}
-
-// The buckets follow what the provider's headers say: the limits it announces (a lower
-// one lowers capacity and refill, a higher one restores them, never above the configured
-// ones; DESIGN.md section 3), then the budget it says is left.
-void Dispatcher::Impl::sync_down(const RateLimitHeaders& limits) {
-  budget.follow_announced(limits.requests.limit, limits.tokens_limit());
-  if (limits.requests.remaining) budget.requests().sync_down(*limits.requests.remaining);
-  if (const auto tokens = limits.tokens_remaining()) budget.tokens().sync_down(*tokens);
 }
 
 void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit::Committed done) {

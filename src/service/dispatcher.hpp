@@ -5,9 +5,9 @@
 // and carries the decisions out:
 //
 //   policy.next_step() -> Send: mark dispatched (group commit; the call goes out once that
-//   committed) -> provider call -> policy.on_outcome() settles the tokens and decides ->
-//   lower the buckets to the provider's rate-limit headers (sync_down) -> commit the
-//   verdict's transition -> tell whoever watches the job. A wait is a timer to the exact
+//   committed) -> provider call -> policy.on_outcome() settles the tokens, has the buckets
+//   follow the provider's rate-limit headers (their limits and remaining) and decides ->
+//   commit the verdict's transition -> tell whoever watches the job. A wait is a timer to the exact
 //   time the policy names, cut short by any change that could let a page go.
 //
 // It maps the provider client's outcomes to the core's (a 429, a 503, unreachable, a 5xx or

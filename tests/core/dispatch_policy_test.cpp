@@ -234,6 +234,26 @@ TEST_CASE("An answer settles the lease with the usage, teaches the estimator, co
   CHECK(rig.policy.calls_out() == 0);
 }
 
+TEST_CASE(
+    "The buckets follow what an answer announces: limits, then what is left, after the settle") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const std::int64_t configured = rig.budget.tokens().capacity();
+  // The answer says the account now has half the configured tokens a minute, 1,000 left.
+  fairlane::Announced said;
+  said.tokens_limit = configured / 2;
+  said.tokens_remaining = 1'000;
+  said.requests_limit = 1'000'000'000;  // above the configured: changes nothing
+  (void)rig.policy.on_outcome(sent.page, sent.lease,
+                              CallOutcome{call::Answered{300, 100}, 2s, said});
+  CHECK(rig.budget.tokens().capacity() == configured / 2);
+  CHECK(rig.budget.effective_limits().tokens_per_minute == configured / 2);
+  CHECK(rig.budget.effective_limits().requests_per_minute == kRoomy.requests_per_minute);
+  // The refund of the settle came first; the level then fell to what the provider said.
+  CHECK(rig.budget.tokens().remaining() == 1'000);
+}
+
 TEST_CASE("A 429 pauses all dispatch until its Retry-After; the page goes back to the head") {
   Rig rig(kRoomy, config_with(2));
   rig.add(kAlice, 1, 2);

@@ -35,6 +35,8 @@ class Provider {
   [[nodiscard]] double latency_s(std::mt19937_64& rng) const;
 
   [[nodiscard]] const BudgetLimits& limits() const { return budgets_.back().limits(); }
+  // What its buckets hold now, as its rate-limit headers' "remaining" would say.
+  [[nodiscard]] const Budget& budget() const { return budgets_.back(); }
   [[nodiscard]] double latency_scale() const { return latency_scale_; }
 
  private:

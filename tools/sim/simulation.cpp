@@ -96,6 +96,24 @@ class SimulatedProvider {
     return Refused{wait != nullptr ? wait->limit : Limit::tokens};
   }
 
+  // What the provider's rate-limit headers announce with every answer, as a real provider's
+  // x-ratelimit-limit-* and -remaining-* do: its limits now and what its buckets hold, which
+  // fairlane's policy follows.
+  [[nodiscard]] Announced announced() const {
+    const BudgetLimits& now = provider_.limits();
+    const Budget& budget = provider_.budget();
+    Announced said;
+    if (now.requests_per_minute > 0) {
+      said.requests_limit = now.requests_per_minute;
+      said.requests_remaining = budget.requests().remaining();
+    }
+    if (now.tokens_per_minute > 0) {
+      said.tokens_limit = now.tokens_per_minute;
+      said.tokens_remaining = budget.tokens().remaining();
+    }
+    return said;
+  }
+
   // An accepted call has ended: the provider counts the tokens it used.
   static void finish(Accepted& call, std::int64_t used_tokens) { call.lease.settle(used_tokens); }
 
@@ -438,7 +456,8 @@ class Run {
       } else {
         ++metrics_.provider_refused_tokens;
       }
-      record(page, policy_.on_outcome(page, lease, CallOutcome{std::move(end), {}}));
+      record(page, policy_.on_outcome(page, lease,
+                                      CallOutcome{std::move(end), {}, provider_.announced()}));
       return;
     }
     auto& accepted = std::get<SimulatedProvider::Accepted>(answer);
@@ -477,10 +496,10 @@ class Run {
     Call& ended = calls_[slot];
     const std::int64_t output_tokens = ended.at_provider->output_tokens;
     SimulatedProvider::finish(*ended.at_provider, ended.input_tokens + output_tokens);
-    const CallVerdict verdict =
-        policy_.on_outcome(ended.page, *ended.lease,
-                           CallOutcome{call::Answered{ended.input_tokens, output_tokens},
-                                       std::chrono::nanoseconds(now() - ended.dispatched_at)});
+    const CallVerdict verdict = policy_.on_outcome(
+        ended.page, *ended.lease,
+        CallOutcome{call::Answered{ended.input_tokens, output_tokens},
+                    std::chrono::nanoseconds(now() - ended.dispatched_at), provider_.announced()});
     ended.lease.reset();
     ended.at_provider.reset();
     --in_flight_;

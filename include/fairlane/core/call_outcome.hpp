@@ -11,6 +11,8 @@
 //   Unreadable      a 2xx whose answer could not be read: it ran and its tokens counted
 //
 // Every reason is a sentence for the page's error ("the provider answered 500 (...)").
+// Whatever the end, the answer may say what the provider's budgets are (Announced: from its
+// rate-limit headers), which the policy's Budget follows.
 //
 // Thread safety: value types.
 #pragma once
@@ -52,9 +54,18 @@ struct Unreadable {
 using CallEnd = std::variant<call::Answered, call::RateLimited, call::Overloaded, call::Unreachable,
                              call::TransientError, call::ClientError, call::Unreadable>;
 
+// What the provider said of its limits with an answer; each field absent when it did not.
+struct Announced {
+  std::optional<std::int64_t> requests_limit;      // per minute
+  std::optional<std::int64_t> tokens_limit;        // per minute, the tightest it announced
+  std::optional<std::int64_t> requests_remaining;  // left now
+  std::optional<std::int64_t> tokens_remaining;
+};
+
 struct CallOutcome {
   CallEnd end;
   Clock::duration latency{};  // from the call's start to its end
+  Announced announced{};
 };
 
 }  // namespace fairlane

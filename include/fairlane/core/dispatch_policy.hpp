@@ -13,8 +13,10 @@
 // A call's end (on_outcome), in this order: the lease is settled with the usage, settled
 // at its reservation for a 2xx whose answer could not be read (the provider counted its
 // tokens; the reservation is the side that never overspends), or cancelled (no usage: the
-// request stays spent). The caller lowers the buckets to the provider's rate-limit headers
-// after this, so a refund cannot undo them. Then:
+// request stays spent). Then the buckets follow what the answer announced (CallOutcome::
+// announced): their capacity and refill the provider's limits (the lower of those and the
+// configured ones, Budget::follow_announced), their levels lowered to what it says is left;
+// after the settle, so a refund cannot undo them. Then:
 //   Answered         the estimator learns the usage and latency; the lane is corrected by
 //                    (used - estimate); Complete
 //   RateLimited,     ALL dispatch pauses until Retry-After (default_pause when none came);
@@ -181,6 +183,8 @@ class DispatchPolicy {
   void release_held(Clock::time_point now);
   [[nodiscard]] Clock::time_point next_release() const;
   void end_call();
+  // The buckets follow what an answer announced of the provider's budgets.
+  void follow(const Announced& announced);
   // `returns` names what sent the page back, for its error if it returns too often.
   CallVerdict requeue(const QueuedPage& page, const std::string& returns);
   CallVerdict retry_or_fail(const QueuedPage& page, const std::string& reason);
