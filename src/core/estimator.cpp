@@ -165,14 +165,18 @@ double Estimator::seconds_for(double pages) const {
     }
     if (!std::isinf(out_at_once) && avg_latency_s_ > 0) burst_rate = out_at_once / avg_latency_s_;
   }
-  const double at_burst_rate = std::max(std::min(pages, burst) - free_now, 0.0);
-  const double at_steady_rate = std::max(pages - burst, 0.0);
+  // Two bounds, whichever is later: the credit and its refill (what is beyond the credit
+  // goes at mu), and the calls (the free permits at once, the rest at the in-flight rate).
+  // The refill goes on while the credit is spent, so the two do not add up.
+  double paced = 0.0;
+  if (pages > burst && !std::isinf(steady)) paced = (pages - burst) / steady;
+  if (pages > free_now && !std::isinf(burst_rate)) {
+    paced = std::max(paced, (pages - free_now) / burst_rate);
+  }
   // A bucket in debt (calls that used more than they reserved) lets nothing through until it
   // has refilled to zero: everyone waits that off first.
-  double seconds = budget_ != nullptr ? debt_seconds(*budget_) : 0.0;
-  if (at_burst_rate > 0 && !std::isinf(burst_rate)) seconds += at_burst_rate / burst_rate;
-  if (at_steady_rate > 0 && !std::isinf(steady)) seconds += at_steady_rate / steady;
-  return seconds;
+  const double debt = budget_ != nullptr ? debt_seconds(*budget_) : 0.0;
+  return debt + paced;
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,

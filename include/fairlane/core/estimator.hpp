@@ -17,13 +17,14 @@
 // provider announces, Budget::effective_limits), not the configured ones.
 //
 // Given the Budget, the ETA also counts what the buckets hold now, which the formula
-// above (a steady state) does not: with n = pages_ahead_of_last + 1, the first B pages
-// (B = the pages the current bucket levels admit, at the average reservation) go at the
-// in-flight rate c = max_in_flight / avg_latency rather than mu, and the first F of those
-// (F = free in-flight permits) at once:
-//   eta_seconds = max(min(n, B) - F, 0) / c + max(n - B, 0) / mu + avg_latency
-// With empty buckets (B = 0) this is exactly the formula above; after an idle spell it
-// keeps the ETA honest instead of several times too long (docs/architecture.md).
+// above (a steady state) does not: with n = pages_ahead_of_last + 1, B = the pages the
+// current bucket levels pay for (at what pages use: refunds come back at settle), F = the
+// pages that can start at once (free permits, and the reservations the tokens level holds),
+// c = the in-flight rate (what can be out at once over avg_latency), the n pages are sent
+// when both the credit with its refill and the calls allow:
+//   eta_seconds = max((n - B) / mu, (n - F) / c, 0) + avg_latency
+// With empty buckets (B = 0) and c >= mu this is exactly the formula above; after an idle
+// spell it keeps the ETA honest instead of several times too long (docs/architecture.md).
 //
 // The weighted term is min(q_v, k * w_v / w_u): while u sends k pages, a lane of twice the
 // weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
