@@ -224,7 +224,7 @@ TEST_CASE("TPM 1000 announced as 500: after an empty bucket a 100-token page wai
 }
 
 TEST_CASE(
-    "A page above the announced limit waits for a full bucket; only one above the "
+    "A page above the announced limit waits for a full bucket, and only one above the "
     "configured limit is too large") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{.requests_per_minute = 10, .tokens_per_minute = 1000});
@@ -245,7 +245,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "Absent or non-positive announcements change nothing; a higher one restores the "
+    "Absent or non-positive announcements change nothing, and a higher one restores the "
     "configured limits and no more") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{.requests_per_minute = 60, .tokens_per_minute = 1000});

@@ -254,7 +254,7 @@ TEST_CASE(
   CHECK(rig.budget.tokens().remaining() == 1'000);
 }
 
-TEST_CASE("A 429 pauses all dispatch until its Retry-After; the page goes back to the head") {
+TEST_CASE("A 429 pauses all dispatch until its Retry-After, and the page goes back to the head") {
   Rig rig(kRoomy, config_with(2));
   rig.add(kAlice, 1, 2);
   rig.add(kBob, 2, 1);

@@ -878,7 +878,8 @@ TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once on
   CHECK(store_ok() == "1");
 }
 
-TEST_CASE("A job carries the door's promise; when work arriving ahead breaks it, it is revised") {
+TEST_CASE(
+    "A job carries the door's promise, and when work arriving ahead breaks it, it is revised") {
   Api api(1e6);  // the door accepts any wait: the others' books all get in
   const auto accepted = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(100));
   REQUIRE(accepted.status == 202);

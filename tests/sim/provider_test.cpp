@@ -113,7 +113,7 @@ TEST_CASE("Provider: the latency scale applies to the calls made after the chang
 }
 
 TEST_CASE(
-    "Provider: a provider halving its TPM says so in its answers; fairlane follows, refused "
+    "Provider: a provider halving its TPM says so in its answers: fairlane follows, refused "
     "nothing") {
   const std::string base = R"({
     "provider": {"rpm": 600, "tpm": 48000, "max_in_flight": 20,
