@@ -3,10 +3,13 @@
 // place O(log jobs in its lane) (docs/performance.md).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "core/fake_clock.hpp"
+#include "fairlane/core/budget.hpp"
 #include "fairlane/core/door.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
@@ -105,5 +108,38 @@ void BM_EstimatorJob(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(estimator.job(1, last));
 }
 BENCHMARK(BM_EstimatorJob);
+
+// The door as the service runs it, at 10,000 lanes and 100,000 queued jobs (ten a user),
+// with a Budget and arrivals in every slot of the window, so every estimate also weighs the
+// competing arrivals (9 ended slots x 42 buckets).
+void BM_DoorAdmitWithArrivals(benchmark::State& state) {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  fairlane::Estimator estimator(scheduler, fairlane::EstimatorConfig{.limits = kLab}, &budget,
+                                &clock);
+  std::mt19937_64 rng(1);
+  fairlane::PageId page = 0;
+  fairlane::JobId job = 0;
+  for (fairlane::UserId user = 1; user <= 10'000; ++user) {
+    for (int j = 0; j < 10; ++j) {
+      ++job;
+      const auto pages = static_cast<std::int64_t>(1 + rng() % 10);
+      estimator.record_arrival(user, pages);
+      for (std::int64_t i = 0; i < pages; ++i) scheduler.add(QueuedPage{++page, job, user, 800});
+    }
+    if (user % 1'000 == 0) clock.advance(std::chrono::seconds(30));  // the next slot
+  }
+  clock.advance(std::chrono::seconds(30));
+  const fairlane::Door door(scheduler, estimator,
+                            fairlane::DoorConfig{.tokens_per_minute = kLab.tokens_per_minute});
+  const std::vector<std::int64_t> pages(100, 800);
+  fairlane::UserId user = 1;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(door.admit(user, pages));
+    user = user % 10'000 + 1;
+  }
+}
+BENCHMARK(BM_DoorAdmitWithArrivals);
 
 }  // namespace
