@@ -1,18 +1,16 @@
 // split_pdf: poppler-cpp opens the PDF from memory and extracts each page's text.
 //
-// Threads: poppler-cpp allows different documents on different threads at once, so there
-// is no lock here. Its global state is
-//  - GlobalParams, which every document holds a counted reference to (poppler's
-//    GlobalParamsIniter, under poppler's own mutex) and which guards its caches with its
-//    own mutex;
-//  - the core's error callback, written only when the first document of the process is
-//    created (the count goes from 0 to 1, under that mutex), when no other document exists
-//    to read it;
-//  - poppler-cpp's debug function, a plain pointer with no lock: it is written once, through
-//    std::call_once, before any document is loaded, and never again. Nothing else in
-//    fairlane may call poppler::set_debug_error_function.
-// A document is used by one thread only (the one that loaded it) and destroyed before the
-// call returns.
+// Threads: one document at a time in a process. poppler-cpp's own global state would allow
+// several (GlobalParams is counted and locked), but poppler 22.12's colour management shares
+// lcms2 state between documents without a lock: ThreadSanitizer caught two threads freeing and
+// allocating the same lcms2 block (cmsMLUfree) while extracting text from different PDFs. So
+// every call holds one process-wide mutex for as long as poppler runs. The service does not
+// lose its parallelism by it: it reads each upload in its own child process
+// (`fairlane read-pdf`, pdf_reader.cpp), one document per process; only an embedder that
+// reads in its own process is serialised.
+// poppler-cpp's debug function, a plain pointer with no lock, is written once, through
+// std::call_once, before any document is loaded, and never again. Nothing else in fairlane
+// may call poppler::set_debug_error_function.
 #include <poppler-document.h>
 #include <poppler-global.h>
 #include <poppler-page.h>
@@ -193,6 +191,8 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
   if (!has_header(bytes)) return not_a_pdf(bytes);
   if (looks_cut_short(bytes)) return damaged();
 
+  static std::mutex poppler_mutex;
+  const std::lock_guard lock(poppler_mutex);
   // load_from_raw_data reads `bytes` in place (no copy); `bytes` outlives `document`.
   const std::unique_ptr<poppler::document> document(
       poppler::document::load_from_raw_data(bytes.data(), static_cast<int>(bytes.size())));

@@ -4,8 +4,8 @@
 // (400 invalid_document); a PDF over a limit on pages or text is payload_too_large (413).
 //
 // Thread safety: pure functions of their arguments; any number of threads may call them at
-// once on different inputs (split_pdf runs on a worker pool; see src/document/pdf.cpp for
-// why poppler allows it).
+// once on different inputs (split_pdf runs on a worker pool; it reads one PDF at a time in a
+// process, src/document/pdf.cpp says why).
 #pragma once
 
 #include <cstdint>
