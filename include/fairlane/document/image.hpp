@@ -12,17 +12,10 @@
 #include <string>
 #include <string_view>
 
+#include "fairlane/core/page_image.hpp"
 #include "fairlane/core/result.hpp"
 
 namespace fairlane {
-
-// An encoded page image, as it is stored and sent.
-struct PageImage {
-  std::string media_type;  // "image/png" or "image/jpeg"
-  std::int64_t width = 0;  // pixels
-  std::int64_t height = 0;
-  std::string bytes;  // the encoded file
-};
 
 // 8-bit grayscale pixels, row after row, `stride` bytes from one row's start to the next
 // (>= width). Not owned.
