@@ -263,6 +263,16 @@ std::optional<ImageHeader> read_jpeg_header(std::string_view bytes) {
 constexpr std::string_view kBase64 =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+// The value of a base64 character, or -1.
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
 }  // namespace
 
 Result<std::string> encode_png(const GrayPixels& pixels) {
@@ -338,6 +348,32 @@ std::string base64_encode(std::string_view bytes) {
     out.push_back(kBase64[(group >> 12) & 0x3F]);
     out.push_back(kBase64[(group >> 6) & 0x3F]);
     out.push_back('=');
+  }
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::size_t padding = 0;
+  if (!text.empty() && text.back() == '=')
+    padding = text.size() >= 2 && text[text.size() - 2] == '=' ? 2 : 1;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const std::size_t digits = last ? 4 - padding : 4;
+    std::uint32_t group = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      int value = 0;
+      if (k < digits) {
+        value = base64_value(text[i + k]);
+        if (value < 0) return std::nullopt;  // outside the alphabet, or '=' before the end
+      }
+      group = (group << 6) | static_cast<std::uint32_t>(value);
+    }
+    out.push_back(static_cast<char>((group >> 16) & 0xFF));
+    if (digits >= 3) out.push_back(static_cast<char>((group >> 8) & 0xFF));
+    if (digits == 4) out.push_back(static_cast<char>(group & 0xFF));
   }
   return out;
 }

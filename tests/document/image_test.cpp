@@ -23,6 +23,7 @@
 
 #include "fairlane/document/image.hpp"
 
+using fairlane::base64_decode;
 using fairlane::base64_encode;
 using fairlane::encode_jpeg;
 using fairlane::encode_page_image;
@@ -388,4 +389,35 @@ TEST_CASE("base64_encode: RFC 4648's test vectors") {
   // Every byte value, and the two characters past the letters and digits.
   CHECK(base64_encode(bytes_of({0xFB, 0xFF, 0xBF})) == "+/+/");
   CHECK(base64_encode(bytes_of({0x00, 0x00})) == "AAA=");
+}
+
+TEST_CASE("base64_decode: RFC 4648's test vectors, and back") {
+  for (const std::string_view text : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
+    CAPTURE(text);
+    const auto decoded = base64_decode(base64_encode(text));
+    REQUIRE(decoded.has_value());
+    CHECK(*decoded == text);
+  }
+  CHECK(base64_decode("Zm9vYmE=") == std::optional<std::string>("fooba"));
+  CHECK(base64_decode("+/+/") == std::optional<std::string>(bytes_of({0xFB, 0xFF, 0xBF})));
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte.push_back(static_cast<char>(b));
+  CHECK(base64_decode(base64_encode(every_byte)) == std::optional<std::string>(every_byte));
+  // An image, as the stand-in receives one.
+  const auto png = encode_png(text_page().view());
+  REQUIRE(png.ok());
+  CHECK(base64_decode(base64_encode(*png)) == std::optional<std::string>(*png));
+}
+
+TEST_CASE("base64_decode: anything but padded base64 is nullopt") {
+  for (const std::string_view bad :
+       {"Zg", "Zg=", "Zm9", "Z", "Zg==Zg==", "Z===", "====", "Zm=v", "=Zm9", "Zm9v\n", "Zm 9v",
+        "Zm9v\r\nYmFy", "Zm9-", "Zm9_", "Zm9v*", "Zm\x80v"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(base64_decode(bad).has_value());
+  }
+  // Base64url's alphabet is another alphabet.
+  CHECK_FALSE(base64_decode("-_-_").has_value());
+  // Leftover bits in the last character are not checked: "Zh==" is "f" too.
+  CHECK(base64_decode("Zh==") == std::optional<std::string>("f"));
 }
