@@ -8,6 +8,9 @@ find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 find_package(CURL 7.88 REQUIRED)
 find_package(Threads REQUIRED)
+# Page images: scanned pages go to the provider as PNG or JPEG (src/document/image.cpp).
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
 # poppler-cpp ships a pkg-config file and no CMake package.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)

@@ -15,8 +15,9 @@ int main(int argc, char** argv) try {
   CLI::App app{
       "fairlane-provider-sim: a stand-in AI provider (OpenAI and Anthropic dialects) that\n"
       "enforces its limits like a real one: 429 with retry-after past its RPM or TPM, 503 past\n"
-      "its in-flight cap. GET /stats reports what it served and billed, GET /stats/calls the\n"
-      "calls per page text.",
+      "its in-flight cap. It takes image parts (PNG or JPEG, base64) and bills them by the\n"
+      "dialect's published rule. GET /stats reports what it served and billed, GET\n"
+      "/stats/calls the calls per page (its text and images).",
       "fairlane-provider-sim"};
   app.set_version_flag("--version", std::string("fairlane-provider-sim ") + fairlane::kVersion);
   // Every flag can also come from a TOML file: rpm = 600, listen = "127.0.0.1:9000", ...

@@ -21,6 +21,7 @@
 #include <utility>
 #include <variant>
 
+#include "call_body.hpp"
 #include "fairlane/core/budget.hpp"
 #include "fairlane/core/clock.hpp"
 #include "fairlane/provider/rate_limit_headers.hpp"
@@ -37,8 +38,6 @@ namespace json = boost::json;
 using tcp = asio::ip::tcp;
 using asio::awaitable;
 using asio::use_awaitable;
-
-enum class Dialect { openai, anthropic };
 
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
@@ -165,6 +164,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
   std::int64_t storm_429 = 0;
   std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
+  std::int64_t image_parts = 0, image_tokens = 0;  // of the calls billed; in input_tokens
   std::int64_t connections_open = 0, max_connections_seen = 0;
   double cost_usd = 0.0;
   std::vector<Minute> minutes;
@@ -409,6 +409,7 @@ awaitable<Reply> Server::Impl::handle(const Request& request) {
     requests = ok = rejected_429 = rejected_503 = failed_500 = timeouts = resets = malformed = 0;
     storm_429 = 0;
     unauthorized = bad_requests = input_tokens = output_tokens = max_in_flight_seen = 0;
+    image_parts = image_tokens = 0;
     cost_usd = 0.0;
     minutes.clear();
     for (auto& [text, counts] : texts) counts.calls = counts.answered = 0;
@@ -449,41 +450,20 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     }
   }
 
-  // The request: model, max_tokens, and the text of every message (and the system prompt).
-  boost::system::error_code error;
-  const json::value body = json::parse(request.body(), error);
-  const json::object* object = error ? nullptr : body.if_object();
-  const json::value* max_tokens_value = object ? object->if_contains("max_tokens") : nullptr;
-  const json::value* messages_value = object ? object->if_contains("messages") : nullptr;
-  if (object == nullptr || max_tokens_value == nullptr || !max_tokens_value->is_int64() ||
-      max_tokens_value->as_int64() < 1 || messages_value == nullptr ||
-      !messages_value->is_array()) {
+  // The request: model, max_tokens, the text of every message (and the system prompt) and
+  // its images.
+  Result<CallBody> read = read_call_body(dialect, request.body(), config.cjk_tokens);
+  if (!read.ok()) {
     ++bad_requests;
-    co_return refuse(http::status::bad_request, "invalid_request_error",
-                     "the body needs max_tokens (at least 1) and a list of messages");
+    co_return refuse(http::status::bad_request, "invalid_request_error", read.status().message());
   }
-  const std::int64_t max_tokens = max_tokens_value->as_int64();
-  std::string all_text;  // every message's text and the system prompt, for the count
-  std::string user_text;
-  for (const json::value& message : messages_value->as_array()) {
-    const json::value* content =
-        message.is_object() ? message.as_object().if_contains("content") : nullptr;
-    if (content != nullptr && content->is_string()) {
-      all_text += content->as_string();
-      if (message.as_object().if_contains("role") != nullptr &&
-          message.as_object().at("role") == "user") {
-        user_text += std::string(content->as_string());
-      }
-    }
-  }
-  if (const json::value* system = object->if_contains("system"); system && system->is_string()) {
-    all_text += system->as_string();
-  }
-  const std::int64_t input = count_input_tokens(all_text, config.cjk_tokens);
+  const CallBody& body = read.value();
+  const std::int64_t max_tokens = body.max_tokens;
+  const std::int64_t input = body.input_tokens();
 
   ++requests;
   ++this_minute().requests;
-  TextCalls& counts = texts[user_text];
+  TextCalls& counts = texts[body.page];
   ++counts.calls;
   if (const Storm* storm = storm_now()) {
     // Injected, so neither counted as a limit refusal nor charged to the budget.
@@ -537,6 +517,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     co_return Reply{Response{}, Action::hang, Held{std::move(lease), std::move(open)}};
   }
 
+  boost::system::error_code error;
   asio::steady_timer latency(io, std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double, std::milli>(draw_latency_ms())));
   co_await latency.async_wait(asio::redirect_error(use_awaitable, error));
@@ -555,14 +536,14 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   lease.settle(input + output);
   input_tokens += input;
   output_tokens += output;
+  image_parts += static_cast<std::int64_t>(body.images.size());
+  image_tokens += body.image_tokens();
   // The minute the call ends in, looked up again: the vector may have grown while it slept.
   Minute& minute = this_minute();
   minute.input_tokens += input;
   minute.output_tokens += output;
   cost_usd += static_cast<double>(input + output) * config.price_per_mtok / 1e6;
-  const std::string model = object->if_contains("model") && object->at("model").is_string()
-                                ? std::string(object->at("model").as_string())
-                                : "stand-in";
+  const std::string& model = body.model;
   ++counts.answered;
   std::string answer;
   if (u >= reset && u < broken) {
@@ -577,7 +558,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
         {"model", model},
         {"choices", json::array{json::object{
                         {"index", 0},
-                        {"message", json::object{{"role", "assistant"}, {"content", user_text}}},
+                        {"message", json::object{{"role", "assistant"}, {"content", body.page}}},
                         {"finish_reason", "stop"}}}},
         {"usage", json::object{{"prompt_tokens", input},
                                {"completion_tokens", output},
@@ -590,7 +571,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
                      {"type", "message"},
                      {"role", "assistant"},
                      {"model", model},
-                     {"content", json::array{json::object{{"type", "text"}, {"text", user_text}}}},
+                     {"content", json::array{json::object{{"type", "text"}, {"text", body.page}}}},
                      {"stop_reason", "end_turn"},
                      {"usage", json::object{{"input_tokens", input}, {"output_tokens", output}}}});
   }
@@ -631,6 +612,8 @@ std::string Server::Impl::stats() const {
                    {"max_connections_seen", max_connections_seen},
                    {"input_tokens", input_tokens},
                    {"output_tokens", output_tokens},
+                   {"image_parts", image_parts},
+                   {"image_tokens", image_tokens},
                    {"cost_usd", cost_usd},
                    {"limits", json::object{{"requests_per_minute", limits.requests_per_minute},
                                            {"tokens_per_minute", limits.tokens_per_minute},

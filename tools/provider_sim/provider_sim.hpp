@@ -8,6 +8,15 @@
 // demand, and reports GET /stats (totals) and GET /stats/calls (calls per page text, so a
 // test can tell a page sent twice from two pages).
 //
+// A page may come as an image: image parts in the user message's content, in either
+// dialect's form (call_body.hpp). Each is billed by the dialect's published rule
+// (image_tokens) on top of the text, and the answer is the page: its text, and for each
+// image a line "image sha256:<hex> <width>x<height>", so a test can tell each result belongs
+// to its page. A malformed part (bad base64, not a PNG or JPEG, a media type the bytes
+// belie) gets a 400 in the dialect's error format, naming the part and what is wrong, as a
+// provider's does. GET /stats counts image_parts and image_tokens (in input_tokens) of the
+// calls billed; /stats/calls keys a page by that text, image lines included.
+//
 // GET /stats keeps what the client caused apart from what was injected: rejected_429 and
 // rejected_503 count only refusals for exceeding the limits (a well-behaved client sees
 // none); failed_500, timeouts, resets, malformed and storm_429 count injected faults.
@@ -83,9 +92,10 @@ struct Config {
 // The input tokens of `text` under `config`'s counting.
 [[nodiscard]] std::int64_t count_input_tokens(std::string_view text, bool cjk_tokens);
 
-// The calls that carried one page text (the user message): every call that arrived,
-// those answered with a 200, and those in flight now (admitted, not answered yet; a call
-// that never answers stays in flight until its client goes).
+// The calls that carried one page (the user message's text, with a line per image as the
+// answer has it: CallBody::page): every call that arrived, those answered with a 200, and
+// those in flight now (admitted, not answered yet; a call that never answers stays in
+// flight until its client goes).
 struct TextCalls {
   std::int64_t calls = 0;
   std::int64_t answered = 0;
