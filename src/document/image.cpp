@@ -1,5 +1,5 @@
 // Page images (fairlane/document/image.hpp): the PNG and JPEG encoders on libpng and
-// libjpeg-turbo, the header reader and base64.
+// libjpeg-turbo, and the header reader.
 //
 // Both C libraries report a failure by calling an error function that must not return;
 // here it longjmps back to a setjmp. A longjmp that skips a C++ destructor is undefined, so
@@ -258,21 +258,6 @@ std::optional<ImageHeader> read_jpeg_header(std::string_view bytes) {
   }
 }
 
-// --- Base64 --------------------------------------------------------------------------------
-
-constexpr std::string_view kBase64 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// The value of a base64 character, or -1.
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
 }  // namespace
 
 Result<std::string> encode_png(const GrayPixels& pixels) {
@@ -320,62 +305,6 @@ Result<PageImage> encode_page_image(const GrayPixels& pixels) {
 std::optional<ImageHeader> read_image_header(std::string_view bytes) {
   if (auto png = read_png_header(bytes)) return png;
   return read_jpeg_header(bytes);
-}
-
-std::string base64_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  const auto byte = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at]));
-  };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const std::uint32_t group = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out.push_back(kBase64[(group >> 18) & 0x3F]);
-    out.push_back(kBase64[(group >> 12) & 0x3F]);
-    out.push_back(kBase64[(group >> 6) & 0x3F]);
-    out.push_back(kBase64[group & 0x3F]);
-  }
-  const std::size_t left = bytes.size() - i;
-  if (left == 1) {
-    const std::uint32_t group = byte(i) << 16;
-    out.push_back(kBase64[(group >> 18) & 0x3F]);
-    out.push_back(kBase64[(group >> 12) & 0x3F]);
-    out.append("==");
-  } else if (left == 2) {
-    const std::uint32_t group = (byte(i) << 16) | (byte(i + 1) << 8);
-    out.push_back(kBase64[(group >> 18) & 0x3F]);
-    out.push_back(kBase64[(group >> 12) & 0x3F]);
-    out.push_back(kBase64[(group >> 6) & 0x3F]);
-    out.push_back('=');
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::size_t padding = 0;
-  if (!text.empty() && text.back() == '=')
-    padding = text.size() >= 2 && text[text.size() - 2] == '=' ? 2 : 1;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    const std::size_t digits = last ? 4 - padding : 4;
-    std::uint32_t group = 0;
-    for (std::size_t k = 0; k < 4; ++k) {
-      int value = 0;
-      if (k < digits) {
-        value = base64_value(text[i + k]);
-        if (value < 0) return std::nullopt;  // outside the alphabet, or '=' before the end
-      }
-      group = (group << 6) | static_cast<std::uint32_t>(value);
-    }
-    out.push_back(static_cast<char>((group >> 16) & 0xFF));
-    if (digits >= 3) out.push_back(static_cast<char>((group >> 8) & 0xFF));
-    if (digits == 4) out.push_back(static_cast<char>(group & 0xFF));
-  }
-  return out;
 }
 
 }  // namespace fairlane

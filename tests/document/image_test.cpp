@@ -1,5 +1,5 @@
 // Page images: each encoding read back by the library that reads it (libpng, libjpeg), the
-// choice between them, the header reader on real and hand-made files, and base64.
+// choice between them, and the header reader on real and hand-made files.
 #include <doctest/doctest.h>
 
 // jpeglib.h uses size_t and FILE without declaring them.
@@ -23,8 +23,6 @@
 
 #include "fairlane/document/image.hpp"
 
-using fairlane::base64_decode;
-using fairlane::base64_encode;
 using fairlane::encode_jpeg;
 using fairlane::encode_page_image;
 using fairlane::encode_png;
@@ -376,48 +374,4 @@ TEST_CASE("read_image_header: JPEG markers are walked to the first frame") {
       size_of(bytes_of({0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x05, 0x08, 0x00, 0x10})).has_value());
   CHECK_FALSE(size_of(bytes_of({0xFF})).has_value());
   CHECK_FALSE(size_of("").has_value());
-}
-
-TEST_CASE("base64_encode: RFC 4648's test vectors") {
-  CHECK(base64_encode("") == "");
-  CHECK(base64_encode("f") == "Zg==");
-  CHECK(base64_encode("fo") == "Zm8=");
-  CHECK(base64_encode("foo") == "Zm9v");
-  CHECK(base64_encode("foob") == "Zm9vYg==");
-  CHECK(base64_encode("fooba") == "Zm9vYmE=");
-  CHECK(base64_encode("foobar") == "Zm9vYmFy");
-  // Every byte value, and the two characters past the letters and digits.
-  CHECK(base64_encode(bytes_of({0xFB, 0xFF, 0xBF})) == "+/+/");
-  CHECK(base64_encode(bytes_of({0x00, 0x00})) == "AAA=");
-}
-
-TEST_CASE("base64_decode: RFC 4648's test vectors, and back") {
-  for (const std::string_view text : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
-    CAPTURE(text);
-    const auto decoded = base64_decode(base64_encode(text));
-    REQUIRE(decoded.has_value());
-    CHECK(*decoded == text);
-  }
-  CHECK(base64_decode("Zm9vYmE=") == std::optional<std::string>("fooba"));
-  CHECK(base64_decode("+/+/") == std::optional<std::string>(bytes_of({0xFB, 0xFF, 0xBF})));
-  std::string every_byte;
-  for (int b = 0; b < 256; ++b) every_byte.push_back(static_cast<char>(b));
-  CHECK(base64_decode(base64_encode(every_byte)) == std::optional<std::string>(every_byte));
-  // An image, as the stand-in receives one.
-  const auto png = encode_png(text_page().view());
-  REQUIRE(png.ok());
-  CHECK(base64_decode(base64_encode(*png)) == std::optional<std::string>(*png));
-}
-
-TEST_CASE("base64_decode: anything but padded base64 is nullopt") {
-  for (const std::string_view bad :
-       {"Zg", "Zg=", "Zm9", "Z", "Zg==Zg==", "Z===", "====", "Zm=v", "=Zm9", "Zm9v\n", "Zm 9v",
-        "Zm9v\r\nYmFy", "Zm9-", "Zm9_", "Zm9v*", "Zm\x80v"}) {
-    CAPTURE(bad);
-    CHECK_FALSE(base64_decode(bad).has_value());
-  }
-  // Base64url's alphabet is another alphabet.
-  CHECK_FALSE(base64_decode("-_-_").has_value());
-  // Leftover bits in the last character are not checked: "Zh==" is "f" too.
-  CHECK(base64_decode("Zh==") == std::optional<std::string>("f"));
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "call_body.hpp"
+#include "fairlane/core/base64.hpp"
 #include "fairlane/document/image.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 

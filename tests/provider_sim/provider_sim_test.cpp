@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "cli/http_client.hpp"
+#include "fairlane/core/base64.hpp"
 #include "fairlane/document/image.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 #include "provider_sim.hpp"

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "fairlane/core/base64.hpp"
 #include "fairlane/document/image.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 #include "provider_sim.hpp"

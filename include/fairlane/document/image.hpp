@@ -48,14 +48,4 @@ struct ImageHeader {
 };
 [[nodiscard]] std::optional<ImageHeader> read_image_header(std::string_view bytes);
 
-// Base64 (RFC 4648, with padding) of `bytes`, for data URLs and the providers' image parts.
-[[nodiscard]] std::string base64_encode(std::string_view bytes);
-
-// The bytes of base64 `text` (RFC 4648's alphabet, padded to a multiple of 4 characters),
-// as the provider stand-in reads an image part. nullopt for anything else: a length that is
-// not a multiple of 4, a character outside the alphabet (whitespace and line breaks
-// included), '=' anywhere but in the last one or two places. The unused low bits of the
-// last character are not checked (RFC 4648 section 3.5 allows either).
-[[nodiscard]] std::optional<std::string> base64_decode(std::string_view text);
-
 }  // namespace fairlane
