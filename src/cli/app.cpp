@@ -183,6 +183,18 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::Range(64, 1'000'000));
   serve_command
+      ->add_option("--page-input", serve.page_input,
+                   "How a PDF's pages go to the provider: auto (a page with a text layer as "
+                   "text, one without as an image), text, or image (every page)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "text", "image"}));
+  serve_command
+      ->add_option("--render-dpi", serve.render_dpi,
+                   "Resolution of the pages sent as images (the long edge stays within "
+                   "1568 px)")
+      ->capture_default_str()
+      ->check(CLI::Range(36.0, 600.0));
+  serve_command
       ->add_option("--heartbeat", serve.heartbeat,
                    "Seconds without an event before a live-events stream gets a heartbeat")
       ->capture_default_str()
@@ -196,6 +208,10 @@ CommandLine::CommandLine()
   read_pdf_command->add_option("--memory-mb", reader_memory_mb);
   read_pdf_command->add_option("--max-pages", reader_max_pages);
   read_pdf_command->add_option("--max-page-bytes", reader_max_page_bytes);
+  read_pdf_command->add_option("--max-image-bytes", reader_max_image_bytes);
+  read_pdf_command->add_option("--page-input", reader_page_input)
+      ->check(CLI::IsMember({"auto", "text", "image"}));
+  read_pdf_command->add_option("--dpi", reader_dpi)->check(CLI::Range(36.0, 600.0));
 
   CLI::App* user_command = app.add_subcommand("user", "Manage users");
   user_add_command =

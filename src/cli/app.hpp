@@ -49,7 +49,10 @@ class CommandLine {
   std::int64_t reader_cpu_seconds = 60;
   std::int64_t reader_memory_mb = 2048;
   std::int64_t reader_max_pages = 10'000;
-  std::int64_t reader_max_page_bytes = 0;  // 0: any
+  std::int64_t reader_max_page_bytes = 0;   // 0: any
+  std::int64_t reader_max_image_bytes = 0;  // 0: any
+  std::string reader_page_input = "auto";
+  double reader_dpi = 150.0;
   // `fairlane user add`.
   std::string user_name;
   std::int64_t weight = 1;

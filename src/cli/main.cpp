@@ -42,9 +42,14 @@ int main(int argc, char** argv) {
   try {
     if (line.serve_command->parsed()) return fairlane::cli::serve(line.serve);
     if (line.read_pdf_command->parsed()) {
+      const fairlane::PdfReading reading{
+          .input = fairlane::page_input_from(line.reader_page_input).value(),
+          .render = {.dpi = line.reader_dpi},
+          .max_pages = line.reader_max_pages,
+          .max_page_bytes = line.reader_max_page_bytes,
+          .max_image_bytes = line.reader_max_image_bytes};
       return fairlane::read_pdf_child(std::cin, std::cout, line.reader_cpu_seconds,
-                                      line.reader_memory_mb, line.reader_max_pages,
-                                      line.reader_max_page_bytes);
+                                      line.reader_memory_mb, reading);
     }
     if (line.user_add_command->parsed()) {
       auto store = fairlane::Store::open(line.user_db);

@@ -1,4 +1,5 @@
-// split_pdf: poppler-cpp opens the PDF from memory and extracts each page's text.
+// read_pdf: poppler-cpp opens the PDF from memory, extracts each page's text and, where a
+// page goes as an image, renders it (render.cpp).
 //
 // Threads: one document at a time in a process. poppler-cpp's own global state would allow
 // several (GlobalParams is counted and locked), but poppler 22.12's colour management shares
@@ -24,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "document/render.hpp"
 #include "fairlane/document/document.hpp"
 #include "refusals.hpp"
 
@@ -180,8 +182,29 @@ bool looks_cut_short(std::string_view bytes) {
 
 }  // namespace
 
-Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages,
-                                           std::int64_t max_page_bytes) {
+std::string_view to_string(PageInputMode input) {
+  switch (input) {
+    case PageInputMode::automatic:
+      return "auto";
+    case PageInputMode::text:
+      return "text";
+    case PageInputMode::image:
+      return "image";
+  }
+  return "auto";
+}
+
+std::optional<PageInputMode> page_input_from(std::string_view name) {
+  for (const PageInputMode input :
+       {PageInputMode::automatic, PageInputMode::text, PageInputMode::image}) {
+    if (to_string(input) == name) return input;
+  }
+  return std::nullopt;
+}
+
+Status read_pdf(std::string_view bytes, const PdfReading& reading,
+                const std::function<Status(std::int64_t)>& count,
+                const std::function<Status(DocumentPage)>& page_read) {
   silence_poppler();
   if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
     return Status(StatusCode::invalid_argument,
@@ -204,40 +227,102 @@ Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t 
   }
   const int page_count = document->pages();
   if (page_count <= 0) return Status(StatusCode::invalid_argument, "the PDF has no pages");
-  if (max_pages > 0 && page_count > max_pages) {
-    return refusals::too_many_pages(page_count, max_pages);
+  if (reading.max_pages > 0 && page_count > reading.max_pages) {
+    return refusals::too_many_pages(page_count, reading.max_pages);
   }
+  if (Status told = count(page_count); !told.ok()) return told;
 
-  std::vector<std::string> pages;
-  pages.reserve(static_cast<std::size_t>(page_count));
-  bool any_text = false;
+  std::int64_t image_bytes = 0;
   for (int i = 0; i < page_count; ++i) {
     const std::unique_ptr<poppler::page> page(document->create_page(i));
     if (!page) return damaged();
+    DocumentPage read;
     // Reading order (pdftotext's default): columns come out one after the other and words
     // are separated by single spaces. The physical layout pads with spaces to mimic the
     // page and runs the lines of side-by-side columns together; the raw order follows the
     // content stream, which many producers write in no reading order at all.
     const poppler::byte_array utf8 =
         page->text(poppler::rectf(), poppler::page::non_raw_non_physical_layout).to_utf8();
-    std::string text(utf8.begin(), utf8.end());
+    read.text.assign(utf8.begin(), utf8.end());
     // poppler ends a page with blank lines (a paragraph break); one '\n' is enough.
-    while (!text.empty() && is_space(text.back())) text.pop_back();
-    if (!text.empty()) {
-      text += '\n';
-      any_text = true;
+    while (!read.text.empty() && is_space(read.text.back())) read.text.pop_back();
+    const bool has_text = !read.text.empty();
+    if (has_text) read.text += '\n';
+    const bool as_image = reading.input == PageInputMode::image ||
+                          (reading.input == PageInputMode::automatic && !has_text);
+    if (!as_image) {
+      // A page past the limit ends the reading: the pages after it would be refused with it.
+      const auto text_bytes = static_cast<std::int64_t>(read.text.size());
+      if (reading.max_page_bytes > 0 && text_bytes > reading.max_page_bytes) {
+        return refusals::page_too_long(i + 1, text_bytes, reading.max_page_bytes);
+      }
+      if (!has_text) read.kind = PageKind::blank;
+    } else {
+      // A page with text is drawn whatever its ink: it cannot be blank.
+      auto image = render::render_page(*page, i + 1, reading.render, has_text);
+      if (!image.ok()) return image.status();
+      read.text.clear();
+      if (!image->has_value()) {
+        read.kind = PageKind::blank;
+      } else {
+        const auto size = static_cast<std::int64_t>((*image)->bytes.size());
+        if (reading.max_image_bytes > 0 && size > reading.max_image_bytes) {
+          return refusals::image_too_large(i + 1, size, reading.max_image_bytes);
+        }
+        image_bytes += size;
+        if (reading.max_total_image_bytes > 0 && image_bytes > reading.max_total_image_bytes) {
+          return refusals::images_too_large(i + 1, reading.max_total_image_bytes);
+        }
+        read.kind = PageKind::image;
+        read.image = std::move(**image);
+      }
     }
-    // A page past the limit ends the reading: the pages after it would be refused with it.
-    if (max_page_bytes > 0 && static_cast<std::int64_t>(text.size()) > max_page_bytes) {
-      return refusals::page_too_long(i + 1, static_cast<std::int64_t>(text.size()), max_page_bytes);
-    }
-    pages.push_back(std::move(text));
+    if (Status passed = page_read(std::move(read)); !passed.ok()) return passed;
   }
-  if (!any_text) {
-    return Status(StatusCode::invalid_argument,
-                  "the PDF has no text layer (scanned images?): run it through OCR first");
+  return {};
+}
+
+Status check_pages(const std::vector<DocumentPage>& pages, PageInputMode input) {
+  const bool all_blank = std::all_of(pages.begin(), pages.end(), [](const DocumentPage& page) {
+    return page.kind == PageKind::blank;
+  });
+  if (!all_blank) return {};
+  if (input == PageInputMode::text) {
+    return {StatusCode::invalid_argument,
+            "the PDF has no text layer (scanned images?): run it through OCR first"};
   }
+  return {StatusCode::invalid_argument,
+          "every page of the PDF is blank (no text and no ink): there is nothing to read; "
+          "check that this is the file you meant to upload"};
+}
+
+Result<std::vector<DocumentPage>> read_pdf(std::string_view bytes, const PdfReading& reading) {
+  std::vector<DocumentPage> pages;
+  const Status read = read_pdf(
+      bytes, reading,
+      [&](std::int64_t count) {
+        pages.reserve(static_cast<std::size_t>(count));
+        return Status();
+      },
+      [&](DocumentPage page) {
+        pages.push_back(std::move(page));
+        return Status();
+      });
+  if (!read.ok()) return read;
+  if (Status checked = check_pages(pages, reading.input); !checked.ok()) return checked;
   return pages;
+}
+
+Result<std::vector<std::string>> split_pdf(std::string_view bytes, std::int64_t max_pages,
+                                           std::int64_t max_page_bytes) {
+  auto pages = read_pdf(bytes, PdfReading{.input = PageInputMode::text,
+                                          .max_pages = max_pages,
+                                          .max_page_bytes = max_page_bytes});
+  if (!pages.ok()) return pages.status();
+  std::vector<std::string> texts;
+  texts.reserve(pages->size());
+  for (DocumentPage& page : pages.value()) texts.push_back(std::move(page.text));
+  return texts;
 }
 
 }  // namespace fairlane

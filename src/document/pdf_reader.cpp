@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "fairlane/document/document.hpp"
+#include "fairlane/document/image.hpp"
 #include "refusals.hpp"
 
 namespace fairlane {
@@ -50,15 +51,74 @@ Status unreadable_answer() {
   return Status(StatusCode::internal, "the PDF reader's answer could not be read");
 }
 
+// A refusal line ("refused MESSAGE" or "too_large MESSAGE", the latter for a limit on pages
+// or bytes) as the Status it stands for; nullopt for any other line.
+std::optional<Status> refusal_of(std::string_view line) {
+  if (line.rfind("refused ", 0) == 0) return refused(std::string(line.substr(8)));
+  if (line.rfind("too_large ", 0) == 0) {
+    return Status(StatusCode::payload_too_large, std::string(line.substr(10)));
+  }
+  return std::nullopt;
+}
+
+// The number `text` is, if it is one (digits only).
+std::optional<std::int64_t> number(std::string_view text) {
+  std::int64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (first == last || error != std::errc() || end != last || value < 0) return std::nullopt;
+  return value;
+}
+
+// `line` cut at its spaces.
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  while (!line.empty()) {
+    const std::size_t space = line.find(' ');
+    out.push_back(line.substr(0, space));
+    if (space == std::string_view::npos) break;
+    line.remove_prefix(space + 1);
+  }
+  return out;
+}
+
+// One page's header line: "text LENGTH", "image MEDIA_TYPE WIDTH HEIGHT LENGTH" or "blank".
+struct PageHeader {
+  PageKind kind = PageKind::blank;
+  std::string_view media_type;
+  std::int64_t width = 0;
+  std::int64_t height = 0;
+  std::int64_t length = 0;  // the bytes that follow the line
+};
+
+std::optional<PageHeader> page_header(std::string_view line) {
+  const std::vector<std::string_view> w = words(line);
+  if (w.size() == 1 && w[0] == "blank") return PageHeader{};
+  if (w.size() == 2 && w[0] == "text") {
+    const auto length = number(w[1]);
+    if (!length) return std::nullopt;
+    return PageHeader{PageKind::text, {}, 0, 0, *length};
+  }
+  if (w.size() == 5 && w[0] == "image" && (w[1] == "image/png" || w[1] == "image/jpeg")) {
+    const auto width = number(w[2]);
+    const auto height = number(w[3]);
+    const auto length = number(w[4]);
+    if (!width || !height || !length || *width == 0 || *height == 0) return std::nullopt;
+    return PageHeader{PageKind::image, w[1], *width, *height, *length};
+  }
+  return std::nullopt;
+}
+
 // The child's answer as it arrives, checked against the limits as it grows, so that no more
 // of it is held than the limits allow: the first line ("ok N" with N within max_pages, or a
-// refusal of at most kMaxLine bytes), then each page's "LENGTH" line (within
-// max_page_bytes) before the page's bytes, and nothing after the last page. In all, at most
-// kMaxLine + max_pages x (kMaxLengthLine + 1 + max_page_bytes) bytes, and one read more.
+// refusal of at most kMaxLine bytes), then each page's header line (a text within
+// max_page_bytes, an image within max_image_bytes and all images within
+// max_total_image_bytes) before the page's bytes, or a refusal in a page's place (the child
+// found a limit or a damage only at that page), and nothing after the last page.
 class Answer {
  public:
-  Answer(std::int64_t max_pages, std::int64_t max_page_bytes)
-      : max_pages_(max_pages), max_page_bytes_(max_page_bytes) {}
+  explicit Answer(const PdfReading& limits) : limits_(limits) {}
 
   // Appends bytes from the child; a Status once the answer breaks a limit or cannot be an
   // answer (read no more of it then).
@@ -71,88 +131,126 @@ class Answer {
 
  private:
   static constexpr std::size_t kMaxLine = 4096;
-  static constexpr std::size_t kMaxLengthLine = 20;  // the digits of a 64-bit number
 
-  // The number in bytes_[from, to), if it is one (digits only).
-  [[nodiscard]] std::optional<std::int64_t> number(std::size_t from, std::size_t to) const {
-    std::int64_t value = 0;
-    const char* first = bytes_.data() + from;
-    const char* last = bytes_.data() + to;
-    const auto [end, error] = std::from_chars(first, last, value);
-    if (first == last || error != std::errc() || end != last || value < 0) return std::nullopt;
-    return value;
+  // The line that starts at next_, once it is whole.
+  [[nodiscard]] std::optional<std::string_view> line_at_next() const {
+    const std::size_t end = bytes_.find('\n', next_);
+    if (end == std::string::npos) return std::nullopt;
+    return std::string_view(bytes_).substr(next_, end - next_);
   }
 
   std::optional<Status> check() {
     if (!head_read_) {
-      const std::size_t end = bytes_.find('\n');
-      if (end == std::string::npos) {
+      const auto head = line_at_next();
+      if (!head) {
         if (bytes_.size() > kMaxLine) return unreadable_answer();
         return std::nullopt;
       }
       head_read_ = true;
-      const std::string_view head = std::string_view(bytes_).substr(0, end);
-      if (head.rfind("refused ", 0) == 0 || head.rfind("too_large ", 0) == 0) {
-        if (end > kMaxLine) return unreadable_answer();
-      } else if (head.rfind("ok ", 0) == 0) {
-        const auto count = number(3, end);
+      if (head->size() > kMaxLine) return unreadable_answer();
+      if (refusal_of(*head)) {
+        ended_ = true;
+      } else if (head->rfind("ok ", 0) == 0) {
+        const auto count = number(head->substr(3));
         if (!count) return unreadable_answer();
-        if (*count > max_pages_) return refusals::too_many_pages(*count, max_pages_);
+        if (limits_.max_pages > 0 && *count > limits_.max_pages) {
+          return refusals::too_many_pages(*count, limits_.max_pages);
+        }
         pages_ = *count;
       } else {
         return unreadable_answer();
       }
-      next_ = end + 1;
+      next_ += head->size() + 1;
     }
-    while (pages_read_ < pages_ && next_ < bytes_.size()) {
-      const std::size_t end = bytes_.find('\n', next_);
-      if (end == std::string::npos) {
-        if (bytes_.size() - next_ > kMaxLengthLine) return unreadable_answer();
+    while (!ended_ && pages_read_ < pages_ && next_ < bytes_.size()) {
+      const auto line = line_at_next();
+      if (!line) {
+        if (bytes_.size() - next_ > kMaxLine) return unreadable_answer();
         return std::nullopt;
       }
-      const auto length = number(next_, end);
-      if (!length) return unreadable_answer();
-      ++pages_read_;
-      if (*length > max_page_bytes_) {
-        return refusals::page_too_long(pages_read_, *length, max_page_bytes_);
+      if (line->size() > kMaxLine) return unreadable_answer();
+      if (refusal_of(*line)) {
+        ended_ = true;
+        next_ += line->size() + 1;
+        break;
       }
-      next_ = end + 1 + static_cast<std::size_t>(*length);
+      const auto header = page_header(*line);
+      if (!header) return unreadable_answer();
+      ++pages_read_;
+      if (auto over = over_limit(*header)) return over;
+      next_ += line->size() + 1 + static_cast<std::size_t>(header->length);
     }
     // Bytes past the end of the last page (or of the refusal) belong to no answer.
-    if (pages_read_ == pages_ && bytes_.size() > next_) return unreadable_answer();
+    if ((ended_ || pages_read_ == pages_) && bytes_.size() > next_) return unreadable_answer();
     return std::nullopt;
   }
 
-  std::int64_t max_pages_;
-  std::int64_t max_page_bytes_;
+  std::optional<Status> over_limit(const PageHeader& header) {
+    if (header.kind == PageKind::text && limits_.max_page_bytes > 0 &&
+        header.length > limits_.max_page_bytes) {
+      return refusals::page_too_long(pages_read_, header.length, limits_.max_page_bytes);
+    }
+    if (header.kind == PageKind::blank && header.length != 0) return unreadable_answer();
+    if (header.kind == PageKind::image) {
+      if (limits_.max_image_bytes > 0 && header.length > limits_.max_image_bytes) {
+        return refusals::image_too_large(pages_read_, header.length, limits_.max_image_bytes);
+      }
+      image_bytes_ += header.length;
+      if (limits_.max_total_image_bytes > 0 && image_bytes_ > limits_.max_total_image_bytes) {
+        return refusals::images_too_large(pages_read_, limits_.max_total_image_bytes);
+      }
+    }
+    return std::nullopt;
+  }
+
+  PdfReading limits_;
   std::string bytes_;
   bool head_read_ = false;
-  std::int64_t pages_ = 0;       // announced by "ok N"
-  std::int64_t pages_read_ = 0;  // whose length line has been checked
-  std::size_t next_ = 0;         // where the next length line starts, or the answer ends
+  bool ended_ = false;            // a refusal ended the answer
+  std::int64_t pages_ = 0;        // announced by "ok N"
+  std::int64_t pages_read_ = 0;   // whose header line has been checked
+  std::int64_t image_bytes_ = 0;  // announced by the image pages' headers so far
+  std::size_t next_ = 0;          // where the next line starts, or the answer ends
 };
 
-// Reads "ok N\n" + N x ("LENGTH\n" + bytes), or "refused MESSAGE\n", or "too_large MESSAGE\n"
-// (a refusal for a limit on pages or bytes).
-Result<std::vector<std::string>> parse_answer(std::string_view answer) {
+// Reads "ok N\n" + N pages (each a header line and its bytes; a refusal line may stand in a
+// page's place), or a refusal line alone. An Answer has checked its form and limits; this
+// also checks that an image is the PNG or JPEG, of the size, that its header says.
+Result<std::vector<DocumentPage>> parse_answer(std::string_view answer) {
   const auto line_end = answer.find('\n');
   if (line_end == std::string_view::npos) return Status(StatusCode::internal, "no answer");
   const std::string_view head = answer.substr(0, line_end);
-  if (head.rfind("refused ", 0) == 0) return refused(std::string(head.substr(8)));
-  if (head.rfind("too_large ", 0) == 0) {
-    return Status(StatusCode::payload_too_large, std::string(head.substr(10)));
-  }
+  if (auto refusal = refusal_of(head)) return std::move(*refusal);
   if (head.rfind("ok ", 0) != 0) return Status(StatusCode::internal, "an unknown answer");
-  const std::size_t count = std::stoul(std::string(head.substr(3)));
-  std::vector<std::string> pages;
-  pages.reserve(count);
+  const auto count = number(head.substr(3));
+  if (!count) return unreadable_answer();
+  std::vector<DocumentPage> pages;
+  pages.reserve(static_cast<std::size_t>(*count));
   std::size_t at = line_end + 1;
-  for (std::size_t i = 0; i < count; ++i) {
+  for (std::int64_t i = 0; i < *count; ++i) {
     const auto end = answer.find('\n', at);
     if (end == std::string_view::npos) return Status(StatusCode::internal, "a cut answer");
-    const std::size_t length = std::stoul(std::string(answer.substr(at, end - at)));
+    const std::string_view line = answer.substr(at, end - at);
+    if (auto refusal = refusal_of(line)) return std::move(*refusal);
+    const auto header = page_header(line);
+    if (!header) return unreadable_answer();
+    const auto length = static_cast<std::size_t>(header->length);
     if (end + 1 + length > answer.size()) return Status(StatusCode::internal, "a cut answer");
-    pages.emplace_back(answer.substr(end + 1, length));
+    const std::string_view bytes = answer.substr(end + 1, length);
+    DocumentPage page{header->kind, {}, {}};
+    if (header->kind == PageKind::text) {
+      page.text = std::string(bytes);
+      if (page.text.empty()) page.kind = PageKind::blank;
+    } else if (header->kind == PageKind::image) {
+      const auto announced = read_image_header(bytes);
+      if (!announced || announced->media_type != header->media_type ||
+          announced->width != header->width || announced->height != header->height) {
+        return unreadable_answer();
+      }
+      page.image = PageImage{std::string(header->media_type), header->width, header->height,
+                             std::string(bytes)};
+    }
+    pages.push_back(std::move(page));
     at = end + 1 + length;
   }
   return pages;
@@ -188,9 +286,9 @@ bool ReaderProcesses::stopping() const {
   return stopping_;
 }
 
-Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
-                                                   const PdfReaderOptions& options,
-                                                   ReaderProcesses* processes) {
+Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
+                                                    const PdfReaderOptions& options,
+                                                    ReaderProcesses* processes) {
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] { (void)std::signal(SIGPIPE, SIG_IGN); });
   if (options.command.empty()) return Status(StatusCode::internal, "no PDF reader is set");
@@ -240,7 +338,7 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
   // Sends the PDF and reads the answer at once (the reader may answer before it has read
   // everything, when it refuses), until the answer ends or the time is up.
   const Clock::time_point deadline = Clock::now() + options.timeout;
-  Answer answer(options.max_pages, options.max_page_bytes);
+  Answer answer(options.reading);
   std::optional<Status> bad_answer;
   std::size_t sent = 0;
   bool timed_out = false;
@@ -316,11 +414,12 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
         WIFSIGNALED(wait_status) ? fmt::format("signal {}", WTERMSIG(wait_status))
                                  : fmt::format("status {}", WEXITSTATUS(wait_status))));
   }
-  try {
-    return parse_answer(answer.bytes());
-  } catch (const std::exception&) {
-    return unreadable_answer();
+  auto pages = parse_answer(answer.bytes());
+  if (!pages.ok()) return pages;
+  if (Status checked = check_pages(pages.value(), options.reading.input); !checked.ok()) {
+    return checked;
   }
+  return pages;
 }
 
 // ASan and TSan reserve terabytes of address space for their shadow memory, so a limit on
@@ -333,8 +432,38 @@ Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
 #endif
 #endif
 
+namespace {
+
+// A refusal as one line: "too_large MESSAGE" for a limit, "refused MESSAGE" otherwise.
+void write_refusal(std::ostream& out, const Status& status) {
+  std::string message = status.message();
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  const bool limit = status.code() == StatusCode::payload_too_large;
+  out << (limit ? "too_large " : "refused ") << message << '\n';
+}
+
+void write_page(std::ostream& out, const DocumentPage& page) {
+  switch (page.kind) {
+    case PageKind::text:
+      out << "text " << page.text.size() << '\n' << page.text;
+      break;
+    case PageKind::image:
+      out << "image " << page.image->media_type << ' ' << page.image->width << ' '
+          << page.image->height << ' ' << page.image->bytes.size() << '\n'
+          << page.image->bytes;
+      break;
+    case PageKind::blank:
+      out << "blank\n";
+      break;
+  }
+}
+
+}  // namespace
+
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
-                   std::int64_t memory_mb, std::int64_t max_pages, std::int64_t max_page_bytes) {
+                   std::int64_t memory_mb, const PdfReading& reading) {
   if (cpu_seconds > 0) {
     // The soft limit sends SIGXCPU (the process ends); the hard one a second later, SIGKILL.
     const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};
@@ -350,18 +479,19 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
   (void)memory_mb;
 #endif
   const std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto pages = split_pdf(pdf, max_pages, max_page_bytes);
-  if (!pages.ok()) {
-    std::string message = pages.status().message();
-    for (char& c : message) {
-      if (c == '\n') c = ' ';
-    }
-    const bool limit = pages.status().code() == StatusCode::payload_too_large;
-    out << (limit ? "too_large " : "refused ") << message << '\n';
-  } else {
-    out << "ok " << pages->size() << '\n';
-    for (const std::string& page : pages.value()) out << page.size() << '\n' << page;
-  }
+  // Each page is written as soon as it is read, so that the reader holds one page's image at
+  // a time and the parent can stop it at the first page past a limit.
+  const Status read = read_pdf(
+      pdf, reading,
+      [&](std::int64_t count) {
+        out << "ok " << count << '\n';
+        return Status();
+      },
+      [&](const DocumentPage& page) {
+        write_page(out, page);
+        return out ? Status() : Status(StatusCode::internal, "the answer could not be written");
+      });
+  if (!read.ok() && out) write_refusal(out, read);
   out.flush();
   return out ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-// The refusals split_pdf (in the reader's child) and read_pdf_in_child (in the parent) both
+// The refusals read_pdf (in the reader's child) and read_pdf_in_child (in the parent) both
 // make, in the same words, so that a limit reads the same wherever it was found.
 #pragma once
 
@@ -23,6 +23,22 @@ inline Status page_too_long(std::int64_t page, std::int64_t bytes, std::int64_t 
           fmt::format("page {} has {} bytes of text; a page may have at most {} (--max-page-kb): "
                       "split the page",
                       page, bytes, max_page_bytes)};
+}
+
+// `page` counts from 1.
+inline Status image_too_large(std::int64_t page, std::int64_t bytes, std::int64_t max_bytes) {
+  return {StatusCode::payload_too_large,
+          fmt::format("page {}'s image is {} bytes; a page's image may have at most {}: export "
+                      "the PDF again at a lower resolution, or split it",
+                      page, bytes, max_bytes)};
+}
+
+// The images of the pages up to `page` (from 1) passed `max_bytes` together.
+inline Status images_too_large(std::int64_t page, std::int64_t max_bytes) {
+  return {StatusCode::payload_too_large,
+          fmt::format("the PDF's page images come to more than {} MiB by page {}, more than one "
+                      "upload may hold: split the PDF",
+                      max_bytes / (1024 * 1024), page)};
 }
 
 }  // namespace fairlane::refusals

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "document/pdf_writer.hpp"
 #include "fairlane/document/document.hpp"
@@ -50,25 +51,36 @@ struct TempFile {
 // What the real reader (read_pdf_child, as `fairlane read-pdf` runs it) answers for `pdf`,
 // handed to read_pdf_in_child by a stand-in that replays it: the whole way from the
 // child's answer to the parent's result.
-fairlane::Result<std::vector<std::string>> through_child(const std::string& pdf,
-                                                         PdfReaderOptions options,
-                                                         std::int64_t child_max_page_bytes = 0) {
+fairlane::Result<std::vector<fairlane::DocumentPage>> through_child(
+    const std::string& pdf, PdfReaderOptions options, std::int64_t child_max_page_bytes = 0) {
   std::istringstream in(pdf);
   std::ostringstream out;
-  REQUIRE(fairlane::read_pdf_child(in, out, 0, 0, options.max_pages, child_max_page_bytes) == 0);
+  REQUIRE(fairlane::read_pdf_child(in, out, 0, 0,
+                                   fairlane::PdfReading{.max_pages = options.reading.max_pages,
+                                                        .max_page_bytes = child_max_page_bytes}) ==
+          0);
   const TempFile answer("answer");
   std::ofstream(answer.path, std::ios::binary) << out.str();
   options.command = {"/bin/sh", "-c", "cat >/dev/null; cat '" + answer.path.string() + "'"};
   return read_pdf_in_child(pdf, options, nullptr);
 }
 
+// The texts of the pages read (an empty one for a blank page).
+std::vector<std::string> texts(const std::vector<fairlane::DocumentPage>& pages) {
+  std::vector<std::string> out;
+  for (const auto& page : pages) out.push_back(page.text);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("Reader: the pages the child answers come back in order, bytes exact") {
   const auto pages = read_pdf_in_child(
-      "%PDF", shell("cat >/dev/null; printf 'ok 3\\n2\\nab0\\n5\\nx\\ny\\nz'"), nullptr);
+      "%PDF", shell("cat >/dev/null; printf 'ok 3\\ntext 2\\nabblank\\ntext 5\\nx\\ny\\nz'"),
+      nullptr);
   REQUIRE(pages.ok());
-  CHECK(pages.value() == std::vector<std::string>{"ab", "", "x\ny\nz"});
+  CHECK(texts(pages.value()) == std::vector<std::string>{"ab", "", "x\ny\nz"});
+  CHECK(pages->at(1).kind == fairlane::PageKind::blank);
 }
 
 TEST_CASE("Reader: a refusal comes back as invalid_argument with the child's sentence") {
@@ -106,7 +118,7 @@ TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   const std::string script =
       fmt::format("echo $$ >'{}' && mv '{}' '{}' && exec sleep 30", writing.path.string(),
                   writing.path.string(), started.path.string());
-  std::optional<fairlane::Result<std::vector<std::string>>> pages;
+  std::optional<fairlane::Result<std::vector<fairlane::DocumentPage>>> pages;
   std::thread reading([&] { pages.emplace(read_pdf_in_child("%PDF", shell(script), &processes)); });
   // The stop must come while the child reads, not before it has started (a stop before it
   // refuses the read as well, and proves nothing of the kill): wait for it, 10 s at most.
@@ -150,7 +162,7 @@ TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
 TEST_CASE("Reader: a child that answers and then does not exit is killed at the timeout") {
   const auto pages =
       read_pdf_in_child("%PDF",
-                        shell("cat >/dev/null; printf 'ok 1\\n1\\nx'; exec >&-; exec sleep 30",
+                        shell("cat >/dev/null; printf 'ok 1\\ntext 1\\nx'; exec >&-; exec sleep 30",
                               std::chrono::milliseconds(300)),
                         nullptr);
   REQUIRE_FALSE(pages.ok());
@@ -163,18 +175,18 @@ TEST_CASE("Reader: the child gets no descriptor and no environment of its own pa
   REQUIRE(fd > 2);
   ::setenv("FAIRLANE_READER_TEST_SECRET", "s3cret", 1);
   // Answers two pages: "yes" or "no" (is the descriptor open?), then the variable or "none".
-  const std::string script =
-      fmt::format(R"(cat >/dev/null; if [ -e /proc/self/fd/{} ]; then open=yes; else open=no; fi; )"
-                  R"(secret=${{FAIRLANE_READER_TEST_SECRET:-none}}; )"
-                  R"(printf 'ok 2\n%s\n%s%s\n%s' "${{#open}}" "$open" "${{#secret}}" "$secret")",
-                  fd);
+  const std::string script = fmt::format(
+      R"(cat >/dev/null; if [ -e /proc/self/fd/{} ]; then open=yes; else open=no; fi; )"
+      R"(secret=${{FAIRLANE_READER_TEST_SECRET:-none}}; )"
+      R"(printf 'ok 2\ntext %s\n%stext %s\n%s' "${{#open}}" "$open" "${{#secret}}" "$secret")",
+      fd);
   const auto pages = read_pdf_in_child("%PDF", shell(script), nullptr);
   ::close(fd);
   ::unsetenv("FAIRLANE_READER_TEST_SECRET");
   REQUIRE(pages.ok());
   REQUIRE(pages->size() == 2);
-  CHECK((*pages)[0] == "no");
-  CHECK((*pages)[1] == "none");
+  CHECK((*pages)[0].text == "no");
+  CHECK((*pages)[1].text == "none");
 }
 
 TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
@@ -188,17 +200,17 @@ TEST_CASE("Reader: a command that cannot start is an internal error, not the cli
 TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one cut short") {
   std::istringstream pdf(fairlane::write_pdf({"One.", "Two."}));
   std::ostringstream out;
-  CHECK(fairlane::read_pdf_child(pdf, out, 0, 0, 10) == 0);
-  CHECK(out.str().rfind("ok 2\n5\nOne.\n5\nTwo.\n", 0) == 0);
+  CHECK(fairlane::read_pdf_child(pdf, out, 0, 0, fairlane::PdfReading{.max_pages = 10}) == 0);
+  CHECK(out.str() == "ok 2\ntext 5\nOne.\ntext 5\nTwo.\n");
 
   std::istringstream junk("not a pdf");
   std::ostringstream refused;
-  CHECK(fairlane::read_pdf_child(junk, refused, 0, 0, 10) == 0);
+  CHECK(fairlane::read_pdf_child(junk, refused, 0, 0, fairlane::PdfReading{.max_pages = 10}) == 0);
   CHECK(refused.str().rfind("refused this is not a PDF but text, so it could not be read", 0) == 0);
 
   std::istringstream three(fairlane::write_pdf({"a", "b", "c"}));
   std::ostringstream too_many;
-  CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, 2) == 0);
+  CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, fairlane::PdfReading{.max_pages = 2}) == 0);
   CHECK(too_many.str() ==
         "too_large the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
 }
@@ -223,19 +235,20 @@ TEST_CASE("Reader: a padded PDF and one with junk before its header come through
        {pdf + std::string(4096, '\0'), std::string(500, ' ') + pdf + std::string(4096, '\n')}) {
     const auto pages = through_child(bytes, PdfReaderOptions{});
     REQUIRE(pages.ok());
-    CHECK(pages.value() == std::vector<std::string>{"Page 1 of 2\nOne.\n", "Page 2 of 2\nTwo.\n"});
+    CHECK(texts(pages.value()) ==
+          std::vector<std::string>{"Page 1 of 2\nOne.\n", "Page 2 of 2\nTwo.\n"});
   }
 }
 
 TEST_CASE(
     "Reader: an answer with a page longer than max_page_bytes is refused and the child killed") {
   PdfReaderOptions options;
-  options.max_page_bytes = 4096;
+  options.reading.max_page_bytes = 4096;
   // The child claims a second page of 100,000 bytes and sends 30 MB: the parent stops at the
   // length, kills the child before it gets to the marker, and names the limit.
   const TempFile marker("marker");
   options.command = {"/bin/sh", "-c",
-                     "cat >/dev/null; printf 'ok 2\\n3\\nab\\n100000\\n'; "
+                     "cat >/dev/null; printf 'ok 2\\ntext 3\\nab\\ntext 100000\\n'; "
                      "head -c 30000000 /dev/zero; touch '" +
                          marker.path.string() + "'"};
   const auto pages = read_pdf_in_child("%PDF", options, nullptr);
@@ -248,16 +261,17 @@ TEST_CASE(
 
   // One byte within the limit is taken.
   options.command = {"/bin/sh", "-c",
-                     "cat >/dev/null; printf 'ok 1\\n4096\\n'; head -c 4096 /dev/zero"};
+                     "cat >/dev/null; printf 'ok 1\\ntext 4096\\n'; head -c 4096 /dev/zero"};
   const auto within = read_pdf_in_child("%PDF", options, nullptr);
   REQUIRE(within.ok());
-  CHECK(within.value() == std::vector<std::string>{std::string(4096, '\0')});
+  CHECK(texts(within.value()) == std::vector<std::string>{std::string(4096, '\0')});
 }
 
 TEST_CASE("Reader: an answer with more pages than max_pages is refused naming the limit") {
   PdfReaderOptions options;
-  options.max_pages = 3;
-  options.command = {"/bin/sh", "-c", "cat >/dev/null; printf 'ok 4\\n1\\na1\\nb1\\nc1\\nd'"};
+  options.reading.max_pages = 3;
+  options.command = {"/bin/sh", "-c",
+                     "cat >/dev/null; printf 'ok 4\\ntext 1\\natext 1\\nbtext 1\\nctext 1\\nd'"};
   const auto pages = read_pdf_in_child("%PDF", options, nullptr);
   REQUIRE_FALSE(pages.ok());
   CHECK(pages.status().code() == StatusCode::payload_too_large);
@@ -267,14 +281,14 @@ TEST_CASE("Reader: an answer with more pages than max_pages is refused naming th
 
 TEST_CASE("Reader: an answer that goes on past its end is not held") {
   PdfReaderOptions options;
-  options.max_page_bytes = 4096;
+  options.reading.max_page_bytes = 4096;
   // "ok 1", a page of 5 bytes, then 30 MB more than the answer said: the child is killed
   // before it gets to the marker.
   const TempFile marker("marker");
   const std::string then_mark = "; touch '" + marker.path.string() + "'";
   options.command = {
       "/bin/sh", "-c",
-      "cat >/dev/null; printf 'ok 1\\n5\\nhello'; head -c 30000000 /dev/zero" + then_mark};
+      "cat >/dev/null; printf 'ok 1\\ntext 5\\nhello'; head -c 30000000 /dev/zero" + then_mark};
   const auto pages = read_pdf_in_child("%PDF", options, nullptr);
   REQUIRE_FALSE(pages.ok());
   CHECK(pages.status().code() == StatusCode::internal);
@@ -295,21 +309,91 @@ TEST_CASE(
   REQUIRE(long_page.size() > 5'000);
   const std::string pdf = fairlane::write_pdf({"Page 1 of 3\nShort.", long_page, long_page});
   PdfReaderOptions options;
-  options.max_page_bytes = 4096;
-  // The child stops at the page past its limit...
+  options.reading.max_page_bytes = 4096;
+  // The child stops at the page past its limit: page 1 has gone out already, the refusal
+  // takes page 2's place and ends the answer...
   std::istringstream in(pdf);
   std::ostringstream out;
-  CHECK(fairlane::read_pdf_child(in, out, 0, 0, 10, 4096) == 0);
-  CHECK(out.str().rfind("too_large page 2 has ", 0) == 0);
-  CHECK(out.str().find("; a page may have at most 4096 (--max-page-kb): split the page\n") !=
+  CHECK(fairlane::read_pdf_child(
+            in, out, 0, 0, fairlane::PdfReading{.max_pages = 10, .max_page_bytes = 4096}) == 0);
+  const std::string page_1 = "ok 3\ntext 19\nPage 1 of 3\nShort.\n";
+  REQUIRE(out.str().rfind(page_1, 0) == 0);
+  const std::string refusal = out.str().substr(page_1.size());
+  CHECK(refusal.rfind("too_large page 2 has ", 0) == 0);
+  CHECK(refusal.find("; a page may have at most 4096 (--max-page-kb): split the page\n") !=
         std::string::npos);
   const auto refused = through_child(pdf, options, 4096);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::payload_too_large);
-  CHECK(refused.status().message() == out.str().substr(10, out.str().size() - 11));
+  CHECK(refused.status().message() == refusal.substr(10, refusal.size() - 11));
   // ...and a child that is not told the limit is stopped by the parent, at the same page.
   const auto stopped = through_child(pdf, options);
   REQUIRE_FALSE(stopped.ok());
   CHECK(stopped.status().code() == StatusCode::payload_too_large);
   CHECK(stopped.status().message() == refused.status().message());
+}
+
+TEST_CASE("Reader: image and blank pages come through the child whole, in page order") {
+  const std::string pdf = fairlane::write_pdf({"Page 1 of 3\nOne.", "", "Page 3 of 3\nThree."});
+  PdfReaderOptions options;
+  options.reading.input = fairlane::PageInputMode::image;
+  std::istringstream in(pdf);
+  std::ostringstream out;
+  REQUIRE(fairlane::read_pdf_child(in, out, 0, 0, options.reading) == 0);
+  const TempFile answer("answer");
+  std::ofstream(answer.path, std::ios::binary) << out.str();
+  options.command = {"/bin/sh", "-c", "cat >/dev/null; cat '" + answer.path.string() + "'"};
+  const auto pages = read_pdf_in_child(pdf, options, nullptr);
+  REQUIRE(pages.ok());
+  const auto in_process = fairlane::read_pdf(pdf, options.reading);
+  REQUIRE(in_process.ok());
+  REQUIRE(pages->size() == 3);
+  CHECK(pages->at(0).kind == fairlane::PageKind::image);
+  CHECK(pages->at(1).kind == fairlane::PageKind::blank);
+  CHECK(pages->at(2).kind == fairlane::PageKind::image);
+  for (std::size_t i : {0U, 2U}) {
+    CHECK(pages->at(i).image->bytes == in_process->at(i).image->bytes);
+    CHECK(pages->at(i).image->width == in_process->at(i).image->width);
+  }
+}
+
+TEST_CASE("Reader: an image whose header says another size than the child claims is refused") {
+  // A PNG header of 3 x 2 pixels, claimed as 30 x 20: the estimate of its tokens would lie.
+  const std::string png = std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x03\0\0\0\x02", 24);
+  const TempFile image("image");
+  std::ofstream(image.path, std::ios::binary) << png;
+  for (const auto& [w, h, ok] : {std::tuple{30, 20, false}, std::tuple{3, 2, true}}) {
+    CAPTURE(w);
+    const std::string claim =
+        fmt::format("cat >/dev/null; printf 'ok 1\\nimage image/png {} {} 24\\n'; cat '{}'", w, h,
+                    image.path.string());
+    const auto pages = read_pdf_in_child("%PDF", shell(claim), nullptr);
+    CHECK(pages.ok() == ok);
+    if (!ok) CHECK(pages.status().code() == StatusCode::internal);
+  }
+}
+
+TEST_CASE("Reader: an answer with an image past max_image_bytes is refused and the child killed") {
+  PdfReaderOptions options;
+  options.reading.max_image_bytes = 1000;
+  const TempFile marker("marker");
+  options.command = {"/bin/sh", "-c",
+                     "cat >/dev/null; printf 'ok 1\\nimage image/png 10 10 5000000\\n'; "
+                     "head -c 30000000 /dev/zero; touch '" +
+                         marker.path.string() + "'"};
+  const auto pages = read_pdf_in_child("%PDF", options, nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::payload_too_large);
+  CHECK(pages.status().message().rfind("page 1's image is 5000000 bytes", 0) == 0);
+  CHECK_FALSE(std::filesystem::exists(marker.path));
+}
+
+TEST_CASE("Reader: a refusal in a page's place ends the answer with it") {
+  const auto pages = read_pdf_in_child(
+      "%PDF",
+      shell("cat >/dev/null; printf 'ok 2\\ntext 2\\nabtoo_large page 2 is too big: split it\\n'"),
+      nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::payload_too_large);
+  CHECK(pages.status().message() == "page 2 is too big: split it");
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fairlane/core/result.hpp"
+#include "fairlane/document/document.hpp"
 
 namespace fairlane {
 
@@ -30,13 +31,19 @@ struct PdfReaderOptions {
   std::vector<std::string> command;
   // A child that has not answered in this long is killed and the PDF refused.
   std::chrono::milliseconds timeout{60'000};
-  // What is read back from the child: at most `max_pages` pages (--max-pages), each with at
-  // most `max_page_bytes` bytes of text (--max-page-kb), checked as the answer arrives. An
-  // answer past either is refused naming the limit and the child killed, so that the parent
-  // never holds more than the limits allow (a small PDF of compressed text can hold
-  // gigabytes of it). The child should be given the same limits (read_pdf_child's).
-  std::int64_t max_pages = 10'000;
-  std::int64_t max_page_bytes = std::int64_t{64} * 1024;
+  // How pages are read, and what is read back from the child: at most `max_pages` pages
+  // (--max-pages), each with at most `max_page_bytes` bytes of text (--max-page-kb) or an
+  // image of at most `max_image_bytes`, all the images together at most
+  // `max_total_image_bytes`, checked as the answer arrives. An answer past any is refused
+  // naming the limit and the child killed, so that the parent never holds more than the
+  // limits allow (a small PDF of compressed text can hold gigabytes of it). The child should
+  // be given the same (read_pdf_child's `reading`).
+  PdfReading reading{.input = PageInputMode::automatic,
+                     .render = {},
+                     .max_pages = 10'000,
+                     .max_page_bytes = std::int64_t{64} * 1024,
+                     .max_image_bytes = std::int64_t{8} * 1024 * 1024,
+                     .max_total_image_bytes = std::int64_t{256} * 1024 * 1024};
 };
 
 // The children reading now, so that a stopping service can end them at once.
@@ -57,25 +64,30 @@ class ReaderProcesses {
   bool stopping_ = false;
 };
 
-// Runs the reader on `bytes` and returns each page's text, as split_pdf would. A refusal
-// of the reader (a damaged, encrypted, empty or text-less PDF) comes back as its
+// Runs the reader on `bytes` and returns its pages, as read_pdf (and check_pages) would. A
+// refusal of the reader (a damaged, encrypted, empty or all-blank PDF) comes back as its
 // invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
 // timeout is an invalid_argument naming the limit; an answer with more pages or a page with
 // more text than `options` allow (or the reader's own refusal for them) is payload_too_large
 // naming the limit; a reader that cannot be started, or whose answer
 // cannot be read, is internal. Ignores SIGPIPE in the process (once), so that a reader
 // dying while it is sent the PDF is an error, not the end of the service.
-[[nodiscard]] Result<std::vector<std::string>> read_pdf_in_child(std::string_view bytes,
-                                                                 const PdfReaderOptions& options,
-                                                                 ReaderProcesses* processes);
+[[nodiscard]] Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
+                                                                  const PdfReaderOptions& options,
+                                                                  ReaderProcesses* processes);
 
 // The reader's side (`fairlane read-pdf`): limits this process to `cpu_seconds` of CPU and
 // `memory_mb` of address space (not under AddressSanitizer, which needs terabytes of it),
-// reads a PDF from `in`, splits it (at most `max_pages` pages, each with at most
-// `max_page_bytes` bytes of text; 0: any) and writes the answer to `out`: "ok N\n" then N
-// times "LENGTH\n" and the page's bytes, or "refused MESSAGE\n" (one line of printable
-// text). Returns the process's exit status (0 for both).
+// reads a PDF from `in`, reads its pages as `reading` says (read_pdf) and writes the answer
+// to `out`, each page as soon as it is read:
+//   "ok N\n", then N times one of
+//     "text LENGTH\n" and the text's bytes,
+//     "image MEDIA_TYPE WIDTH HEIGHT LENGTH\n" and the encoded image's bytes,
+//     "blank\n";
+//   or, at the start or in a page's place, "refused MESSAGE\n" (one line of printable text;
+//   "too_large MESSAGE\n" for a limit passed), which ends the answer.
+// Returns the process's exit status (0 for all of these).
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
-                   std::int64_t memory_mb, std::int64_t max_pages, std::int64_t max_page_bytes = 0);
+                   std::int64_t memory_mb, const PdfReading& reading);
 
 }  // namespace fairlane
