@@ -57,6 +57,8 @@ Result<JobStatus> job_from(const json::value& value) {
   job.done = int_at(pages, "done");
   job.failed = int_at(pages, "failed");
   job.cancelled = int_at(pages, "cancelled");
+  job.images = int_at(pages, "images");
+  job.blank = int_at(pages, "blank");
   if (const json::value* p = o->if_contains("position"); p != nullptr && p->is_int64()) {
     job.position = p->as_int64();
   }
@@ -151,22 +153,22 @@ std::string jobs_table(const std::vector<JobStatus>& jobs) {
 }
 
 std::string summary(const std::vector<JobSummary>& jobs) {
-  std::string out = fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", "JOB", "STATE",
-                                "DONE/TOTAL", "TIME", "TOKENS", "COST");
+  std::string out = fmt::format("{:<24}  {:<9}  {:>11}  {:>13}  {:>9}  {:>12}  {:>10}\n", "JOB",
+                                "STATE", "DONE/TOTAL", "IMAGES/BLANK", "TIME", "TOKENS", "COST");
   std::int64_t tokens = 0;
   double cost = 0.0;
   for (const JobSummary& s : jobs) {
     const JobStatus& job = s.job;
     tokens += job.input_tokens + job.output_tokens;
     cost += job.cost_usd;
-    out +=
-        fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", fit(job.name, 24), job.state,
-                    fmt::format("{}/{}", job.done, job.total), format_duration(s.seconds),
-                    job.input_tokens + job.output_tokens, fmt::format("${:.4f}", job.cost_usd));
+    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>13}  {:>9}  {:>12}  {:>10}\n", fit(job.name, 24),
+                       job.state, fmt::format("{}/{}", job.done, job.total),
+                       fmt::format("{}/{}", job.images, job.blank), format_duration(s.seconds),
+                       job.input_tokens + job.output_tokens, fmt::format("${:.4f}", job.cost_usd));
   }
   if (jobs.size() > 1) {
-    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>9}  {:>12}  {:>10}\n", "total", "", "", "",
-                       tokens, fmt::format("${:.4f}", cost));
+    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>13}  {:>9}  {:>12}  {:>10}\n", "total", "", "",
+                       "", "", tokens, fmt::format("${:.4f}", cost));
   }
   for (const JobSummary& s : jobs) {
     if (s.failures.empty()) continue;
@@ -185,7 +187,10 @@ std::string result_markdown(const json::value& result, std::string_view name) {
     const json::object* p = page.if_object();
     if (p == nullptr) continue;
     out += fmt::format("\n## Page {}\n\n", int_at(*p, "page"));
-    if (const json::value* output = p->if_contains("output"); output && output->is_string()) {
+    if (string_at(*p, "kind") == "blank") {
+      out += "_blank page: no text and no ink, nothing was sent_\n";
+    } else if (const json::value* output = p->if_contains("output");
+               output && output->is_string()) {
       std::string text(output->as_string());
       while (!text.empty() && text.back() == '\n') text.pop_back();
       out += text + "\n";

@@ -27,6 +27,8 @@ struct JobStatus {
   std::int64_t done = 0;
   std::int64_t failed = 0;
   std::int64_t cancelled = 0;
+  std::int64_t images = 0;               // of total, the pages sent as images
+  std::int64_t blank = 0;                // of total, the blank pages (no call)
   std::optional<std::int64_t> position;  // absent once the job has ended
   std::optional<double> eta_s;
   std::int64_t input_tokens = 0;

@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <fmt/format.h>
+
 #include <boost/asio.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -98,9 +100,10 @@ int serve(const ServeOptions& o) {
   if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
     return fail(started.message());
   }
-  fairlane::service::Router router(
-      *store.value(), dispatcher,
-      {admin_key, o.prompt, o.max_tokens, o.max_pages, o.max_page_kb * 1024});
+  fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
+                                                o.max_page_kb * 1024};
+  router_config.dialect = *dialect;
+  fairlane::service::Router router(*store.value(), dispatcher, router_config);
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
   limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
@@ -113,15 +116,29 @@ int serve(const ServeOptions& o) {
   const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
   // The reader owns the limits on what a PDF may hold: it stops reading past them, and the
   // parent reads no more of its answer than they allow.
-  limits.documents.reader.max_pages = o.max_pages;
-  limits.documents.reader.max_page_bytes = o.max_page_kb * 1024;
+  PdfReading& reading = limits.documents.reader.reading;
+  reading.input = page_input_from(o.page_input).value();  // CLI11 checked it
+  reading.render.dpi = o.render_dpi;
+  reading.max_pages = o.max_pages;
+  reading.max_page_bytes = o.max_page_kb * 1024;
   limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.pdf_timeout));
-  limits.documents.reader.command = {"/proc/self/exe",   "read-pdf",
-                                     "--cpu-seconds",    std::to_string(pdf_seconds),
-                                     "--memory-mb",      std::to_string(o.pdf_memory_mb),
-                                     "--max-pages",      std::to_string(o.max_pages),
-                                     "--max-page-bytes", std::to_string(o.max_page_kb * 1024)};
+  limits.documents.reader.command = {"/proc/self/exe",
+                                     "read-pdf",
+                                     "--cpu-seconds",
+                                     std::to_string(pdf_seconds),
+                                     "--memory-mb",
+                                     std::to_string(o.pdf_memory_mb),
+                                     "--max-pages",
+                                     std::to_string(o.max_pages),
+                                     "--max-page-bytes",
+                                     std::to_string(o.max_page_kb * 1024),
+                                     "--max-image-bytes",
+                                     std::to_string(reading.max_image_bytes),
+                                     "--page-input",
+                                     o.page_input,
+                                     "--dpi",
+                                     fmt::format("{}", o.render_dpi)};
   fairlane::service::HttpServer server(io, router, limits);
   auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
   if (!bound.ok()) return fail(bound.status().message());

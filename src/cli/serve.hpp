@@ -38,6 +38,8 @@ struct ServeOptions {
   double price_per_mtok = 0.0;
   double pdf_timeout = 60.0;          // seconds a PDF's reader may take (and of CPU)
   std::int64_t pdf_memory_mb = 2048;  // memory a PDF's reader may use
+  std::string page_input = "auto";    // auto|text|image: how a PDF's pages go to the provider
+  double render_dpi = 150.0;          // the resolution pages are rendered at, as images
 };
 
 // Runs the service; returns the exit status (README.md, "Exit codes").

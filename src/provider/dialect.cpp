@@ -4,6 +4,8 @@
 
 #include <boost/json.hpp>
 
+#include "fairlane/core/base64.hpp"
+
 namespace fairlane {
 
 std::string_view to_string(Dialect dialect) {
@@ -50,16 +52,39 @@ std::string_view path_of(Dialect dialect) {
   return dialect == Dialect::openai ? "/v1/chat/completions" : "/v1/messages";
 }
 
+namespace {
+
+// The user message's content: the page's text as a string, or, for an image page, a list of
+// two parts, the text (what the page is) and the image, base64 in the dialect's own shape.
+json::value user_content(Dialect dialect, const ProviderRequest& request) {
+  if (!request.image) return json::string(request.page_text);
+  const PageImage& image = *request.image;
+  const json::object text{{"type", "text"}, {"text", kImagePageText}};
+  if (dialect == Dialect::openai) {
+    const std::string url = "data:" + image.media_type + ";base64," + base64_encode(image.bytes);
+    return json::array{
+        text, json::object{{"type", "image_url"}, {"image_url", json::object{{"url", url}}}}};
+  }
+  return json::array{text,
+                     json::object{{"type", "image"},
+                                  {"source", json::object{{"type", "base64"},
+                                                          {"media_type", image.media_type},
+                                                          {"data", base64_encode(image.bytes)}}}}};
+}
+
+}  // namespace
+
 std::string request_body(Dialect dialect, const ProviderRequest& request) {
   json::object body;
   body["model"] = request.model;
   body["max_tokens"] = request.max_tokens;
+  json::value content = user_content(dialect, request);
   if (dialect == Dialect::openai) {
     body["messages"] = json::array{json::object{{"role", "system"}, {"content", request.prompt}},
-                                   json::object{{"role", "user"}, {"content", request.page_text}}};
+                                   json::object{{"role", "user"}, {"content", std::move(content)}}};
   } else {
     body["system"] = request.prompt;
-    body["messages"] = json::array{json::object{{"role", "user"}, {"content", request.page_text}}};
+    body["messages"] = json::array{json::object{{"role", "user"}, {"content", std::move(content)}}};
   }
   return json::serialize(body);
 }

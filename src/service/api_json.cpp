@@ -33,7 +33,8 @@ json::object job_json(const JobView& job, std::optional<JobEstimate> estimate,
   o["state"] = to_string(job.state);
   o["pages"] = json::object{{"total", job.pages.total},         {"queued", job.pages.queued},
                             {"in_flight", job.pages.in_flight}, {"done", job.pages.done},
-                            {"failed", job.pages.failed},       {"cancelled", job.pages.cancelled}};
+                            {"failed", job.pages.failed},       {"cancelled", job.pages.cancelled},
+                            {"images", job.pages.images},       {"blank", job.pages.blank}};
   if (ended) {
     o["position"] = nullptr;
     o["eta_seconds"] = nullptr;

@@ -240,7 +240,8 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
     co_return;
   }
   PageCall what = std::move(page_call).value();
-  ProviderRequest request{config.prompt, std::move(what.text), config.model, what.max_tokens};
+  ProviderRequest request{config.prompt, std::move(what.text), config.model, what.max_tokens,
+                          std::move(what.image)};
   const ProviderOutcome outcome = co_await call_provider(std::move(request));
   if (dead) co_return;
   handle(page, call, lease, outcome);

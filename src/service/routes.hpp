@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "fairlane/document/document.hpp"
+#include "fairlane/provider/provider.hpp"
 #include "fairlane/store/store.hpp"
 #include "service/api.hpp"
 #include "service/dispatcher.hpp"
@@ -33,6 +35,7 @@ struct RouterConfig {
   std::size_t max_pending_documents = 0;
   // Live-event streams one user may hold open; more get 429 too_many_streams.
   std::size_t max_event_streams_per_user = 16;
+  Dialect dialect = Dialect::openai;  // the provider's, whose rule prices an image
 };
 
 // What every route works over. The references outlive the routes' calls.
@@ -51,6 +54,10 @@ struct RouteContext {
 
 // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
 [[nodiscard]] std::int64_t estimate_tokens(const RouteContext& context, std::string_view page_text,
+                                           std::int64_t max_tokens);
+// The same for a page of any kind: an image's tokens by the dialect's published rule
+// (provider/image_tokens.hpp) in place of its text's; nothing for a blank page.
+[[nodiscard]] std::int64_t estimate_tokens(const RouteContext& context, const DocumentPage& page,
                                            std::int64_t max_tokens);
 
 namespace routes {

@@ -56,18 +56,11 @@ std::optional<ApiResponse> uploaded_before(RouteContext& context, const Upload& 
   return std::nullopt;
 }
 
-// The pages against the limits, the door, the store, the dispatcher; the answer.
-ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<std::string> texts) {
-  const RouterConfig& config = context.config;
-  if (texts.empty()) return error_response(400, "invalid_document", "the upload has no pages");
-  if (static_cast<std::int64_t>(texts.size()) > config.max_pages) {
-    return error_response(413, "payload_too_large",
-                          fmt::format("the upload has {} pages; at most {} are taken at once "
-                                      "(--max-pages): split it",
-                                      texts.size(), config.max_pages));
-  }
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    const auto bytes = static_cast<std::int64_t>(texts[i].size());
+// 413 for a text page past --max-page-kb, naming it.
+std::optional<ApiResponse> page_too_long(const RouterConfig& config,
+                                         const std::vector<DocumentPage>& pages) {
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    const auto bytes = static_cast<std::int64_t>(pages[i].text.size());
     if (bytes <= config.max_page_bytes) continue;
     json::object refusal = error_json(
         "payload_too_large",
@@ -79,13 +72,34 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<std
     refusal["error"].as_object()["max_page_bytes"] = config.max_page_bytes;
     return json_response(413, refusal);
   }
+  return std::nullopt;
+}
+
+// The pages against the limits, the door, the store, the dispatcher; the answer. Blank pages
+// are written done and make no call: the door sees only the pages that will.
+ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages) {
+  const RouterConfig& config = context.config;
+  if (pages.empty()) return error_response(400, "invalid_document", "the upload has no pages");
+  if (static_cast<std::int64_t>(pages.size()) > config.max_pages) {
+    return error_response(413, "payload_too_large",
+                          fmt::format("the upload has {} pages; at most {} are taken at once "
+                                      "(--max-pages): split it",
+                                      pages.size(), config.max_pages));
+  }
+  if (auto refusal = page_too_long(config, pages)) return std::move(*refusal);
   JobRequest job{upload.user, upload.name, {}, upload.max_tokens, upload.idempotency_key};
   std::vector<std::int64_t> tokens;
-  tokens.reserve(texts.size());
-  job.pages.reserve(texts.size());
-  for (std::string& text : texts) {
-    tokens.push_back(estimate_tokens(context, text, upload.max_tokens));
-    job.pages.push_back(PageInput{std::move(text), tokens.back()});
+  tokens.reserve(pages.size());
+  job.pages.reserve(pages.size());
+  for (DocumentPage& page : pages) {
+    const std::int64_t estimate = estimate_tokens(context, page, upload.max_tokens);
+    if (page.kind != PageKind::blank) tokens.push_back(estimate);
+    job.pages.push_back(
+        PageInput{std::move(page.text), estimate, page.kind, std::move(page.image)});
+  }
+  if (tokens.empty()) {
+    return error_response(400, "invalid_document",
+                          "every page of the upload is empty: there is nothing to send");
   }
   const DoorDecision decision = context.dispatcher.door().admit(upload.user, tokens);
   if (auto refusal = answer_for(decision)) {
@@ -118,7 +132,7 @@ Result<Document> read_document(std::string_view content_type, std::string body,
     body = std::move(file->data);
   }
   const PdfReaderOptions& reader = reading.reader;
-  auto pages = reader.command.empty() ? split_pdf(body, reader.max_pages, reader.max_page_bytes)
+  auto pages = reader.command.empty() ? read_pdf(body, reader.reading)
                                       : read_pdf_in_child(body, reader, processes);
   if (!pages.ok()) return pages.status();
   document.pages = std::move(pages).value();
@@ -131,7 +145,14 @@ UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
     auto parsed = parse_json_upload(upload.body, upload.default_max_tokens);
     if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return std::move(*refusal);
     auto& fields = std::get<JsonUpload>(parsed);
-    return Document{{}, std::move(fields.name), fields.max_tokens, std::move(fields.pages)};
+    // A page's text as it was sent; an empty one has nothing to send and is blank.
+    std::vector<DocumentPage> pages;
+    pages.reserve(fields.pages.size());
+    for (std::string& text : fields.pages) {
+      const PageKind kind = text.empty() ? PageKind::blank : PageKind::text;
+      pages.push_back(DocumentPage{kind, std::move(text), std::nullopt});
+    }
+    return Document{{}, std::move(fields.name), fields.max_tokens, std::move(pages)};
   }
   return upload_read(
       read_document(upload.content_type, std::move(upload.body), reading, processes));

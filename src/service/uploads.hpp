@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fairlane/core/result.hpp"
+#include "fairlane/document/document.hpp"
 #include "fairlane/document/pdf_reader.hpp"
 #include "service/api.hpp"
 #include "service/routes.hpp"
@@ -36,7 +37,7 @@ struct Document {
   std::string filename;
   std::optional<std::string> name;
   std::optional<std::int64_t> max_tokens;
-  std::vector<std::string> pages;
+  std::vector<DocumentPage> pages;
 };
 
 // How uploaded PDFs are read.

@@ -12,7 +12,7 @@ namespace fairlane::store {
   "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, " \
   "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "   \
   "j.max_tokens, j.created_at, j.started_at, j.finished_at, j.promised_eta_at, "    \
-  "j.eta_revised_at, j.eta_revised_reason "                                         \
+  "j.eta_revised_at, j.eta_revised_reason, j.image_pages, j.blank_pages "           \
   "FROM jobs j JOIN users u ON u.id = j.user_id "
 
 struct Sql {
@@ -31,14 +31,22 @@ struct Sql {
   static constexpr std::string_view job_by_idempotency_key =
       "SELECT id FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
   static constexpr std::string_view insert_job =
+      // Blank pages (?9) are done from the start; a job of nothing else has finished.
       "INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count, "
-      "queued, created_at, promised_eta_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)";
+      "queued, done, created_at, finished_at, promised_eta_at, image_pages, blank_pages) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 - ?9, ?9, ?7, iif(?6 = ?9, ?7, NULL), ?8, ?10, ?9)";
   static constexpr std::string_view revise_eta =
       "UPDATE jobs SET eta_revised_at = ?2, eta_revised_reason = ?3 WHERE id = ?1";
   static constexpr std::string_view insert_page =
-      "INSERT INTO pages (job_id, user_id, seq, estimated_tokens) VALUES (?1, ?2, ?3, ?4)";
+      // A blank page (?5) is written done, with an empty output: it makes no call.
+      "INSERT INTO pages (job_id, user_id, seq, estimated_tokens, kind, state, output, "
+      "finished_at) VALUES (?1, ?2, ?3, ?4, ?5, iif(?5 = 'blank', 'done', 'queued'), "
+      "iif(?5 = 'blank', '', NULL), iif(?5 = 'blank', ?6, NULL))";
   static constexpr std::string_view insert_text =
       "INSERT INTO page_texts (page_id, text) VALUES (?1, ?2)";
+  static constexpr std::string_view insert_image =
+      "INSERT INTO page_images (page_id, media_type, width, height, bytes) "
+      "VALUES (?1, ?2, ?3, ?4, ?5)";
   static constexpr std::string_view requeue_in_flight =
       // At start, calls in flight were lost with the process: their pages go back to their
       // lanes, or are cancelled if their job was.
@@ -85,11 +93,12 @@ struct Sql {
       "WHERE job_id = ?1 AND state = 'queued'";
   static constexpr std::string_view prune_spend = "DELETE FROM spend WHERE at < ?1";
   static constexpr std::string_view results =
-      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts FROM pages "
+      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts, kind FROM pages "
       "WHERE job_id = ?1 ORDER BY seq";
   static constexpr std::string_view page_call =
-      "SELECT t.text, j.max_tokens FROM page_texts t JOIN pages p ON p.id = t.page_id "
-      "JOIN jobs j ON j.id = p.job_id WHERE t.page_id = ?1";
+      "SELECT p.kind, t.text, j.max_tokens, i.media_type, i.width, i.height, i.bytes "
+      "FROM pages p JOIN jobs j ON j.id = p.job_id LEFT JOIN page_texts t ON t.page_id = p.id "
+      "LEFT JOIN page_images i ON i.page_id = p.id WHERE p.id = ?1";
   static constexpr std::string_view recent_spend =
       "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > ?1";
   // Calls still out (read before load_lanes requeues their pages), and the longest call that
@@ -113,37 +122,15 @@ struct Sql {
 #undef FAIRLANE_JOB_VIEW
 
 // Every statement above, for the planner test.
-inline constexpr std::array kAllQueries = {Sql::insert_user,
-                                           Sql::user_by_key,
-                                           Sql::user_by_name,
-                                           Sql::all_users,
-                                           Sql::in_flight_by_user,
-                                           Sql::user_by_id,
-                                           Sql::set_weight,
-                                           Sql::job_by_idempotency_key,
-                                           Sql::insert_job,
-                                           Sql::insert_page,
-                                           Sql::insert_text,
-                                           Sql::requeue_in_flight,
-                                           Sql::queued_pages,
-                                           Sql::weights,
-                                           Sql::dispatched,
-                                           Sql::insert_spend,
-                                           Sql::correct_spend,
-                                           Sql::completed,
-                                           Sql::attempt_failed,
-                                           Sql::requeued,
-                                           Sql::failed,
-                                           Sql::cancel_job,
-                                           Sql::prune_spend,
-                                           Sql::results,
-                                           Sql::page_call,
-                                           Sql::recent_spend,
-                                           Sql::job_id_by_public_id,
-                                           Sql::job_by_id,
-                                           Sql::revise_eta,
-                                           Sql::job_by_public_id,
-                                           Sql::jobs_of_first,
-                                           Sql::jobs_of_after};
+inline constexpr std::array kAllQueries = {
+    Sql::insert_user,       Sql::user_by_key,   Sql::user_by_name,     Sql::all_users,
+    Sql::in_flight_by_user, Sql::user_by_id,    Sql::set_weight,       Sql::job_by_idempotency_key,
+    Sql::insert_job,        Sql::insert_page,   Sql::insert_image,     Sql::insert_text,
+    Sql::requeue_in_flight, Sql::queued_pages,  Sql::weights,          Sql::dispatched,
+    Sql::insert_spend,      Sql::correct_spend, Sql::completed,        Sql::attempt_failed,
+    Sql::requeued,          Sql::failed,        Sql::cancel_job,       Sql::prune_spend,
+    Sql::results,           Sql::page_call,     Sql::recent_spend,     Sql::job_id_by_public_id,
+    Sql::job_by_id,         Sql::revise_eta,    Sql::job_by_public_id, Sql::jobs_of_first,
+    Sql::jobs_of_after};
 
 }  // namespace fairlane::store

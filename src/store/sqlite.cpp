@@ -191,6 +191,13 @@ std::string Statement::text(int column) const {
   return std::string(reinterpret_cast<const char*>(data), static_cast<std::size_t>(size));
 }
 
+std::string Statement::blob(int column) const {
+  const void* data = sqlite3_column_blob(stmt_, column);
+  const int size = sqlite3_column_bytes(stmt_, column);
+  if (data == nullptr) return {};
+  return std::string(static_cast<const char*>(data), static_cast<std::size_t>(size));
+}
+
 std::optional<std::string> Statement::optional_text(int column) const {
   if (is_null(column)) return std::nullopt;
   return text(column);

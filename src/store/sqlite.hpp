@@ -86,6 +86,8 @@ class Statement {
   [[nodiscard]] std::optional<std::int64_t> optional_int64(int column) const;
   [[nodiscard]] std::string text(int column) const;
   [[nodiscard]] std::optional<std::string> optional_text(int column) const;
+  // A BLOB's bytes (empty for NULL).
+  [[nodiscard]] std::string blob(int column) const;
 
  private:
   explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}

@@ -124,7 +124,7 @@ class SqliteStore final : public Store {
 
   // Prepared once at open; only touched on the owning thread.
   Statement insert_user_, user_by_key_, user_by_name_, user_by_id_, set_weight_;
-  Statement job_by_idempotency_key_, insert_job_, insert_page_, insert_text_;
+  Statement job_by_idempotency_key_, insert_job_, insert_page_, insert_text_, insert_image_;
   Statement requeue_in_flight_, queued_pages_, weights_;
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
@@ -151,6 +151,8 @@ class SqliteStore final : public Store {
   }
   Result<NewUser> add_user_unnoted(std::string_view name, std::int64_t weight);
   Result<EnqueuedJob> enqueue_job_unnoted(const JobRequest& request);
+  // A new page's text or image (`number` counts from 1, for the error).
+  Status write_content(PageId page_id, const PageInput& page, std::size_t number);
   Result<std::vector<Lane>> load_lanes_unnoted();
   Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
 };
@@ -195,6 +197,7 @@ Status SqliteStore::prepare_all() {
       {&revise_eta_, Sql::revise_eta},
       {&insert_page_, Sql::insert_page},
       {&insert_text_, Sql::insert_text},
+      {&insert_image_, Sql::insert_image},
       {&requeue_in_flight_, Sql::requeue_in_flight},
       {&queued_pages_, Sql::queued_pages},
       {&weights_, Sql::weights},
@@ -338,10 +341,19 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
     return invalid(
         fmt::format("an idempotency key must be 1 to {} bytes long", kMaxIdempotencyKeyBytes));
   }
+  std::int64_t images = 0;
+  std::int64_t blank = 0;
   for (std::size_t i = 0; i < request.pages.size(); ++i) {
-    if (request.pages[i].estimated_tokens < 0) {
+    const PageInput& page = request.pages[i];
+    if (page.estimated_tokens < 0) {
       return invalid(fmt::format("page {} has a negative token estimate", i + 1));
     }
+    if ((page.kind == PageKind::image) != page.image.has_value()) {
+      return invalid(
+          fmt::format("page {} is an image page without its image, or the reverse", i + 1));
+    }
+    images += page.kind == PageKind::image ? 1 : 0;
+    blank += page.kind == PageKind::blank ? 1 : 0;
   }
   user_by_id_.bind(1, request.user_id);
   auto owner = read_user(user_by_id_, fmt::format("user with id {}", request.user_id));
@@ -393,6 +405,7 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
     } else {
       insert->bind(8, std::nullopt);
     }
+    insert->bind(9, blank).bind(10, images);
     if (const int rc = insert->run(); rc != SQLITE_DONE) return db_.error(rc, "writing the job");
     job_id = db_.last_insert_rowid();
   }
@@ -404,15 +417,13 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
     Use insert_page(insert_page_);
     insert_page->bind(1, job_id).bind(2, request.user_id);
     insert_page->bind(3, static_cast<std::int64_t>(seq)).bind(4, page.estimated_tokens);
+    insert_page->bind(5, to_string(page.kind)).bind(6, to_ms(created_at));
     if (const int rc = insert_page->run(); rc != SQLITE_DONE) {
       return db_.error(rc, fmt::format("writing page {} of the job", seq + 1));
     }
     const PageId page_id = db_.last_insert_rowid();
-    Use insert_text(insert_text_);
-    insert_text->bind(1, page_id).bind(2, page.text);
-    if (const int rc = insert_text->run(); rc != SQLITE_DONE) {
-      return db_.error(rc, fmt::format("writing the text of page {}", seq + 1));
-    }
+    if (page.kind == PageKind::blank) continue;  // done already, in no lane
+    if (Status written = write_content(page_id, page, seq + 1); !written.ok()) return written;
     lane_pages.push_back(LanePage{page_id, job_id, page.estimated_tokens, std::nullopt, 0});
   }
   if (Status s = commit(tx, "enqueueing a job"); !s.ok()) return s;
@@ -424,11 +435,38 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
   view.user_name = owner->name;
   view.name = request.name;
   view.state = JobState::queued;
-  view.pages.total = view.pages.queued = page_count;
+  view.pages.total = page_count;
+  view.pages.queued = page_count - blank;
+  view.pages.done = view.pages.blank = blank;
+  view.pages.images = images;
+  if (blank == page_count) {
+    view.state = JobState::done;
+    view.finished_at = view.created_at;
+  }
   view.max_tokens = request.max_tokens;
   view.created_at = from_ms(to_ms(created_at));
   view.promised_eta_at = promised_eta_at;
   return EnqueuedJob{std::move(view), true, std::move(lane_pages)};
+}
+
+Status SqliteStore::write_content(PageId page_id, const PageInput& page, std::size_t number) {
+  if (page.kind == PageKind::image) {
+    Use insert_image(insert_image_);
+    const PageImage& image = *page.image;
+    insert_image->bind(1, page_id).bind(2, image.media_type).bind(3, image.width);
+    insert_image->bind(4, image.height);
+    insert_image->bind_blob(5, image.bytes.data(), static_cast<int>(image.bytes.size()));
+    if (const int rc = insert_image->run(); rc != SQLITE_DONE) {
+      return db_.error(rc, fmt::format("writing the image of page {}", number));
+    }
+    return {};
+  }
+  Use insert_text(insert_text_);
+  insert_text->bind(1, page_id).bind(2, page.text);
+  if (const int rc = insert_text->run(); rc != SQLITE_DONE) {
+    return db_.error(rc, fmt::format("writing the text of page {}", number));
+  }
+  return {};
 }
 
 Result<std::vector<Lane>> SqliteStore::load_lanes() {
@@ -625,7 +663,8 @@ JobView SqliteStore::read_job(const Statement& s) const {
   view.user_name = s.text(3);
   view.name = s.text(4);
   view.state = job_state_from(s.text(5)).value_or(JobState::queued);
-  view.pages = PageCounts{s.int64(6), s.int64(7), s.int64(8), s.int64(9), s.int64(10), s.int64(11)};
+  view.pages = PageCounts{s.int64(6),  s.int64(7),  s.int64(8),  s.int64(9),
+                          s.int64(10), s.int64(11), s.int64(21), s.int64(22)};
   view.usage = Usage{s.int64(12), s.int64(13)};
   view.cost_usd = static_cast<double>(view.usage.input_tokens + view.usage.output_tokens) *
                   options_.usd_per_million_tokens / 1e6;
@@ -727,6 +766,7 @@ Result<std::vector<PageResult>> SqliteStore::results(JobId job) {
     page.error = use->optional_text(3);
     page.usage = Usage{use->optional_int64(4).value_or(0), use->optional_int64(5).value_or(0)};
     page.attempts = use->int64(6);
+    page.kind = page_kind_from(use->text(7)).value_or(PageKind::text);
     pages.push_back(std::move(page));
   }
   if (rc != SQLITE_DONE) return db_.error(rc, "reading the job's results");
@@ -737,7 +777,13 @@ Result<PageCall> SqliteStore::page_call(PageId page) {
   Use use(page_call_);
   use->bind(1, page);
   const int rc = use->step();
-  if (rc == SQLITE_ROW) return PageCall{use->text(0), use->int64(1)};
+  if (rc == SQLITE_ROW) {
+    PageCall call{use->text(1), use->int64(2), std::nullopt};
+    if (use->text(0) == "image" && !use->is_null(3)) {
+      call.image = PageImage{use->text(3), use->int64(4), use->int64(5), use->blob(6)};
+    }
+    return call;
+  }
   if (rc == SQLITE_DONE) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
   return db_.error(rc, "reading a page's text");
 }

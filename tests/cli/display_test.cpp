@@ -77,6 +77,27 @@ TEST_CASE("The jobs table and the summary show each job and the failures with re
   CHECK(s.find("page 7: the provider answered 500") != std::string::npos);
 }
 
+TEST_CASE("The summary counts each job's image and blank pages") {
+  fairlane::cli::JobStatus job;
+  job.name = "scan.pdf";
+  job.state = "done";
+  job.total = job.done = 12;
+  job.images = 9;
+  job.blank = 2;
+  const std::string s = summary({JobSummary{job, 10.0, {}}});
+  CHECK(s.find("IMAGES/BLANK") != std::string::npos);
+  CHECK(s.find("  9/2  ") != std::string::npos);
+}
+
+TEST_CASE("A blank page reads as one in the Markdown, whatever its empty output") {
+  const auto result = boost::json::parse(
+      R"({"id":"job_1","state":"done","pages":[{"page":1,"state":"done","kind":"blank",)"
+      R"("output":""},{"page":2,"state":"done","kind":"image","output":"Scanned."}]})");
+  CHECK(result_markdown(result, "scan.pdf") ==
+        "# scan.pdf\n\n## Page 1\n\n_blank page: no text and no ink, nothing was sent_\n\n"
+        "## Page 2\n\nScanned.\n");
+}
+
 TEST_CASE("A result reads as Markdown, pages in order, failures marked") {
   const auto result = boost::json::parse(
       R"({"id":"job_1","state":"failed","pages":[{"page":1,"state":"done","output":"Hello.\n"},)"

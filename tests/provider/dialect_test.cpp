@@ -42,6 +42,36 @@ TEST_CASE("An Anthropic call: messages with the prompt as system") {
   CHECK(messages[0].at("content") == "Page \"one\"\nline two");
 }
 
+TEST_CASE("An image page: the user message holds a text part and the image, in each dialect") {
+  ProviderRequest request{"Extract the text.", "", "model-x", 240,
+                          fairlane::PageImage{"image/png", 3, 2, std::string("\x89PNG\0", 5)}};
+  const std::string base64 = "iVBORwA=";  // the five bytes above
+
+  const json::value openai = json::parse(provider::request_body(Dialect::openai, request));
+  const auto& o = openai.at("messages").as_array();
+  REQUIRE(o.size() == 2);
+  CHECK(o[0].at("content") == "Extract the text.");
+  const auto& o_parts = o[1].at("content").as_array();
+  REQUIRE(o_parts.size() == 2);
+  CHECK(o_parts[0].at("type") == "text");
+  CHECK(o_parts[0].at("text").as_string() == fairlane::kImagePageText);
+  CHECK(o_parts[1].at("type") == "image_url");
+  CHECK(o_parts[1].at("image_url").at("url").as_string() == "data:image/png;base64," + base64);
+
+  request.image->media_type = "image/jpeg";
+  const json::value anthropic = json::parse(provider::request_body(Dialect::anthropic, request));
+  CHECK(anthropic.at("system") == "Extract the text.");
+  const auto& a = anthropic.at("messages").as_array();
+  REQUIRE(a.size() == 1);
+  const auto& a_parts = a[0].at("content").as_array();
+  REQUIRE(a_parts.size() == 2);
+  CHECK(a_parts[0].at("type") == "text");
+  CHECK(a_parts[1].at("type") == "image");
+  CHECK(a_parts[1].at("source").at("type") == "base64");
+  CHECK(a_parts[1].at("source").at("media_type") == "image/jpeg");
+  CHECK(a_parts[1].at("source").at("data").as_string() == base64);
+}
+
 TEST_CASE("Answers in both dialects give the output and the usage") {
   const auto openai = provider::parse_answer(
       Dialect::openai,

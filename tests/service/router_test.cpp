@@ -693,7 +693,13 @@ TEST_CASE("A page over the bytes per page is refused with 413 naming the page an
   const fairlane::service::Upload from_pdf{
       api.store->find_user_by_key(api.alice)->id, 1, "b.pdf", true, 200, std::nullopt};
   const auto pdf = small.finish_upload(
-      from_pdf, fairlane::service::Document{"", {}, {}, {"ok", std::string(1'001, 'z')}});
+      from_pdf,
+      fairlane::service::Document{
+          "",
+          {},
+          {},
+          {fairlane::DocumentPage{fairlane::PageKind::text, "ok", {}},
+           fairlane::DocumentPage{fairlane::PageKind::text, std::string(1'001, 'z'), {}}}});
   CHECK(pdf.status == 413);
   CHECK(Api::body(pdf).at("error").at("page") == 2);
   CHECK(api.dispatcher->scheduler().size() == 1);

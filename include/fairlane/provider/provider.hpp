@@ -26,6 +26,7 @@
 #include <variant>
 
 #include "fairlane/core/clock.hpp"
+#include "fairlane/core/page_image.hpp"
 #include "fairlane/provider/rate_limit_headers.hpp"
 
 namespace fairlane {
@@ -35,11 +36,17 @@ enum class Dialect { openai, anthropic };
 [[nodiscard]] std::string_view to_string(Dialect dialect);
 [[nodiscard]] std::optional<Dialect> dialect_from(std::string_view name);
 
+// The text part beside a page's image in the user message (the prompt is the system's).
+inline constexpr std::string_view kImagePageText = "The page, as an image:";
+
 struct ProviderRequest {
   std::string prompt;     // the instruction (system message)
-  std::string page_text;  // the page (user message)
+  std::string page_text;  // the page (user message), when it goes as text
   std::string model;
   std::int64_t max_tokens = 0;
+  // The page's image, when it goes as one: the user message is then the image, and a text
+  // part saying which page it is (dialect.cpp).
+  std::optional<PageImage> image = {};
 };
 
 namespace outcome {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "fairlane/core/ids.hpp"
+#include "fairlane/core/page_image.hpp"
 
 namespace fairlane {
 
@@ -34,6 +35,10 @@ struct PageCounts {
   std::int64_t done = 0;
   std::int64_t failed = 0;
   std::int64_t cancelled = 0;
+  // Of `total`, fixed at creation: the pages sent as images, and the blank ones (counted in
+  // `done` from the start: they make no call).
+  std::int64_t images = 0;
+  std::int64_t blank = 0;
 };
 
 // Provider-reported tokens.
@@ -71,6 +76,7 @@ struct PageResult {
   std::optional<std::string> error;   // failed pages, or the last failed attempt
   Usage usage;
   std::int64_t attempts = 0;
+  PageKind kind = PageKind::text;  // blank: done with an empty output, no call made
 };
 
 }  // namespace fairlane

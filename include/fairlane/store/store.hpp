@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fairlane/core/ids.hpp"
+#include "fairlane/core/page_image.hpp"
 #include "fairlane/core/result.hpp"
 #include "fairlane/core/status.hpp"
 #include "fairlane/store/job.hpp"
@@ -58,6 +59,10 @@ struct NewUser {
 struct PageInput {
   std::string text = {};
   std::int64_t estimated_tokens = 0;  // input estimate + max_tokens
+  // text: `text` is sent; image: `image` is (with no text); blank: nothing, the page is
+  // written done with an empty output and never enters a lane.
+  PageKind kind = PageKind::text;
+  std::optional<PageImage> image = {};
 };
 
 // An Idempotency-Key is 1 to this many bytes.
@@ -103,6 +108,7 @@ struct CallsOut {
 struct PageCall {
   std::string text;
   std::int64_t max_tokens = 0;
+  std::optional<PageImage> image = {};  // an image page's
 };
 
 class Store {

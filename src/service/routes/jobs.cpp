@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <string>
 
+#include "fairlane/provider/image_tokens.hpp"
 #include "service/routes.hpp"
 
 namespace fairlane::service {
@@ -19,6 +20,20 @@ std::int64_t estimate_tokens(const RouteContext& context, std::string_view page_
                              std::int64_t max_tokens) {
   const auto bytes = static_cast<std::int64_t>(context.config.prompt.size() + page_text.size());
   return (bytes + 3) / 4 + max_tokens;
+}
+
+std::int64_t estimate_tokens(const RouteContext& context, const DocumentPage& page,
+                             std::int64_t max_tokens) {
+  switch (page.kind) {
+    case PageKind::text:
+      return estimate_tokens(context, page.text, max_tokens);
+    case PageKind::image:
+      return estimate_tokens(context, kImagePageText, max_tokens) +
+             image_tokens(context.config.dialect, page.image->width, page.image->height);
+    case PageKind::blank:
+      return 0;
+  }
+  return 0;
 }
 
 namespace routes {
@@ -68,6 +83,7 @@ ApiResponse result(RouteContext& context, const JobView& job) {
     json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
     if (page.output) p["output"] = *page.output;
     if (page.error) p["error"] = *page.error;
+    p["kind"] = to_string(page.kind);
     pages.push_back(std::move(p));
   }
   return json_response(200, json::object{{"id", job.public_id},
