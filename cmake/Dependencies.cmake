@@ -8,6 +8,7 @@ find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 find_package(CURL 7.88 REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # the PDF writer's Flate-compressed images
 # poppler-cpp ships a pkg-config file and no CMake package.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)
