@@ -251,6 +251,16 @@ std::string deflate_from(Next next) {
   return out;
 }
 
+std::string deflated(std::string_view data) {
+  std::size_t pos = 0;
+  return deflate_from([&](std::string& input) {
+    const std::size_t n = std::min(input.size(), data.size() - pos);
+    data.copy(input.data(), n, pos);
+    pos += n;
+    return n;
+  });
+}
+
 // An image XObject as it is written: its size in pixels, its /Filter and its stream.
 struct EncodedImage {
   std::int64_t width_px = 0;
@@ -422,6 +432,27 @@ std::string write_pages_pdf(const std::vector<PdfPage>& pages, const PdfWriterOp
     plans.push_back(plan);
   }
   return write_document(plans, options);
+}
+
+std::string write_flate_bomb_pdf(const FlateBomb& bomb, const PdfWriterOptions& options) {
+  // side_px squared zero bytes deflate about 1,000 to 1 into a stream that repeats itself,
+  // which deflates about as well again.
+  const std::int64_t side_px = std::max<std::int64_t>(bomb.side_px, 1);
+  std::uint64_t left = static_cast<std::uint64_t>(side_px) * static_cast<std::uint64_t>(side_px);
+  const std::string once = deflate_from([&](std::string& input) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, input.size()));
+    std::fill_n(input.begin(), n, '\0');
+    left -= n;
+    return n;
+  });
+  const EncodedImage image{.width_px = side_px,
+                           .height_px = side_px,
+                           .filter = "[/FlateDecode /FlateDecode]",
+                           .data = deflated(once)};
+  return write_document(
+      {PagePlan{
+          .text = {}, .image = &image, .width_pt = bomb.width_pt, .height_pt = bomb.height_pt}},
+      options);
 }
 
 }  // namespace fairlane

@@ -2,7 +2,8 @@
 // 1.4, one page per element. Text is set in Helvetica (a standard Type 1 font, not
 // embedded) with WinAnsi encoding, wrapped to the page width, and poppler reads the same
 // words back; an image is 8-bit gray, Flate-compressed, drawn to fill its page, as a
-// scanner without OCR writes it.
+// scanner without OCR writes it. write_flate_bomb_pdf writes a hostile file for the
+// reader's limits.
 //
 // Thread safety: pure functions of their arguments.
 #pragma once
@@ -51,5 +52,19 @@ struct PdfPage {
 // below, or a stride shorter than its width, is a bug in the caller: it is not drawn.
 [[nodiscard]] std::string write_pages_pdf(const std::vector<PdfPage>& pages,
                                           const PdfWriterOptions& options = {});
+
+// A decompression bomb, for the reader's limits: a PDF of one page that holds nothing but a
+// black image declared `side_px` pixels square, 8-bit gray, whose stream is Flate-compressed
+// twice (/Filter [/FlateDecode /FlateDecode]), so that a file of some kilobytes inflates to
+// side_px squared bytes (at 30,000: 900 MB) and rendering the page decodes all of them. The
+// page has no text, so a reader sees a scan to render; it is `width_pt` x `height_pt`
+// (0: Letter's), and a huge page makes the rendering itself huge too.
+struct FlateBomb {
+  std::int64_t side_px = 30000;  // at least 1
+  int width_pt = 0;
+  int height_pt = 0;
+};
+[[nodiscard]] std::string write_flate_bomb_pdf(const FlateBomb& bomb,
+                                               const PdfWriterOptions& options = {});
 
 }  // namespace fairlane

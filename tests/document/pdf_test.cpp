@@ -1,9 +1,11 @@
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,6 +40,31 @@ std::string refusal(const std::string& bytes) {
   REQUIRE_FALSE(pages.ok());
   CHECK(pages.status().code() == StatusCode::invalid_argument);
   return pages.status().message();
+}
+
+// zlib's inflate of one stream, each piece of output handed to `take` as it comes.
+template <typename Take>
+void inflate_each(std::string_view deflated, Take take) {
+  z_stream z{};
+  REQUIRE(inflateInit(&z) == Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
+  z.avail_in = static_cast<uInt>(deflated.size());
+  std::vector<char> buffer(std::size_t{1} << 20);
+  int status = Z_OK;
+  while (status == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+    z.avail_out = static_cast<uInt>(buffer.size());
+    status = ::inflate(&z, Z_NO_FLUSH);
+    take(std::string_view(buffer.data(), buffer.size() - z.avail_out));
+  }
+  inflateEnd(&z);
+  REQUIRE(status == Z_STREAM_END);
+}
+
+std::string inflated(std::string_view deflated) {
+  std::string out;
+  inflate_each(deflated, [&](std::string_view chunk) { out += chunk; });
+  return out;
 }
 
 std::string page_text(int thread, int page) {
@@ -251,6 +278,7 @@ TEST_CASE("write_pages_pdf: the cross-reference table points at every object, im
       PdfWriterOptions{.title = "Images", .locked = true});
   // The catalog, pages, font, 4 x (page, content), 2 images, info, encrypt.
   check_xref(pdf, 15);
+  check_xref(fairlane::write_flate_bomb_pdf({.side_px = 100, .width_pt = 0, .height_pt = 0}), 7);
 }
 
 TEST_CASE(
@@ -323,6 +351,40 @@ TEST_CASE("write_pages_pdf: a page may be huge, its text still at the top left")
   const auto split = split_pdf(pdf);
   REQUIRE(split.ok());
   CHECK((*split)[0] == "Page 1 of 1\nOn a huge page.\n");
+}
+
+TEST_CASE(
+    "write_flate_bomb_pdf: a few kilobytes on disk that declare a 30000 x 30000 image and inflate "
+    "to 900 MB") {
+  const std::string pdf = fairlane::write_flate_bomb_pdf({});
+  CHECK(pdf.size() < 16 * 1024);
+  CHECK(pdf.find("/Width 30000 /Height 30000 /ColorSpace /DeviceGray /BitsPerComponent 8 "
+                 "/Filter [/FlateDecode /FlateDecode] /Length ") != std::string::npos);
+  // The stream inflated twice, counted as it comes: 900,000,000 zero bytes.
+  const std::size_t length_at = pdf.find("/Length ", pdf.find("/Subtype /Image"));
+  REQUIRE(length_at != std::string::npos);
+  const std::size_t length = std::stoul(pdf.substr(length_at + 8));
+  const std::size_t data_at = pdf.find(">>\nstream\n", length_at) + 10;
+  REQUIRE(data_at + length < pdf.size());
+  CHECK(pdf.compare(data_at + length, 10, "\nendstream") == 0);
+  const std::string once = inflated(pdf.substr(data_at, length));
+  std::uint64_t bytes = 0;
+  bool zeros = true;
+  const std::string nothing(std::size_t{1} << 20, '\0');  // inflate_each's largest piece
+  inflate_each(once, [&](std::string_view chunk) {
+    bytes += chunk.size();
+    zeros = zeros && chunk == std::string_view(nothing).substr(0, chunk.size());
+  });
+  CHECK(bytes == 900'000'000u);
+  CHECK(zeros);
+  // A page with no text: a reader takes it for a scan, to be rendered.
+  CHECK(refusal(pdf) == "the PDF has no text layer (scanned images?): run it through OCR first");
+  CHECK(pdf.find("/MediaBox [0 0 612 792]") != std::string::npos);
+  // On a huge page, the rendering is huge as well.
+  const std::string huge =
+      fairlane::write_flate_bomb_pdf({.side_px = 300, .width_pt = 14400, .height_pt = 14400});
+  CHECK(huge.find("/MediaBox [0 0 14400 14400]") != std::string::npos);
+  CHECK(huge.find("q 14400 0 0 14400 0 0 cm /Im1 Do Q") != std::string::npos);
 }
 
 TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {
