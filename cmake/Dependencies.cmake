@@ -11,6 +11,7 @@ find_package(Threads REQUIRED)
 # Page images: scanned pages go to the provider as PNG or JPEG (src/document/image.cpp).
 find_package(PNG REQUIRED)
 find_package(JPEG REQUIRED)
+find_package(ZLIB REQUIRED)  # the PDF writer's Flate-compressed images
 # poppler-cpp ships a pkg-config file and no CMake package.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)

@@ -1,15 +1,17 @@
 // The minimal PDF writer: every object is written in order, its byte offset noted for the
-// cross-reference table. Objects: 1 the catalog, 2 the page tree, 3 the font, then a page
-// and its content stream per page, then the document information and (locked) the
-// encryption dictionary.
+// cross-reference table. Objects: 1 the catalog, 2 the page tree, 3 the font, then per page
+// the page, its content stream and (when it has one) its image, then the document
+// information and (locked) the encryption dictionary.
 #include "document/pdf_writer.hpp"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -178,13 +180,16 @@ std::string utf16_hex(std::string_view utf8) {
   return out;
 }
 
-// The content stream and height of one page.
+// The content stream and size of one page.
 struct PageContent {
   std::string stream;
+  int width_pt = kPageWidth_pt;
   int height_pt = kMinPageHeight_pt;
 };
 
-PageContent page_content(std::string_view text) {
+// The text's content stream on a page of at least `width_pt` x `height_pt` (0: Letter's),
+// and at least Letter when there is text.
+PageContent page_content(std::string_view text, int width_pt, int height_pt) {
   std::vector<std::string> lines;
   for (std::size_t pos = 0; pos <= text.size();) {
     const std::size_t end = std::min(text.find('\n', pos), text.size());
@@ -194,9 +199,12 @@ PageContent page_content(std::string_view text) {
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
 
   PageContent page;
-  const auto needed_pt = 2 * kMargin_pt + static_cast<int>(lines.size()) * kLeading_pt;
-  page.height_pt = std::max(kMinPageHeight_pt, needed_pt);
+  page.width_pt = width_pt > 0 ? width_pt : kPageWidth_pt;
+  page.height_pt = height_pt > 0 ? height_pt : kMinPageHeight_pt;
   if (lines.empty()) return page;
+  const auto needed_pt = 2 * kMargin_pt + static_cast<int>(lines.size()) * kLeading_pt;
+  page.width_pt = std::max(kPageWidth_pt, page.width_pt);
+  page.height_pt = std::max({kMinPageHeight_pt, page.height_pt, needed_pt});
   page.stream = fmt::format("BT\n/F1 {} Tf\n{} TL\n{} {} Td\n", kFontSize_pt, kLeading_pt,
                             kMargin_pt, page.height_pt - kMargin_pt - kFontSize_pt);
   for (const auto& line : lines) {
@@ -209,6 +217,66 @@ PageContent page_content(std::string_view text) {
   page.stream += "ET\n";
   return page;
 }
+
+// zlib's deflate at its best compression (level 9), fed by `next`, which fills the buffer
+// it is given with the next input and returns how many bytes it put there (0 at the end).
+// One zlib gives the same bytes for the same input every time, which the sample books'
+// byte-for-byte check relies on (tools/samples); another zlib may compress differently.
+template <typename Next>
+std::string deflate_from(Next next) {
+  z_stream z{};
+  if (deflateInit(&z, Z_BEST_COMPRESSION) != Z_OK) throw std::runtime_error("deflateInit failed");
+  std::string out;
+  std::string input(std::size_t{1} << 20, '\0');
+  std::array<char, 1 << 16> buffer{};
+  int flush = Z_NO_FLUSH;
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    if (z.avail_in == 0 && flush == Z_NO_FLUSH) {
+      const std::size_t got = next(input);
+      if (got == 0) flush = Z_FINISH;
+      z.next_in = reinterpret_cast<Bytef*>(input.data());
+      z.avail_in = static_cast<uInt>(got);
+    }
+    z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+    z.avail_out = static_cast<uInt>(buffer.size());
+    status = deflate(&z, flush);
+    if (status == Z_STREAM_ERROR) {
+      deflateEnd(&z);
+      throw std::runtime_error("deflate failed");
+    }
+    out.append(buffer.data(), buffer.size() - z.avail_out);
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+std::string deflated(std::string_view data) {
+  std::size_t pos = 0;
+  return deflate_from([&](std::string& input) {
+    const std::size_t n = std::min(input.size(), data.size() - pos);
+    data.copy(input.data(), n, pos);
+    pos += n;
+    return n;
+  });
+}
+
+// An image XObject as it is written: its size in pixels, its /Filter and its stream.
+struct EncodedImage {
+  std::int64_t width_px = 0;
+  std::int64_t height_px = 0;
+  std::string filter;
+  std::string data;
+};
+
+// One page as written: its text, its image (or none) and the size asked for, in points (0:
+// Letter's), which page_content makes at least what the text needs.
+struct PagePlan {
+  std::string_view text;
+  const EncodedImage* image = nullptr;
+  int width_pt = 0;
+  int height_pt = 0;
+};
 
 // Writes objects one after the other and remembers where each starts.
 class Writer {
@@ -223,8 +291,10 @@ class Writer {
     out_ += "\nendobj\n";
   }
 
-  void stream(int number, std::string_view data) {
-    object(number, fmt::format("<< /Length {} >>\nstream\n{}\nendstream", data.size(), data));
+  // A stream object; `entries` are its dictionary's other entries, each followed by a space.
+  void stream(int number, std::string_view data, std::string_view entries = {}) {
+    object(number,
+           fmt::format("<< {}/Length {} >>\nstream\n{}\nendstream", entries, data.size(), data));
   }
 
   std::string finish(std::string_view trailer_entries) {
@@ -241,18 +311,24 @@ class Writer {
   std::vector<std::size_t> offsets_;
 };
 
-}  // namespace
-
-std::string write_pdf(const std::vector<std::string>& pages, const PdfWriterOptions& options) {
+// Every writer's PDF: the pages in order, each its page object, content stream and, when it
+// has one, its image right after.
+std::string write_document(const std::vector<PagePlan>& pages, const PdfWriterOptions& options) {
   const int count = static_cast<int>(pages.size());
   const int first_page = 4;
-  const int info = first_page + 2 * count;
+  std::vector<int> numbers;
+  int next = first_page;
+  for (const PagePlan& page : pages) {
+    numbers.push_back(next);
+    next += page.image != nullptr ? 3 : 2;
+  }
+  const int info = next;
   const int encrypt = info + 1;
 
   std::string kids;
   for (int i = 0; i < count; ++i) {
     if (i > 0) kids += ' ';
-    kids += fmt::format("{} 0 R", first_page + 2 * i);
+    kids += fmt::format("{} 0 R", numbers[static_cast<std::size_t>(i)]);
   }
 
   Writer writer;
@@ -261,12 +337,31 @@ std::string write_pdf(const std::vector<std::string>& pages, const PdfWriterOpti
   writer.object(
       3, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
   for (int i = 0; i < count; ++i) {
-    const PageContent content = page_content(pages[static_cast<std::size_t>(i)]);
-    const int page = first_page + 2 * i;
+    const PagePlan& plan = pages[static_cast<std::size_t>(i)];
+    PageContent content = page_content(plan.text, plan.width_pt, plan.height_pt);
+    const int page = numbers[static_cast<std::size_t>(i)];
+    std::string resources;
+    if (!content.stream.empty()) resources += "/Font << /F1 3 0 R >>";
+    if (plan.image != nullptr) {
+      if (!resources.empty()) resources += ' ';
+      resources += fmt::format("/XObject << /Im1 {} 0 R >>", page + 2);
+      content.stream =
+          fmt::format("q {} 0 0 {} 0 0 cm /Im1 Do Q\n", content.width_pt, content.height_pt) +
+          content.stream;
+    }
+    // A page without text keeps write_pdf's font resource, so blank pages are written as
+    // they always were.
+    if (resources.empty()) resources = "/Font << /F1 3 0 R >>";
     writer.object(page, fmt::format("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] "
-                                    "/Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
-                                    kPageWidth_pt, content.height_pt, page + 1));
+                                    "/Resources << {} >> /Contents {} 0 R >>",
+                                    content.width_pt, content.height_pt, resources, page + 1));
     writer.stream(page + 1, content.stream);
+    if (plan.image != nullptr) {
+      writer.stream(page + 2, plan.image->data,
+                    fmt::format("/Type /XObject /Subtype /Image /Width {} /Height {} "
+                                "/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter {} ",
+                                plan.image->width_px, plan.image->height_px, plan.image->filter));
+    }
   }
   std::string info_entries = "/Producer (fairlane pdf_writer)";
   if (!options.title.empty()) info_entries += " /Title " + utf16_hex(options.title);
@@ -283,6 +378,81 @@ std::string write_pdf(const std::vector<std::string>& pages, const PdfWriterOpti
                            std::string(32, '0'));
   }
   return writer.finish(trailer);
+}
+
+bool drawable(const GrayPixels& image) {
+  return image.data != nullptr && image.width > 0 && image.height > 0 &&
+         image.stride >= static_cast<std::size_t>(image.width);
+}
+
+// The image's rows, one after the other without padding, Flate-compressed.
+EncodedImage encode(const GrayPixels& image) {
+  const auto width = static_cast<std::size_t>(image.width);
+  const auto height = static_cast<std::size_t>(image.height);
+  std::size_t row = 0;
+  std::size_t column = 0;  // a row wider than deflate_from's buffer is taken in pieces
+  std::string data = deflate_from([&](std::string& input) {
+    std::size_t n = 0;
+    while (row < height && n < input.size()) {
+      const std::size_t take = std::min(width - column, input.size() - n);
+      std::copy_n(image.data + row * image.stride + column, take,
+                  input.begin() + static_cast<std::ptrdiff_t>(n));
+      n += take;
+      column += take;
+      if (column == width) {
+        column = 0;
+        ++row;
+      }
+    }
+    return n;
+  });
+  return {.width_px = image.width,
+          .height_px = image.height,
+          .filter = "/FlateDecode",
+          .data = std::move(data)};
+}
+
+}  // namespace
+
+std::string write_pdf(const std::vector<std::string>& pages, const PdfWriterOptions& options) {
+  std::vector<PagePlan> plans;
+  plans.reserve(pages.size());
+  for (const std::string& text : pages) plans.push_back({.text = text});
+  return write_document(plans, options);
+}
+
+std::string write_pages_pdf(const std::vector<PdfPage>& pages, const PdfWriterOptions& options) {
+  std::vector<EncodedImage> images;
+  images.reserve(pages.size());
+  std::vector<PagePlan> plans;
+  plans.reserve(pages.size());
+  for (const PdfPage& page : pages) {
+    PagePlan plan{.text = page.text, .width_pt = page.width_pt, .height_pt = page.height_pt};
+    if (drawable(page.image)) plan.image = &images.emplace_back(encode(page.image));
+    plans.push_back(plan);
+  }
+  return write_document(plans, options);
+}
+
+std::string write_flate_bomb_pdf(const FlateBomb& bomb, const PdfWriterOptions& options) {
+  // side_px squared zero bytes deflate about 1,000 to 1 into a stream that repeats itself,
+  // which deflates about as well again.
+  const std::int64_t side_px = std::max<std::int64_t>(bomb.side_px, 1);
+  std::uint64_t left = static_cast<std::uint64_t>(side_px) * static_cast<std::uint64_t>(side_px);
+  const std::string once = deflate_from([&](std::string& input) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, input.size()));
+    std::fill_n(input.begin(), n, '\0');
+    left -= n;
+    return n;
+  });
+  const EncodedImage image{.width_px = side_px,
+                           .height_px = side_px,
+                           .filter = "[/FlateDecode /FlateDecode]",
+                           .data = deflated(once)};
+  return write_document(
+      {PagePlan{
+          .text = {}, .image = &image, .width_pt = bomb.width_pt, .height_pt = bomb.height_pt}},
+      options);
 }
 
 }  // namespace fairlane

@@ -1,19 +1,26 @@
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "document/pdf_writer.hpp"
 #include "fairlane/document/document.hpp"
+#include "support/pdf_pages.hpp"
 
+using fairlane::GrayPixels;
+using fairlane::PdfPage;
 using fairlane::PdfWriterOptions;
 using fairlane::split_pdf;
 using fairlane::StatusCode;
+using fairlane::write_pages_pdf;
 using fairlane::write_pdf;
+using fairlane::testing::check_xref;
 
 namespace {
 
@@ -33,6 +40,31 @@ std::string refusal(const std::string& bytes) {
   REQUIRE_FALSE(pages.ok());
   CHECK(pages.status().code() == StatusCode::invalid_argument);
   return pages.status().message();
+}
+
+// zlib's inflate of one stream, each piece of output handed to `take` as it comes.
+template <typename Take>
+void inflate_each(std::string_view deflated, Take take) {
+  z_stream z{};
+  REQUIRE(inflateInit(&z) == Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(deflated.data()));
+  z.avail_in = static_cast<uInt>(deflated.size());
+  std::vector<char> buffer(std::size_t{1} << 20);
+  int status = Z_OK;
+  while (status == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+    z.avail_out = static_cast<uInt>(buffer.size());
+    status = ::inflate(&z, Z_NO_FLUSH);
+    take(std::string_view(buffer.data(), buffer.size() - z.avail_out));
+  }
+  inflateEnd(&z);
+  REQUIRE(status == Z_STREAM_END);
+}
+
+std::string inflated(std::string_view deflated) {
+  std::string out;
+  inflate_each(deflated, [&](std::string_view chunk) { out += chunk; });
+  return out;
 }
 
 std::string page_text(int thread, int page) {
@@ -231,29 +263,128 @@ TEST_CASE("write_pdf: the title goes into the document information as UTF-16") {
 }
 
 TEST_CASE("write_pdf: the cross-reference table points at every object") {
-  const std::string pdf = write_pdf({"one", "two"}, PdfWriterOptions{.title = {}, .locked = true});
-  const std::size_t startxref = pdf.rfind("startxref\n");
-  REQUIRE(startxref != std::string::npos);
-  const std::size_t xref = std::stoul(pdf.substr(startxref + 10));
-  REQUIRE(pdf.compare(xref, 5, "xref\n") == 0);
-  std::istringstream table(pdf.substr(xref + 5));
-  int first = -1;
-  int count = 0;
-  table >> first >> count;
-  CHECK(first == 0);
-  CHECK(count == 10);  // the free entry, catalog, pages, font, 2 x (page, content), info, encrypt
-  std::string offset;
-  std::string generation;
-  std::string kind;
-  table >> offset >> generation >> kind;
-  CHECK(kind == "f");
-  for (int number = 1; number < count; ++number) {
-    table >> offset >> generation >> kind;
-    CAPTURE(number);
-    CHECK(kind == "n");
-    const std::string header = std::to_string(number) + " 0 obj\n";
-    CHECK(pdf.compare(std::stoul(offset), header.size(), header) == 0);
-  }
+  // The catalog, pages, font, 2 x (page, content), info, encrypt.
+  check_xref(write_pdf({"one", "two"}, PdfWriterOptions{.title = {}, .locked = true}), 9);
+}
+
+TEST_CASE("write_pages_pdf: the cross-reference table points at every object, images included") {
+  const std::vector<unsigned char> pixels(40 * 30, 128);
+  const GrayPixels image{.data = pixels.data(), .width = 40, .height = 30, .stride = 40};
+  const std::string pdf = write_pages_pdf(
+      {PdfPage{.text = "one", .image = {}, .width_pt = 0, .height_pt = 0},
+       PdfPage{.text = {}, .image = image, .width_pt = 300, .height_pt = 200},
+       PdfPage{.text = {}, .image = {}, .width_pt = 0, .height_pt = 0},
+       PdfPage{.text = "over an image", .image = image, .width_pt = 0, .height_pt = 0}},
+      PdfWriterOptions{.title = "Images", .locked = true});
+  // The catalog, pages, font, 4 x (page, content), 2 images, info, encrypt.
+  check_xref(pdf, 15);
+  check_xref(fairlane::write_flate_bomb_pdf({.side_px = 100, .width_pt = 0, .height_pt = 0}), 7);
+}
+
+TEST_CASE(
+    "write_pages_pdf: pages of text alone are written byte for byte as write_pdf writes them") {
+  const std::vector<std::string> texts = {"Page 1 of 3\nOne.", "", "Page 3 of 3\nThree."};
+  std::vector<PdfPage> pages;
+  for (const auto& text : texts)
+    pages.push_back({.text = text, .image = {}, .width_pt = 0, .height_pt = 0});
+  const PdfWriterOptions options{.title = "Same", .locked = true};
+  CHECK(write_pages_pdf(pages, options) == write_pdf(texts, options));
+  CHECK(write_pages_pdf({}) == write_pdf({}));
+}
+
+TEST_CASE(
+    "write_pages_pdf: an image fills its page whatever its pixels, as a gray Flate image with no "
+    "text") {
+  // 60 x 20 pixels, the left half black and the right white, on a 300 x 100 pt page.
+  std::vector<unsigned char> pixels(64 * 20, 255);  // a stride of 64
+  for (std::size_t row = 0; row < 20; ++row)
+    std::fill_n(pixels.begin() + static_cast<std::ptrdiff_t>(row * 64), 30, 0);
+  const GrayPixels image{.data = pixels.data(), .width = 60, .height = 20, .stride = 64};
+  const std::string pdf =
+      write_pages_pdf({PdfPage{.text = {}, .image = image, .width_pt = 300, .height_pt = 100}});
+  CHECK(pdf.find("/Type /XObject /Subtype /Image /Width 60 /Height 20 /ColorSpace /DeviceGray "
+                 "/BitsPerComponent 8 /Filter /FlateDecode ") != std::string::npos);
+  CHECK(pdf.find("q 300 0 0 100 0 0 cm /Im1 Do Q\n") != std::string::npos);
+  CHECK(pdf.find("BT") == std::string::npos);
+  const auto seen = fairlane::testing::see_pdf(pdf, 72);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].text.empty());
+  CHECK(seen[0].width_pt == 300);
+  CHECK(seen[0].height_pt == 100);
+  REQUIRE(seen[0].width_px == 300);
+  REQUIRE(seen[0].height_px == 100);
+  // Away from the edge between the halves, each half is its colour.
+  for (const int x : {5, 100, 140})
+    CHECK(seen[0].gray[static_cast<std::size_t>(50 * 300 + x)] < 16);
+  for (const int x : {160, 200, 295})
+    CHECK(seen[0].gray[static_cast<std::size_t>(50 * 300 + x)] > 240);
+  CHECK(refusal(pdf) == "the PDF has no text layer (scanned images?): run it through OCR first");
+}
+
+TEST_CASE("write_pages_pdf: text over an image is read back, and blank pages stay blank") {
+  const std::vector<unsigned char> pixels(10 * 10, 200);
+  const GrayPixels light{.data = pixels.data(), .width = 10, .height = 10, .stride = 10};
+  const std::string pdf =
+      write_pages_pdf({PdfPage{.text = "Page 1 of 2\nA scan with its OCR.",
+                               .image = light,
+                               .width_pt = 0,
+                               .height_pt = 0},
+                       PdfPage{.text = {}, .image = {}, .width_pt = 1000, .height_pt = 500}});
+  const auto split = split_pdf(pdf);
+  REQUIRE(split.ok());
+  CHECK(*split == std::vector<std::string>{"Page 1 of 2\nA scan with its OCR.\n", ""});
+  const auto seen = fairlane::testing::see_pdf(pdf);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].width_pt == 612);
+  CHECK(seen[0].height_pt == 792);
+  CHECK(seen[0].ink() > 0);
+  CHECK(seen[1].width_pt == 1000);
+  CHECK(seen[1].height_pt == 500);
+  CHECK(std::all_of(seen[1].gray.begin(), seen[1].gray.end(),
+                    [](unsigned char v) { return v == 255; }));
+}
+
+TEST_CASE("write_pages_pdf: a page may be huge, its text still at the top left") {
+  const std::string pdf = write_pages_pdf({PdfPage{
+      .text = "Page 1 of 1\nOn a huge page.", .image = {}, .width_pt = 14400, .height_pt = 14400}});
+  CHECK(pdf.find("/MediaBox [0 0 14400 14400]") != std::string::npos);
+  const auto split = split_pdf(pdf);
+  REQUIRE(split.ok());
+  CHECK((*split)[0] == "Page 1 of 1\nOn a huge page.\n");
+}
+
+TEST_CASE(
+    "write_flate_bomb_pdf: a few kilobytes on disk that declare a 30000 x 30000 image and inflate "
+    "to 900 MB") {
+  const std::string pdf = fairlane::write_flate_bomb_pdf({});
+  CHECK(pdf.size() < 16 * 1024);
+  CHECK(pdf.find("/Width 30000 /Height 30000 /ColorSpace /DeviceGray /BitsPerComponent 8 "
+                 "/Filter [/FlateDecode /FlateDecode] /Length ") != std::string::npos);
+  // The stream inflated twice, counted as it comes: 900,000,000 zero bytes.
+  const std::size_t length_at = pdf.find("/Length ", pdf.find("/Subtype /Image"));
+  REQUIRE(length_at != std::string::npos);
+  const std::size_t length = std::stoul(pdf.substr(length_at + 8));
+  const std::size_t data_at = pdf.find(">>\nstream\n", length_at) + 10;
+  REQUIRE(data_at + length < pdf.size());
+  CHECK(pdf.compare(data_at + length, 10, "\nendstream") == 0);
+  const std::string once = inflated(pdf.substr(data_at, length));
+  std::uint64_t bytes = 0;
+  bool zeros = true;
+  const std::string nothing(std::size_t{1} << 20, '\0');  // inflate_each's largest piece
+  inflate_each(once, [&](std::string_view chunk) {
+    bytes += chunk.size();
+    zeros = zeros && chunk == std::string_view(nothing).substr(0, chunk.size());
+  });
+  CHECK(bytes == 900'000'000u);
+  CHECK(zeros);
+  // A page with no text: a reader takes it for a scan, to be rendered.
+  CHECK(refusal(pdf) == "the PDF has no text layer (scanned images?): run it through OCR first");
+  CHECK(pdf.find("/MediaBox [0 0 612 792]") != std::string::npos);
+  // On a huge page, the rendering is huge as well.
+  const std::string huge =
+      fairlane::write_flate_bomb_pdf({.side_px = 300, .width_pt = 14400, .height_pt = 14400});
+  CHECK(huge.find("/MediaBox [0 0 14400 14400]") != std::string::npos);
+  CHECK(huge.find("q 14400 0 0 14400 0 0 cm /Im1 Do Q") != std::string::npos);
 }
 
 TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {

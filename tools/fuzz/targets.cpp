@@ -13,6 +13,7 @@
 
 #include "cli/app.hpp"
 #include "fairlane/document/document.hpp"
+#include "fairlane/document/image.hpp"
 #include "fairlane/provider/rate_limit_headers.hpp"
 #include "provider/dialect.hpp"
 #include "provider/rate_limit_format.hpp"
@@ -85,12 +86,20 @@ void multipart(std::string_view input) {
 }
 
 void pdf(std::string_view input) {
-  constexpr std::int64_t kMaxPages = 10'000;
-  constexpr std::int64_t kMaxPageBytes = std::int64_t{64} * 1024;
-  auto pages = split_pdf(input, kMaxPages, kMaxPageBytes);
+  // Every page not read as text is rendered, small (a fuzzer wants many runs a second, and the
+  // rendering path is the same at any size).
+  constexpr PdfReading kReading{.input = PageInputMode::automatic,
+                                .render = {.dpi = 36.0, .max_long_edge = 256},
+                                .max_pages = 50,
+                                .max_page_bytes = std::int64_t{64} * 1024,
+                                .max_image_bytes = std::int64_t{1} * 1024 * 1024,
+                                .max_total_image_bytes = std::int64_t{8} * 1024 * 1024};
+  auto pages = read_pdf(input, kReading);
   if (!pages.ok()) {
     const std::string& message = pages.status().message();
-    check(pages.status().code() == StatusCode::invalid_argument, "pdf: refusals are 400s");
+    check(pages.status().code() == StatusCode::invalid_argument ||
+              pages.status().code() == StatusCode::payload_too_large,
+          "pdf: refusals are 400s or 413s");
     check(!message.empty(), "pdf: a refusal names the problem");
     // Whatever bytes the input starts with (a refusal may quote them).
     check(std::all_of(message.begin(), message.end(), [](char c) { return c >= ' ' && c <= '~'; }),
@@ -98,17 +107,37 @@ void pdf(std::string_view input) {
     return;
   }
   check(!pages->empty(), "pdf: an accepted PDF has pages");
-  check(static_cast<std::int64_t>(pages->size()) <= kMaxPages, "pdf: at most max_pages pages");
-  bool any_text = false;
-  for (const std::string& page : pages.value()) {
-    check(static_cast<std::int64_t>(page.size()) <= kMaxPageBytes,
-          "pdf: at most max_page_bytes bytes of text a page");
-    if (page.empty()) continue;
-    any_text = true;
-    check(page.back() == '\n', "pdf: a page's text ends with a newline");
-    check(page.size() == 1 || page[page.size() - 2] != '\n', "pdf: with exactly one newline");
+  check(static_cast<std::int64_t>(pages->size()) <= kReading.max_pages,
+        "pdf: at most max_pages pages");
+  bool any_sent = false;
+  for (const DocumentPage& page : pages.value()) {
+    switch (page.kind) {
+      case PageKind::text:
+        check(static_cast<std::int64_t>(page.text.size()) <= kReading.max_page_bytes,
+              "pdf: at most max_page_bytes bytes of text a page");
+        check(!page.text.empty() && page.text.back() == '\n',
+              "pdf: a text page's text ends with a newline");
+        check(page.text.size() == 1 || page.text[page.text.size() - 2] != '\n',
+              "pdf: with exactly one newline");
+        check(!page.image, "pdf: a text page has no image");
+        break;
+      case PageKind::image: {
+        check(page.image.has_value() && page.text.empty(), "pdf: an image page is its image");
+        const auto header = read_image_header(page.image->bytes);
+        check(header && header->media_type == page.image->media_type &&
+                  header->width == page.image->width && header->height == page.image->height,
+              "pdf: an image is what its header says");
+        check(std::max(page.image->width, page.image->height) <= kReading.render.max_long_edge,
+              "pdf: an image's long edge is within bounds");
+        break;
+      }
+      case PageKind::blank:
+        check(page.text.empty() && !page.image, "pdf: a blank page has nothing");
+        break;
+    }
+    any_sent = any_sent || page.kind != PageKind::blank;
   }
-  check(any_text, "pdf: an accepted PDF has text");
+  check(any_sent, "pdf: an accepted PDF has a page to send");
 }
 
 void provider_response(std::string_view input) {

@@ -20,7 +20,8 @@ void upload_json(std::string_view input);
 // request's Content-Type, the rest the body.
 void multipart(std::string_view input);
 
-// A PDF through split_pdf, in this process (the service reads PDFs in a child).
+// A PDF through read_pdf under --page-input auto, pages without text rendered (small), in
+// this process (the service reads PDFs in a child).
 void pdf(std::string_view input);
 
 // A provider's response body through both dialects' parse_answer, error_detail and

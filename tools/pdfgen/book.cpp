@@ -8,30 +8,10 @@
 #include <cstddef>
 #include <string_view>
 
+#include "splitmix64.hpp"
+
 namespace fairlane::pdfgen {
 namespace {
-
-// SplitMix64: small, fast, and defined to the bit, so a seed gives the same book anywhere.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-  }
-
-  // A whole number in [low, high]; the modulo bias is far too small to matter here.
-  int between(int low, int high) {
-    const auto span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low) + 1;
-    return low + static_cast<int>(next() % span);
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 constexpr std::array<std::string_view, 120> kWords = {
     "the",     "river",      "lantern", "morning",  "quiet",   "harbor",  "letter",   "window",
