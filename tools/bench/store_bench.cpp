@@ -3,6 +3,10 @@
 // job); dispatched + completed through GroupCommit >= 20,000 pages/s; load_lanes of
 // 1,000,000 queued pages of 10,000 users in <= 5 s with the lanes <= 200 MB resident.
 //
+// Image pages (scanned books): enqueue of a 100-page job whose pages are 200 KB image BLOBs,
+// against the text job above, and page_call of one, the BLOB a dispatch reads
+// (docs/performance.md, "Scanned pages").
+//
 // All of them time wall-clock (UseRealTime): the store waits on the disk, so CPU time
 // would flatter it. The 1M-page ones build their database once per process, untimed
 // (10,000 synced enqueues: seconds on a fast disk, longer where fsync is slow), and pin
@@ -31,6 +35,7 @@
 #include <vector>
 
 #include "fairlane/core/clock.hpp"
+#include "fairlane/core/page_image.hpp"
 #include "fairlane/core/status.hpp"
 #include "fairlane/store/group_commit.hpp"
 #include "fairlane/store/lane.hpp"
@@ -55,6 +60,16 @@ constexpr std::int64_t kMaxTokens = 1'000;
 // A page's TPM reservation: about four bytes a token of input, plus max_tokens.
 constexpr std::int64_t kPageTokens = kPageTextBytes / 4 + kMaxTokens;
 constexpr fairlane::Usage kPageUsage{800, 200};
+
+// An image page as read_pdf stores it: a PNG of the size BM_ReadPdf_Images measures for
+// samples/books/scanned-notes.pdf (document_bench.cpp: 198 KB; a text book drawn is about
+// half), a Letter page drawn with its long edge at 1568 px. Its bytes are incompressible,
+// as an encoded image's are.
+constexpr std::size_t kPageImageBytes = 200'000;
+constexpr std::int64_t kImageWidth = 1'212;
+constexpr std::int64_t kImageHeight = 1'568;
+// Anthropic's rule, w x h / 750 rounded up, plus max_tokens.
+constexpr std::int64_t kImagePageTokens = 1'212 * 1'568 / 750 + 1 + kMaxTokens;
 
 constexpr std::int64_t kMillionUsers = 10'000;
 constexpr std::size_t kMillionPageTextBytes = 16;
@@ -119,6 +134,36 @@ JobRequest make_job(fairlane::UserId user, std::size_t pages, std::size_t text_b
   request.pages.reserve(pages);
   for (std::size_t i = 0; i < pages; ++i) {
     request.pages.push_back(PageInput{prose(i, text_bytes), page_tokens});
+  }
+  return request;
+}
+
+// `bytes` bytes drawn by a 64-bit LCG (its high bytes), different for every `seed`: what
+// zlib or SQLite cannot shrink, like an encoded image.
+std::string noise(std::uint64_t seed, std::size_t bytes) {
+  std::string data(bytes, '\0');
+  std::uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (char& byte : data) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    byte = static_cast<char>(state >> 56);
+  }
+  return data;
+}
+
+// A job of `pages` image pages, each a PNG-sized BLOB of its own.
+JobRequest make_image_job(fairlane::UserId user, std::size_t pages) {
+  JobRequest request;
+  request.user_id = user;
+  request.name = "scanned.pdf";
+  request.max_tokens = kMaxTokens;
+  request.pages.reserve(pages);
+  for (std::size_t i = 0; i < pages; ++i) {
+    PageInput page;
+    page.kind = fairlane::PageKind::image;
+    page.estimated_tokens = kImagePageTokens;
+    page.image =
+        fairlane::PageImage{"image/png", kImageWidth, kImageHeight, noise(i, kPageImageBytes)};
+    request.pages.push_back(std::move(page));
   }
   return request;
 }
@@ -192,6 +237,72 @@ void BM_Store_Enqueue100PageJob(benchmark::State& state) {
                           static_cast<std::int64_t>(kPagesPerJob * kPageTextBytes));
 }
 BENCHMARK(BM_Store_Enqueue100PageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The same for a 100-page job of image pages, 200 KB each: 20 MB a transaction where the
+// text job writes 300 KB, so this is mostly the disk's write bandwidth.
+void BM_Store_Enqueue100PageImageJob(benchmark::State& state) {
+  const TempDir dir;
+  auto [store, user] = open_one_user_store(state, dir);
+  if (store == nullptr) return;
+  const JobRequest job = make_image_job(user, kPagesPerJob);
+  for (auto _ : state) {
+    auto enqueued = store->enqueue_job(job);
+    if (!ok_or_skip(state, enqueued.status())) break;
+    benchmark::DoNotOptimize(enqueued);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(kPagesPerJob));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<std::int64_t>(kPagesPerJob * kPageImageBytes));
+}
+BENCHMARK(BM_Store_Enqueue100PageImageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// What a dispatch reads for a page: Store::page_call, its text and max_tokens and, for an
+// image page, its image BLOB. 1,000 pages of one kind are enqueued untimed, the store is
+// reopened (so the write-ahead log is checkpointed into the file), and each iteration reads
+// the next page, round the 1,000: a page the size of a dispatch's, though the file (200 MB
+// for images) stays in the page cache, as it would on a server with the memory for it.
+void page_call_of(benchmark::State& state, bool images) {
+  const TempDir dir;
+  auto [store, user] = open_one_user_store(state, dir);
+  if (store == nullptr) return;
+  constexpr std::size_t kJobs = 10;
+  const JobRequest job = images ? make_image_job(user, kPagesPerJob)
+                                : make_job(user, kPagesPerJob, kPageTextBytes, kPageTokens);
+  std::vector<fairlane::PageId> pages;
+  for (std::size_t j = 0; j < kJobs; ++j) {
+    auto enqueued = store->enqueue_job(job);
+    if (!ok_or_skip(state, enqueued.status())) return;
+    for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
+  }
+  const std::string path = store->path();
+  store.reset();
+  auto reopened = Store::open(path);
+  if (!ok_or_skip(state, reopened.status())) return;
+  store = std::move(reopened).value();
+
+  std::size_t next = 0;
+  std::int64_t bytes = 0;
+  for (auto _ : state) {
+    auto call = store->page_call(pages[next]);
+    if (!ok_or_skip(state, call.status())) break;
+    bytes += static_cast<std::int64_t>(call->text.size()) +
+             (call->image ? static_cast<std::int64_t>(call->image->bytes.size()) : 0);
+    benchmark::DoNotOptimize(call);
+    next = (next + 1) % pages.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(bytes);
+}
+
+void BM_Store_PageCall_Text(benchmark::State& state) {
+  page_call_of(state, false);
+}
+BENCHMARK(BM_Store_PageCall_Text)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_Store_PageCall_Image(benchmark::State& state) {
+  page_call_of(state, true);
+}
+BENCHMARK(BM_Store_PageCall_Image)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One page's life at the provider, as the dispatcher records it: dispatched, then
 // completed with a 1 KB output, both through GroupCommit (512 a batch, 5 ms at most),
