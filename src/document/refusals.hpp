@@ -38,7 +38,7 @@ inline Status images_too_large(std::int64_t page, std::int64_t max_bytes) {
   return {StatusCode::payload_too_large,
           fmt::format("the PDF's page images come to more than {} MiB by page {}, more than one "
                       "upload may hold: split the PDF",
-                      max_bytes / (1024 * 1024), page)};
+                      max_bytes / (std::int64_t{1024} * 1024), page)};
 }
 
 }  // namespace fairlane::refusals

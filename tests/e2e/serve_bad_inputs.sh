@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 6, end-to-end test 6: a truncated PDF, a non-PDF sent as a PDF, an encrypted PDF,
-# a scan without text, an empty PDF, a multipart body without its file, malformed JSON,
+# a PDF of blank pages, an empty PDF, a multipart body without its file, malformed JSON,
 # zero pages, a page over the tokens-per-minute ceiling, a 200 MB body, the wrong content
 # type. Each gets its status and a message; nothing is enqueued; the service keeps serving.
 #
@@ -55,8 +55,9 @@ expect_pdf 'damaged or truncated' "${pdf[@]}" --data-binary "@$work/truncated.pd
 expect_pdf 'could not be read' "${pdf[@]}" --data-binary 'this is plain text, not a PDF'
 "$pdfgen" --pages 3 --encrypted --out "$work/locked.pdf"
 expect_pdf 'encrypted' "${pdf[@]}" --data-binary "@$work/locked.pdf"
-"$pdfgen" --pages 3 --no-text --out "$work/scan.pdf"
-expect_pdf 'no text layer' "${pdf[@]}" --data-binary "@$work/scan.pdf"
+# Pages with neither text nor ink: nothing to send (a scan would go as images).
+"$pdfgen" --pages 3 --no-text --out "$work/blank.pdf"
+expect_pdf 'every page of the PDF is blank' "${pdf[@]}" --data-binary "@$work/blank.pdf"
 "$pdfgen" --pages 0 --out "$work/empty.pdf"
 expect_pdf 'no pages' "${pdf[@]}" --data-binary "@$work/empty.pdf"
 expect_pdf 'empty' "${pdf[@]}" --data-binary ''

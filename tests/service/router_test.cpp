@@ -923,3 +923,41 @@ TEST_CASE(
   CHECK(queue.at("promises").at("finished") == 0);
   CHECK(queue.at("promises").at("actual_over_promised_p50").is_null());
 }
+
+TEST_CASE("An image page reserves its dialect's image tokens, a blank page nothing and no call") {
+  for (const auto dialect : {fairlane::Dialect::openai, fairlane::Dialect::anthropic}) {
+    CAPTURE(fairlane::to_string(dialect));
+    Api api;
+    RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+    config.dialect = dialect;
+    Router router(*api.store, *api.dispatcher, config);
+    const fairlane::service::Upload upload{
+        api.store->find_user_by_key(api.alice)->id, 1, "scan.pdf", true, 200, std::nullopt};
+    const fairlane::PageImage image{"image/png", 1024, 1024, "png bytes"};
+    const auto answer = router.finish_upload(
+        upload,
+        fairlane::service::Document{"",
+                                    {},
+                                    {},
+                                    {fairlane::DocumentPage{fairlane::PageKind::image, "", image},
+                                     fairlane::DocumentPage{fairlane::PageKind::blank, "", {}},
+                                     fairlane::DocumentPage{fairlane::PageKind::text, "abc", {}}}});
+    REQUIRE(answer.status == 202);
+    const json::value job = json::parse(answer.body);
+    CHECK(job.at("pages").at("total") == 3);
+    CHECK(job.at("pages").at("images") == 1);
+    CHECK(job.at("pages").at("blank") == 1);
+    CHECK(job.at("pages").at("done") == 1);
+    CHECK(job.at("pages").at("queued") == 2);
+    // Only the two pages that make a call wait, with what they reserve: the prompt and the
+    // image's text part (8 + 22 bytes: 8 tokens) + max_tokens + the image (OpenAI: 4 tiles,
+    // 765; Anthropic: 1024 x 1024 / 750, 1,399), and the text page's (8 + 3 bytes: 3) + 200.
+    CHECK(api.dispatcher->scheduler().size() == 2);
+    const auto lanes = api.store->load_lanes().value();
+    REQUIRE(lanes.size() == 1);
+    REQUIRE(lanes[0].pages.size() == 2);
+    const std::int64_t image_tokens = dialect == fairlane::Dialect::openai ? 765 : 1'399;
+    CHECK(lanes[0].pages[0].estimated_tokens == 8 + 200 + image_tokens);
+    CHECK(lanes[0].pages[1].estimated_tokens == 3 + 200);
+  }
+}
