@@ -402,7 +402,7 @@ TEST_CASE("split_pdf runs on several threads at once, each with its own PDF") {
     threads.emplace_back([&, t] {
       for (int round = 0; round < kRounds; ++round) {
         const auto split = split_pdf(pdfs[static_cast<std::size_t>(t)]);
-        bool same = split.ok() && split->size() == static_cast<std::size_t>(t + 1);
+        bool same = split.ok() && split->size() == static_cast<std::size_t>(t) + 1;
         for (int p = 0; same && p <= t; ++p) {
           same = (*split)[static_cast<std::size_t>(p)] == page_text(t, p) + "\n";
         }
