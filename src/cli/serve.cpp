@@ -84,7 +84,9 @@ int serve(const ServeOptions& o) {
   if (!provider.ok()) return fail(provider.status().message());
 
   fairlane::service::DispatcherConfig config;
-  config.limits = {o.rpm, o.tpm, o.max_in_flight};
+  // 250 ms of the token refill kept unspent: the provider's bucket counts from our calls'
+  // arrivals, ours from their sending (BudgetLimits::token_headroom).
+  config.limits = {o.rpm, o.tpm, o.max_in_flight, o.tpm / 240};
   config.prompt = o.prompt;
   config.model = o.model;
   config.max_attempts = o.max_attempts;

@@ -17,11 +17,16 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
   estimated_tokens = std::max<std::int64_t>(estimated_tokens, 0);
   // One clock read for the whole decision: every check sees the same instant.
   const Clock::time_point now = clock_.now();
-  const auto tokens_wait = tokens_.wait_at(estimated_tokens, now);
   // Too large for the configured capacity only: a page above a lower announced limit waits
   // for a full bucket instead (the announcement may be temporary; refusing the page for
   // it would fail work the provider will take again).
-  if (!tokens_wait) return TooLarge{estimated_tokens, tokens_.configured_capacity()};
+  if (!tokens_.wait_at(estimated_tokens, now)) {
+    return TooLarge{estimated_tokens, tokens_.configured_capacity()};
+  }
+  // It waits for its headroom too, but never for more than a full bucket.
+  const std::int64_t needed = std::max(
+      estimated_tokens, std::min(estimated_tokens + limits_.token_headroom, tokens_.capacity()));
+  const auto tokens_wait = tokens_.wait_at(needed, now);
   // The requests bucket's capacity is at least 1 when limited, so one request always fits
   // eventually.
   const Clock::duration requests_wait = *requests_.wait_at(1, now);
@@ -46,7 +51,8 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
 BudgetLimits Budget::effective_limits() const {
   return BudgetLimits{.requests_per_minute = requests_.capacity(),
                       .tokens_per_minute = tokens_.capacity(),
-                      .max_in_flight = limits_.max_in_flight};
+                      .max_in_flight = limits_.max_in_flight,
+                      .token_headroom = limits_.token_headroom};
 }
 
 void Budget::follow_announced(std::optional<std::int64_t> requests_limit,

@@ -47,6 +47,31 @@ TEST_CASE("Worked example: RPM 3, TPM 1000, reserve, settle, wait 1.2 s, admit a
   CHECK(budget.requests().remaining() == 1);
 }
 
+TEST_CASE(
+    "A headroom is left unspent: a cost waits until it and the headroom fit, and reserves itself") {
+  FakeClock clock;
+  // 6,000 a minute: 100 a second. 50 kept unspent (half a second of refill).
+  Budget budget(clock, BudgetLimits{.tokens_per_minute = 6'000, .token_headroom = 50});
+  Lease burst = expect_lease(budget.admit(5'900));  // 5,900 + 50 fit the full 6,000
+  CHECK(budget.tokens().level() == 100.0);
+  // 80 would fit the 100 left, but not with the 50 kept: it waits 0.3 s for 130.
+  const auto wait = expect_wait(budget.admit(80));
+  CHECK(micros(wait.wait) == 300'000);
+  CHECK(wait.limit == Limit::tokens);
+  clock.advance(wait.wait);
+  Lease next = expect_lease(budget.admit(80));
+  CHECK(budget.tokens().level() == 50.0);  // the headroom, unspent
+  burst.settle(5'900);
+  next.settle(80);
+
+  // A cost within the headroom of the capacity waits only for a full bucket, and one above
+  // the capacity is still too large (the headroom never makes a page unfit).
+  clock.advance(60s);
+  expect_lease(budget.admit(5'990)).settle(5'990);
+  CHECK(std::holds_alternative<TooLarge>(budget.admit(6'001)));
+  CHECK(budget.effective_limits().token_headroom == 50);
+}
+
 TEST_CASE("Burst then refill: 60 at once, the 61st waits 1 s, then one a second") {
   FakeClock clock;
   Budget budget(clock, BudgetLimits{.requests_per_minute = 60});

@@ -30,6 +30,14 @@ struct BudgetLimits {
   std::int64_t requests_per_minute = 0;
   std::int64_t tokens_per_minute = 0;
   std::int64_t max_in_flight = 0;
+  // Tokens a call leaves unspent in the tokens bucket: a cost n is admitted once n +
+  // token_headroom fit (a cost within token_headroom of the capacity, once the bucket is
+  // full), and n is what it reserves. The provider counts its refill from when our calls
+  // arrive, we from when we send them; a call that arrives sooner after the first of a burst
+  // than it was sent finds the provider's bucket behind ours by the refill of that
+  // difference. fairlane serve keeps 250 ms of refill (TPM / 240); 0 keeps nothing (the
+  // stand-in, which models the provider's own bucket).
+  std::int64_t token_headroom = 0;
 };
 
 class Budget {
