@@ -259,6 +259,28 @@ void BM_Store_Enqueue100PageImageJob(benchmark::State& state) {
 }
 BENCHMARK(BM_Store_Enqueue100PageImageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// Enqueues `job` until at least `at_least` pages are queued, then reopens the store so that
+// the write-ahead log is checkpointed into the file and the timed loop does not pay for
+// copying the pages in. The pages' ids, in enqueue order; empty when a step failed (the
+// benchmark is skipped then).
+std::vector<fairlane::PageId> fill_and_reopen(benchmark::State& state,
+                                              std::unique_ptr<Store>& store, const JobRequest& job,
+                                              std::size_t at_least) {
+  std::vector<fairlane::PageId> pages;
+  pages.reserve(at_least + job.pages.size());
+  while (pages.size() < at_least) {
+    auto enqueued = store->enqueue_job(job);
+    if (!ok_or_skip(state, enqueued.status())) return {};
+    for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
+  }
+  const std::string path = store->path();
+  store.reset();
+  auto reopened = Store::open(path);
+  if (!ok_or_skip(state, reopened.status())) return {};
+  store = std::move(reopened).value();
+  return pages;
+}
+
 // What a dispatch reads for a page: Store::page_call, its text and max_tokens and, for an
 // image page, its image BLOB. 1,000 pages of one kind are enqueued untimed, the store is
 // reopened (so the write-ahead log is checkpointed into the file), and each iteration reads
@@ -268,20 +290,11 @@ void page_call_of(benchmark::State& state, bool images) {
   const TempDir dir;
   auto [store, user] = open_one_user_store(state, dir);
   if (store == nullptr) return;
-  constexpr std::size_t kJobs = 10;
+  constexpr std::size_t kPages = 1'000;
   const JobRequest job = images ? make_image_job(user, kPagesPerJob)
                                 : make_job(user, kPagesPerJob, kPageTextBytes, kPageTokens);
-  std::vector<fairlane::PageId> pages;
-  for (std::size_t j = 0; j < kJobs; ++j) {
-    auto enqueued = store->enqueue_job(job);
-    if (!ok_or_skip(state, enqueued.status())) return;
-    for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
-  }
-  const std::string path = store->path();
-  store.reset();
-  auto reopened = Store::open(path);
-  if (!ok_or_skip(state, reopened.status())) return;
-  store = std::move(reopened).value();
+  const std::vector<fairlane::PageId> pages = fill_and_reopen(state, store, job, kPages);
+  if (pages.empty()) return;
 
   std::size_t next = 0;
   std::int64_t bytes = 0;
@@ -319,20 +332,9 @@ void BM_Store_DispatchComplete_GroupCommit(benchmark::State& state) {
 
   constexpr std::size_t kPoolJobPages = 1'000;
   const JobRequest pool_job = make_job(user, kPoolJobPages, kPageTextBytes, kPageTokens);
-  std::vector<fairlane::PageId> pages;
-  pages.reserve(static_cast<std::size_t>(state.max_iterations) + kPoolJobPages);
-  while (pages.size() < static_cast<std::size_t>(state.max_iterations)) {
-    auto enqueued = store->enqueue_job(pool_job);
-    if (!ok_or_skip(state, enqueued.status())) return;
-    for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
-  }
-  // Closing checkpoints the enqueues' write-ahead log into the database, so the timed
-  // loop does not pay for copying the pool's texts.
-  const std::string path = store->path();
-  store.reset();
-  auto reopened = Store::open(path);
-  if (!ok_or_skip(state, reopened.status())) return;
-  store = std::move(reopened).value();
+  const std::vector<fairlane::PageId> pages =
+      fill_and_reopen(state, store, pool_job, static_cast<std::size_t>(state.max_iterations));
+  if (pages.empty()) return;
 
   const fairlane::SteadyClock clock;
   GroupCommit commits(*store, clock);
