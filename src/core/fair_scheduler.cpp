@@ -189,11 +189,37 @@ const QueuedPage* FairScheduler::peek() {
 std::optional<QueuedPage> FairScheduler::take() {
   if (peek() == nullptr) return std::nullopt;
   Lane& lane = lanes_.at(*current_);
+  lane.credit -= lane.pages.front().cost;
+  return pop_head(lane);
+}
+
+void FairScheduler::give_turn() {
+  if (peek() == nullptr) return;
+  Lane& lane = lanes_.at(*current_);
+  lane.credit -= lane.pages.front().cost;
+}
+
+std::size_t FairScheduler::lane_jobs(UserId user) const {
+  const auto it = lanes_.find(user);
+  return it == lanes_.end() ? 0 : it->second.jobs.size();
+}
+
+const QueuedPage* FairScheduler::peek_lane(UserId user) const {
+  const auto it = lanes_.find(user);
+  return it == lanes_.end() || it->second.pages.empty() ? nullptr : &it->second.pages.front();
+}
+
+std::optional<QueuedPage> FairScheduler::take_from(UserId user) {
+  const auto it = lanes_.find(user);
+  if (it == lanes_.end() || it->second.pages.empty()) return std::nullopt;
+  return pop_head(it->second);
+}
+
+QueuedPage FairScheduler::pop_head(Lane& lane) {
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
   QueuedPage page = lane.pages.front();
   lane.pages.pop_front();
-  lane.credit -= page.cost;
   lane.tokens -= page.cost;
   ++lane.consumed;
   --size_;

@@ -492,3 +492,39 @@ TEST_CASE("Property: places hold in several lanes of hundreds of jobs, after ret
     }
   }
 }
+
+TEST_CASE("take_from takes a lane's head out of turn, and give_turn charges the lane in turn") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 3);
+  add_pages(scheduler, kB, 2, 3);
+  add_pages(scheduler, kB, 3, 1);
+  CHECK(scheduler.lane_jobs(kA) == 1);
+  CHECK(scheduler.lane_jobs(kB) == 2);
+  CHECK(scheduler.lane_jobs(kC) == 0);
+  REQUIRE(scheduler.peek_lane(kB) != nullptr);
+  CHECK(scheduler.peek_lane(kB)->page_id == 201);
+  CHECK(scheduler.peek_lane(kC) == nullptr);
+  CHECK(!scheduler.take_from(kC));
+
+  // Alice's turn: she gives it away, and Bob's head page goes in it.
+  REQUIRE(scheduler.peek()->user_id == kA);
+  scheduler.give_turn();
+  CHECK(scheduler.take_from(kB)->page_id == 201);
+  CHECK(scheduler.size() == 6);
+  CHECK(scheduler.lane_length(kB) == 3);
+  CHECK(scheduler.job_place(kB, 2)->queued == 2);
+  // Alice's turn was spent; Bob's own turns are still his, then the round goes on.
+  CHECK(take_users(scheduler, 6) == "BABABA");
+}
+
+TEST_CASE("take_from empties a lane cleanly: it leaves the round and forgets its jobs") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 2);
+  add_pages(scheduler, kB, 2, 2);
+  CHECK(scheduler.take_from(kB)->page_id == 201);
+  CHECK(scheduler.take_from(kB)->page_id == 202);
+  CHECK(scheduler.lane_count() == 1);
+  CHECK(scheduler.lane_jobs(kB) == 0);
+  CHECK(!scheduler.job_place(kB, 2));
+  CHECK(take_users(scheduler, 3) == "AA");
+}

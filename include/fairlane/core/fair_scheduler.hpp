@@ -82,12 +82,27 @@ class FairScheduler {
   // Takes the page peek() returns.
   std::optional<QueuedPage> take();
 
+  // The lane whose page peek() returns gives its turn away: it is charged that page's cost,
+  // as if it had sent it, and the page stays at its head (PromiseOrder sends a page whose
+  // promise is at risk in its place). Nothing happens when every lane is empty.
+  void give_turn();
+
+  // The page at the head of `user`'s lane, or nullptr when it is empty: what take_from(user)
+  // takes. The pointer is valid until the next change.
+  [[nodiscard]] const QueuedPage* peek_lane(UserId user) const;
+
+  // Takes the head page of `user`'s lane out of turn (PromiseOrder, after give_turn()). The
+  // round and the lane's credit are left as they are: the lane's own turns are still its.
+  std::optional<QueuedPage> take_from(UserId user);
+
   // Removes every queued page of `job` from `user`'s lane (a cancellation) and returns them.
   std::vector<QueuedPage> remove_job(UserId user, JobId job);
 
   [[nodiscard]] std::int64_t size() const { return size_; }
   [[nodiscard]] std::size_t lane_count() const { return ring_.size(); }
   [[nodiscard]] std::int64_t lane_length(UserId user) const;
+  // How many jobs have pages queued in the user's lane.
+  [[nodiscard]] std::size_t lane_jobs(UserId user) const;
   // The tokens (costs) of every page queued in the user's lane.
   [[nodiscard]] std::int64_t lane_tokens(UserId user) const;
 
@@ -144,6 +159,8 @@ class FairScheduler {
     return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
   }
   [[nodiscard]] std::int64_t quantum() const;
+  // Removes the head page of a non-empty lane (its credit untouched) and returns it.
+  QueuedPage pop_head(Lane& lane);
   // The id of the first queued page of a job of `lane`.
   [[nodiscard]] static PageId first_page(const Lane& lane, const JobMarks& marks) {
     return lane.pages[static_cast<std::size_t>(marks.first - lane.consumed - 1)].page_id;
