@@ -136,6 +136,19 @@ double debt_seconds(const Budget& budget) {
 
 }  // namespace
 
+double Estimator::after_free(double waiting, double burst_rate) const {
+  // The calls out now end over the next call's latency, each letting one page go. Pages
+  // beyond them wait for the calls sent at once, which end a latency from now, and then go at
+  // the in-flight rate. (Counting them at that rate from now, as if calls were already
+  // ending at it, made a quiet system's promise up to a latency short.) With a fixed latency
+  // the pages that fit in one wave go together a latency from now, sooner than this says;
+  // with latencies that vary (and a tokens bucket that each wave drains) they spread out
+  // towards it, and the simulator's lateness tails are shortest with it (docs/performance.md).
+  const double out = budget_ != nullptr ? static_cast<double>(budget_->in_flight().in_use()) : 0.0;
+  if (waiting <= out) return waiting * avg_latency_s_ / out;
+  return avg_latency_s_ + (waiting - out) / burst_rate;
+}
+
 double Estimator::seconds_for(double pages) const {
   const double steady = mu();
   double burst = 0.0;     // pages the buckets' credit pays for, at what pages use
@@ -171,7 +184,7 @@ double Estimator::seconds_for(double pages) const {
   double paced = 0.0;
   if (pages > burst && !std::isinf(steady)) paced = (pages - burst) / steady;
   if (pages > free_now && !std::isinf(burst_rate)) {
-    paced = std::max(paced, (pages - free_now) / burst_rate);
+    paced = std::max(paced, after_free(pages - free_now, burst_rate));
   }
   // A bucket in debt (calls that used more than they reserved) lets nothing through until it
   // has refilled to zero: everyone waits that off first.

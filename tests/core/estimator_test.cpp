@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <variant>
+#include <vector>
 
 #include "core/fake_clock.hpp"
 #include "fairlane/core/budget.hpp"
@@ -154,6 +155,30 @@ TEST_CASE("With the budget, what the buckets hold now goes first at the in-fligh
   // Empty buckets give exactly the steady-state formula: 500 / 6.25 + 2 = 82 s.
   std::get<fairlane::Lease>(budget.admit(300'000)).settle(300'000);
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(82.0));
+}
+
+TEST_CASE("Pages beyond the free permits wait for the calls out to end, then flow") {
+  // Only the 200 in flight bind: 200 / 2 s = 100 pages/s once calls flow.
+  constexpr BudgetLimits kCalls{.max_in_flight = 200};
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kCalls);
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 300);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kCalls}, &budget);
+  // Nothing out: 200 go at once and end 2 s from now; the other 100 go then, at 100 a
+  // second: 2 + 1 s, and 2 s for the last call. (Counting them at 100 a second from now,
+  // as if calls were already ending, said 1 + 2 = 3 s.)
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(5.0));
+  // 150 calls out: 50 pages go at once, and the next 150 as those calls end, spread over
+  // the next 2 s; 100 more then wait for the 50 sent now (2 s) and go at 100 a second.
+  std::vector<fairlane::Lease> out;
+  for (int i = 0; i < 150; ++i) out.push_back(std::get<fairlane::Lease>(budget.admit(800)));
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(2.0 + 100.0 / 100.0 + 2.0));
+  // 100 pages: 50 at once, 50 as the first of the 150 end, 50 x 2 / 150 s; 2 s the call.
+  FairScheduler small;
+  add_pages(small, 1, 10, 100);
+  Estimator of_small(small, EstimatorConfig{.limits = kCalls}, &budget);
+  CHECK(of_small.job(1, 10)->eta_seconds == doctest::Approx(50.0 * 2.0 / 150.0 + 2.0));
 }
 
 TEST_CASE("A bucket in debt is waited off before anything goes: the ETA counts it") {

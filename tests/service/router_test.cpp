@@ -225,8 +225,9 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(300)).status == 202);
   REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(300)).status == 202);
   // Carol's 400 pages count as 113.5 average pages; Alice and Bob send as much meanwhile:
-  // 340.5 in all, 200 at once, the rest at 100 a second: 1.4 s, plus 2 s for the call.
-  // Alone her 113.5 would all go at once, 2 s: the queue adds 1.4 s, more than 1 s.
+  // 340.5 in all, 200 at once; the rest wait for those calls to end (2 s) and then go at 100
+  // a second: 3.4 s, plus 2 s for the call. Alone her 113.5 would all go at once, 2 s: the
+  // queue adds 3.4 s, more than 1 s, and would fit 2.4 s from now (Retry-After 3).
   const auto predicted = api.send("GET", "/v1/estimate?pages=400&tokens_per_page=227", carol);
   const auto busy = api.send("POST", "/v1/jobs", carol, Api::pages_json(400));
   // The estimate succeeded: 200, with the door's refusal and its numbers, never a 503.
@@ -235,20 +236,20 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   CHECK(refusal.at("accepted") == false);
   CHECK(refusal.at("reason") == "busy");
   CHECK(refusal.at("position").as_int64() > 0);
-  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(1.4).epsilon(0.02));
-  CHECK(refusal.at("eta_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
+  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
+  CHECK(refusal.at("eta_seconds").as_double() == doctest::Approx(5.4).epsilon(0.02));
   CHECK(refusal.at("max_wait_seconds").as_double() == 1.0);
-  CHECK(refusal.at("retry_after_seconds") == 1);
+  CHECK(refusal.at("retry_after_seconds") == 3);
   CHECK(!std::string(refusal.at("message").as_string()).empty());
   CHECK(header(predicted, "Retry-After").empty());
   REQUIRE(busy.status == 503);
   const auto error = Api::body(busy).at("error").as_object();
   CHECK(error.at("type") == "busy");
   CHECK(error.at("position").as_int64() > 0);
-  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(1.4).epsilon(0.02));
+  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
   CHECK(error.at("max_wait_seconds").as_double() == 1.0);
-  CHECK(error.at("retry_after_seconds") == 1);
-  CHECK(header(busy, "Retry-After") == "1");
+  CHECK(error.at("retry_after_seconds") == 3);
+  CHECK(header(busy, "Retry-After") == "3");
   // A small job fits, and the estimate said so.
   const auto fits = api.send("GET", "/v1/estimate?pages=10&tokens_per_page=227", carol);
   CHECK(fits.status == 200);

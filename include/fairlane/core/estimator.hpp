@@ -130,6 +130,9 @@ class Estimator {
   // request and one call whatever its size, and its tokens in average pages) and the
   // slowest sets the time. So a cheap page still costs a whole request under an RPM limit.
   [[nodiscard]] double pages_equivalent(double others, double own, double own_units) const;
+  // Seconds until the last of `waiting` pages that cannot start at once starts, calls going
+  // out at `burst_rate` (pages a second) once they flow.
+  [[nodiscard]] double after_free(double waiting, double burst_rate) const;
   // Seconds until the n-th page from now is answered.
   [[nodiscard]] double seconds_for(double pages) const;
   // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
