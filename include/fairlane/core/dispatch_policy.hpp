@@ -100,6 +100,12 @@ class DispatchPolicy {
   // nothing, for a page the policy knows already (queued, held or out).
   bool enqueue(const QueuedPage& page);
 
+  // The door promised `job` it would be done by `finish_by`: the order may let it go first
+  // when that is at risk (PromiseOrder).
+  void promise(UserId user, JobId job, Clock::time_point finish_by) {
+    order_.promise(user, job, finish_by);
+  }
+
   // At start, a page the store holds queued, with the attempts it has spent: held back
   // until `not_before` while that is still ahead on the wall clock, otherwise in its lane.
   void restore(const QueuedPage& page, std::int64_t attempts, std::optional<WallTime> not_before);

@@ -2,7 +2,8 @@
 // The policy peeks the next page, waits for the budget, takes that same page, returns
 // pages to the head after a refusal and corrects a lane by what a call really cost; it
 // never reorders on its own. FairOrder is fairlane's (a FairScheduler: deficit round robin
-// over per-user lanes); the simulator adds first come first served for comparison.
+// over per-user lanes); PromiseOrder (promise_order.hpp) is fair order that lets a job whose
+// promise is at risk go first; the simulator adds first come first served for comparison.
 //
 // Thread safety: none, by design; the thread that owns the policy owns its order.
 #pragma once
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fairlane/core/clock.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/ids.hpp"
 
@@ -32,6 +34,9 @@ class PageOrder {
   virtual void correct(UserId user, std::int64_t delta) = 0;
   // Removes every queued page of `job` (a cancellation) and returns them.
   virtual std::vector<QueuedPage> remove_job(UserId user, JobId job) = 0;
+  // The door promised `job` of `user` it would be done by `finish_by`. An order that keeps
+  // promises (PromiseOrder) may let the job go first when that is at risk; others ignore it.
+  virtual void promise(UserId /*user*/, JobId /*job*/, Clock::time_point /*finish_by*/) {}
 };
 
 // Fair order: the FairScheduler's. The scheduler must outlive it.

@@ -1,0 +1,118 @@
+// PromiseOrder: fair order that keeps the door's promises against the work it could not see.
+// Pages go in deficit round robin (the FairScheduler's order); when a job's promise is at
+// risk, it is given the turns of the lanes whose work arrived after that promise was made.
+//
+// The door promises each job a finish from the queue as it stands (sharing the provider
+// fairly with every lane there) and the arrivals it expects (Estimator). What really
+// arrives varies around that, and in fair order a newcomer takes an equal share at once, so
+// a job overtaken by more than was expected ends late. Once every `review_every` (on the
+// injected Clock, at the next peek) the earliest promises are projected again, now +
+// Estimator::job's ETA; the earliest one whose projection passes its promise is AT RISK.
+// While it is, whenever fair order would send a page of a job that joined its lane more
+// than `seen_within` after that promise was made, the at-risk job's next page goes instead:
+// the newcomer's lane is charged the turn it gave (FairScheduler::give_turn), so the round
+// goes on, and the lanes the promise had counted on sharing with keep their turns. A job
+// whose promise holds, or with nobody newer to take turns from, simply shares.
+//
+// So the door's promise holds against what arrived after it, the only thing it could not
+// count, and costs nothing to the users it did count: work that arrived together (a ramp's
+// step, a shelf of books enqueued at once, the jobs restored at start) is shared in fair
+// order as before. What fairness pays: a newcomer waits, while an earlier job is at risk,
+// for that job's shortfall, never for a heavy user's shelf, because:
+//   - only a user with one job queued is helped: a shelf of books would delay newcomers by
+//     whole books (its promises are revised instead, by the service);
+//   - a promise that has passed is not helped: going first cannot keep it any more, and it
+//     would make the next promises late too (earliest deadline first under overload); the
+//     service has revised that job's ETA and it shares.
+//
+// A job leaves the promises when a review finds none of its pages queued (all answered or
+// out; a page put back after a 429 comes back unpromised), when its promise has passed, or
+// when it is cancelled.
+//
+// Cost: peek and take O(1); a review O(log promises) plus at most `reviewed` projections
+// (Estimator::job), and the passed promises it drops.
+//
+// Thread safety: none, by design; the thread that owns the policy owns its order.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/ids.hpp"
+#include "fairlane/core/page_order.hpp"
+
+namespace fairlane {
+
+struct PromiseOrderConfig {
+  // How often the promises are projected again.
+  Clock::duration review_every = std::chrono::seconds(1);
+  // Work that joined its lane within this of a promise counts as seen by it: the door's
+  // decisions on uploads that come together are that far apart at most.
+  Clock::duration seen_within = std::chrono::seconds(1);
+  // The earliest promises projected at each review (the earliest at risk is the one helped).
+  std::size_t reviewed = 64;
+  // false: plain fair order, promises ignored (the simulator compares the two).
+  bool keep_promises = true;
+};
+
+class PromiseOrder final : public PageOrder {
+ public:
+  // The scheduler, estimator and clock must outlive the order.
+  PromiseOrder(FairScheduler& scheduler, const Estimator& estimator, const Clock& clock,
+               PromiseOrderConfig config = {});
+
+  [[nodiscard]] const QueuedPage* peek() override;
+  QueuedPage take() override;
+  void add(const QueuedPage& page) override;
+  void put_back(const QueuedPage& page) override;
+  void correct(UserId user, std::int64_t delta) override { scheduler_.correct(user, delta); }
+  std::vector<QueuedPage> remove_job(UserId user, JobId job) override;
+  void promise(UserId user, JobId job, Clock::time_point finish_by) override;
+
+  // Promises held (jobs with pages queued at the last review, promise not passed).
+  [[nodiscard]] std::size_t promised() const { return promises_.size(); }
+  // The job at risk that newer work gives its turns to, if any.
+  [[nodiscard]] std::optional<JobId> at_risk() const { return at_risk_; }
+  // Pages sent in a newer lane's turn for a promise at risk, ever.
+  [[nodiscard]] std::int64_t out_of_turn() const { return out_of_turn_; }
+
+ private:
+  struct Promise {
+    UserId user = 0;
+    Clock::time_point made_at;
+    Clock::time_point finish_by;
+  };
+
+  void forget_promise(JobId job);
+  // Projects the earliest promises again when a review is due.
+  void review_if_due();
+  // The user whose at-risk job goes in place of `fair` (fair order's next page), if any.
+  [[nodiscard]] std::optional<UserId> instead_of(const QueuedPage& fair) const;
+  // After a take: a job with nothing left queued is forgotten.
+  void taken(const QueuedPage& page);
+
+  // Constant after construction.
+  FairScheduler& scheduler_;
+  const Estimator& estimator_;
+  const Clock& clock_;
+  const PromiseOrderConfig config_;
+
+  // Only touched on the owning thread.
+  std::unordered_map<JobId, Promise> promises_;
+  std::set<std::pair<Clock::time_point, JobId>> by_promise_;  // every promise, by finish
+  std::unordered_map<JobId, Clock::time_point> joined_;       // queued jobs: when they came
+  std::optional<JobId> at_risk_;
+  std::optional<Clock::time_point> next_review_;
+  std::int64_t out_of_turn_ = 0;
+};
+
+}  // namespace fairlane

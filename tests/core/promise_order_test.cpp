@@ -1,0 +1,191 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "core/fake_clock.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/promise_order.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::Clock;
+using fairlane::Estimator;
+using fairlane::EstimatorConfig;
+using fairlane::FairScheduler;
+using fairlane::PromiseOrder;
+using fairlane::PromiseOrderConfig;
+using fairlane::QueuedPage;
+
+namespace {
+
+constexpr fairlane::UserId kA = 1;
+constexpr fairlane::UserId kB = 2;
+constexpr fairlane::UserId kC = 3;
+
+// The lab's token limit alone binds: 300,000 TPM at 800 tokens a page is 6.25 pages/s, and
+// a call takes 2 s (the estimator's starting averages). Without a budget the ETA is the
+// steady formula, (pages ahead of the last + 1) / 6.25 + 2 s, and counts no arrivals.
+constexpr fairlane::BudgetLimits kLimits{.tokens_per_minute = 300'000};
+
+struct Fixture {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLimits}};
+  PromiseOrder order;
+
+  explicit Fixture(PromiseOrderConfig config = {}) : order(scheduler, estimator, clock, config) {}
+
+  void add(fairlane::UserId user, fairlane::JobId job, int count) {
+    for (int i = 1; i <= count; ++i) order.add(QueuedPage{job * 100 + i, job, user, 800});
+  }
+
+  // Promises `job` of `user` what the estimator says now, as the door does.
+  void promise_as_quoted(fairlane::UserId user, fairlane::JobId job) {
+    const double eta = estimator.job(user, job)->eta_seconds;
+    order.promise(user, job,
+                  clock.now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(eta)));
+  }
+
+  // The users of the next `count` pages, as a string like "ABAB".
+  std::string take(int count) {
+    static const std::map<fairlane::UserId, char> kNames{{kA, 'A'}, {kB, 'B'}, {kC, 'C'}};
+    std::string users;
+    for (int i = 0; i < count && order.peek() != nullptr; ++i) {
+      const fairlane::UserId peeked = order.peek()->user_id;
+      const QueuedPage page = order.take();
+      CHECK(page.user_id == peeked);  // take() takes what peek() showed
+      users.push_back(kNames.at(page.user_id));
+    }
+    return users;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A job whose promise is at risk takes the turns of work that came after it") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);  // alone: 10 / 6.25 + 2 = 3.6 s
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  // Now Alice shares with Bob: her last page is the 20th from now, 20 / 6.25 + 2 = 5.2 s,
+  // 7.2 s after her promise was made: at risk. Bob came after it, so his turns are hers.
+  CHECK(f.take(12) == "AAAAAAAAAABB");
+  CHECK(f.order.out_of_turn() == 5);  // Alice's own turns, and the five she got of Bob's
+  CHECK(f.order.at_risk() == std::optional<fairlane::JobId>(10));
+
+  // Without the promise kept, plain deficit round robin.
+  Fixture plain(PromiseOrderConfig{.keep_promises = false});
+  plain.add(kA, 10, 10);
+  plain.promise_as_quoted(kA, 10);
+  plain.clock.advance(2s);
+  plain.add(kB, 20, 10);
+  CHECK(plain.take(6) == "ABABAB");
+  CHECK(plain.order.out_of_turn() == 0);
+}
+
+TEST_CASE("Work the promise was made with keeps its turns; only newer work gives them") {
+  Fixture f;
+  f.add(kC, 30, 10);
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);  // behind Carol's 10: 20 / 6.25 + 2 = 5.2 s
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  // 30 pages now: Alice's last would be answered 30 / 6.25 + 2 = 6.8 s from now, 8.8 s
+  // after her promise. Carol was counted in it and keeps her turns; Bob's go to Alice.
+  CHECK(f.take(9) == "CAACAACAA");
+}
+
+TEST_CASE("Work that came within seen_within of the promise counts as seen") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);
+  f.clock.advance(500ms);  // uploads that came together, the door deciding one by one
+  f.add(kB, 20, 10);
+  f.clock.advance(2s);
+  CHECK(f.take(6) == "ABABAB");
+  CHECK(f.order.out_of_turn() == 0);
+}
+
+TEST_CASE("A user with a shelf of jobs is not helped: it would delay newcomers by books") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.add(kA, 11, 10);
+  f.promise_as_quoted(kA, 10);
+  f.promise_as_quoted(kA, 11);
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  CHECK(f.take(6) == "ABABAB");
+  CHECK(!f.order.at_risk());
+}
+
+TEST_CASE("A promise that has passed is not helped: going first could not keep it") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);  // 3.6 s
+  f.clock.advance(4s);
+  f.add(kB, 20, 10);
+  CHECK(f.take(6) == "ABABAB");
+  CHECK(f.order.promised() == 0);  // forgotten at the review
+}
+
+TEST_CASE("A promise that holds changes nothing") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  // Promised more than enough: 60 s.
+  f.order.promise(kA, 10, f.clock.now() + 60s);
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  CHECK(f.take(6) == "ABABAB");
+  CHECK(!f.order.at_risk());
+}
+
+TEST_CASE("Reviews happen once every review_every, so a risk is seen at the next one") {
+  Fixture f(PromiseOrderConfig{.review_every = 10s});
+  f.add(kA, 10, 10);
+  f.order.promise(kA, 10, f.clock.now() + 12s);
+  CHECK(f.take(1) == "A");  // the first review: nothing at risk
+  f.clock.advance(2s);
+  f.add(kC, 30, 10);
+  // Alice's last page is now 19 pages away, 19 / 6.25 + 2 = 5 s: 7 s, within her 12. Then
+  // the same at 9 s: 18 pages, 4.9 s, passes 12 s, but no review has looked yet.
+  CHECK(f.take(2).size() == 2);
+  f.clock.advance(7s);
+  CHECK(f.take(2).size() == 2);
+  CHECK(!f.order.at_risk());
+  CHECK(f.order.out_of_turn() == 0);
+  f.clock.advance(1s);         // 10 s: the next review sees it
+  CHECK(f.take(4) == "AAAA");  // two in her own turns, two in Carol's
+  CHECK(f.order.at_risk() == std::optional<fairlane::JobId>(10));
+  CHECK(f.order.out_of_turn() == 2);
+}
+
+TEST_CASE("A cancelled job's promise is forgotten, and its lane's work keeps its turns") {
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  CHECK(f.take(2) == "AA");
+  CHECK(f.order.remove_job(kA, 10).size() == 8);
+  CHECK(f.order.promised() == 0);
+  CHECK(!f.order.at_risk());
+  CHECK(f.take(3) == "BBB");
+}
+
+TEST_CASE("A page put back comes back as old work, not as a newcomer that gives its turns") {
+  Fixture f;
+  f.add(kB, 20, 1);
+  const QueuedPage bobs = f.order.take();  // Bob's only page goes out; his job leaves its lane
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);
+  f.clock.advance(2s);
+  f.order.put_back(bobs);  // a 429: it keeps its place and its age
+  f.add(kC, 30, 10);
+  // Alice at risk (21 pages ahead of her last now): Carol's turns are hers, Bob's are not.
+  CHECK(f.take(4) == "ABAA");
+  CHECK(f.order.out_of_turn() == 1);
+}
