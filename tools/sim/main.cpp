@@ -24,6 +24,9 @@ int main(int argc, char** argv) try {
   app.add_option("scenario", paths, "Scenario files (JSON)")->required()->check(CLI::ExistingFile);
   app.add_option("--scheduler", scheduler, "fair, fifo, both, or scenario (what the file says)")
       ->check(CLI::IsMember({"fair", "fifo", "both", "scenario"}));
+  bool ignore_promises = false;
+  app.add_flag("--ignore-promises", ignore_promises,
+               "Plain deficit round robin: no job goes first when its promise is at risk");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -41,6 +44,7 @@ int main(int argc, char** argv) try {
     if (scheduler == "fair") scenario->schedulers = {SchedulerKind::fair};
     if (scheduler == "fifo") scenario->schedulers = {SchedulerKind::fifo};
     if (scheduler == "both") scenario->schedulers = {SchedulerKind::fair, SchedulerKind::fifo};
+    if (ignore_promises) scenario->fairlane.keep_promises = false;
     std::vector<fairlane::sim::Metrics> runs;
     try {
       for (const SchedulerKind kind : scenario->schedulers) {

@@ -208,6 +208,10 @@ std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>
         m.provider_calls, m.provider_refused_requests, m.provider_refused_tokens,
         m.provider_refused_concurrency);
     out += fmt::format("| most calls in flight | {} |\n", m.max_in_flight_seen);
+    if (m.scheduler == SchedulerKind::fair) {
+      out += fmt::format("| pages sent in newer work's turns, for a promise at risk | {} |\n",
+                         m.out_of_turn);
+    }
     if (m.fairness_windows > 0) {
       out += fmt::format("| {:.0f} s windows with 2+ users backlogged | {} |\n", scenario.window_s,
                          m.fairness_windows);

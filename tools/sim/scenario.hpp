@@ -54,6 +54,9 @@ struct FairlaneSettings {
   std::int64_t quantum = 0;  // 0 = automatic
   double initial_tokens_per_page = 800.0;
   double initial_latency_s = 2.0;
+  // The fair scheduler lets a job whose promise is at risk go first (PromiseOrder); false:
+  // plain deficit round robin, for comparison (fairlane-sim --ignore-promises).
+  bool keep_promises = true;
 };
 
 struct UserSpec {

@@ -21,6 +21,7 @@
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/page_order.hpp"
+#include "fairlane/core/promise_order.hpp"
 #include "provider.hpp"
 
 namespace fairlane::sim {
@@ -184,13 +185,14 @@ class Run {
                              scenario.fairlane.tokens_per_minute, scenario.fairlane.max_in_flight}),
         provider_(clock_, scenario.provider, scenario.fairlane.max_tokens, rng_),
         scheduler_(scenario.fairlane.quantum),
-        fair_order_(scheduler_),
         estimator_(
             scheduler_,
             EstimatorConfig{.limits = budget_.limits(),
                             .initial_tokens_per_page = scenario.fairlane.initial_tokens_per_page,
                             .initial_latency_s = scenario.fairlane.initial_latency_s},
             &budget_, &clock_),
+        fair_order_(scheduler_, estimator_, clock_,
+                    PromiseOrderConfig{.keep_promises = scenario.fairlane.keep_promises}),
         door_(scheduler_, estimator_,
               DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
                          .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
@@ -416,6 +418,11 @@ class Run {
       page_books_.push_back(index);
       policy_.enqueue(QueuedPage{page, job, book.user, cost});
     }
+    if (predicted) {
+      policy_.promise(book.user, job,
+                      clock_.now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(*predicted)));
+    }
     queued_changed(book.user, book.pages);
   }
 
@@ -540,6 +547,7 @@ class Run {
   void finish() {
     close_windows(now() + to_ns(scenario_.window_s));
     metrics_.simulated_s = to_s(now());
+    metrics_.out_of_turn = fair_order_.out_of_turn();
     metrics_.pages_lost = metrics_.pages_accepted - metrics_.pages_done - metrics_.pages_failed;
     for (const BookResult& book : metrics_.books) {
       if (book.completion_s() > scenario_.fairlane.max_wait_s) ++metrics_.books_over_max_wait;
@@ -579,9 +587,9 @@ class Run {
   Budget budget_;
   SimulatedProvider provider_;
   FairScheduler scheduler_;
-  FairOrder fair_order_;
   FifoOrder fifo_order_;
   Estimator estimator_;
+  PromiseOrder fair_order_;
   Door door_;
   DispatchPolicy policy_;
 

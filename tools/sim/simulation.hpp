@@ -57,6 +57,7 @@ struct Metrics {
   std::int64_t provider_refused_tokens = 0;       // 429 for TPM
   std::int64_t provider_refused_concurrency = 0;  // 503 over the in-flight cap
   std::int64_t max_in_flight_seen = 0;
+  std::int64_t out_of_turn = 0;  // pages sent first for a promise at risk
 
   // Fairness over windows in which at least two users were backlogged throughout.
   std::int64_t fairness_windows = 0;
