@@ -1,4 +1,6 @@
 #include "service/dispatcher.hpp"
+
+#include "fairlane/core/promise_order.hpp"
 #include "provider/listen.hpp"
 
 #include <fmt/format.h>
@@ -106,8 +108,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
         config(std::move(c)),
         budget(clock, config.limits),
         scheduler(config.quantum),
-        order(scheduler),
         estimator(scheduler, estimator_config(config), &budget, &clock),
+        order(scheduler, estimator, clock),
         door(scheduler, estimator, door_config(config)),
         policy(clock, wall_clock, budget, order, estimator, policy_config(config)),
         commits(store, clock, config.commits),
@@ -123,8 +125,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   SystemWallClock wall_clock;
   Budget budget;
   FairScheduler scheduler;
-  FairOrder order;
   Estimator estimator;
+  PromiseOrder order;  // fair order that keeps the door's promises against newer work
   Door door;
   DispatchPolicy policy;  // every decision of the loop; this adapter carries them out
   GroupCommit commits;
@@ -455,6 +457,12 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   d.estimator.record_arrival(job.job.user_id, static_cast<std::int64_t>(job.pages.size()));
   for (const LanePage& p : job.pages) {
     (void)d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
+  }
+  if (job.job.promised_eta_at) {
+    // The door's promise, from the wall clock to the loop's.
+    d.policy.promise(job.job.user_id, job.job.id,
+                     d.clock.now() + std::chrono::duration_cast<Clock::duration>(
+                                         *job.job.promised_eta_at - d.wall_clock.now()));
   }
   d.signal();
 }
