@@ -58,6 +58,27 @@ std::string redact(const std::string& uri) {
 
 void ignore_notice(void* /*arg*/, const char* /*message*/) {}
 
+// One element of an array literal: quoted, with backslashes and double quotes escaped.
+void append_element(std::string& out, std::string_view value) {
+  out += '"';
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+template <typename T, typename Append>
+std::string array_literal(std::span<const T> values, Append append) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    append(out, values[i]);
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace
 
 Status status_for(std::string_view sqlstate, std::string_view server, std::string_view doing,
@@ -90,6 +111,9 @@ Status status_for(std::string_view sqlstate, std::string_view server, std::strin
   if (sqlstate == "23505") {
     return {StatusCode::already_exists, fmt::format("{}: {}.", doing, detail)};
   }
+  if (sqlstate == "23503") {  // a foreign key names a row that does not exist
+    return {StatusCode::not_found, fmt::format("{}: {}.", doing, detail)};
+  }
   if (sql_class == "XX") {
     return {StatusCode::corrupt,
             fmt::format("{}: the PostgreSQL server at {} reports damaged data ({}). Restore the "
@@ -119,6 +143,45 @@ std::string describe(const std::string& uri) {
   const std::string dbname = option(options.get(), "dbname");
   return fmt::format("postgresql://{}{}{}{}/{}", user, user.empty() ? "" : "@", host,
                      port.empty() ? "" : ":" + port, dbname);
+}
+
+Param Param::int64_array(std::span<const std::int64_t> values) {
+  return text(
+      array_literal(values, [](std::string& out, std::int64_t v) { out += std::to_string(v); }));
+}
+
+Param Param::int64_array(std::span<const std::optional<std::int64_t>> values) {
+  return text(array_literal(values, [](std::string& out, const std::optional<std::int64_t>& v) {
+    out += v ? std::to_string(*v) : std::string("NULL");
+  }));
+}
+
+Param Param::text_array(std::span<const std::optional<std::string_view>> values) {
+  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
+    if (v) {
+      append_element(out, *v);
+    } else {
+      out += "NULL";
+    }
+  }));
+}
+
+Param Param::bytes_array(std::span<const std::optional<std::string_view>> values) {
+  static constexpr std::string_view kHex = "0123456789abcdef";
+  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
+    if (!v) {
+      out += "NULL";
+      return;
+    }
+    // BYTEA's hex form, \x0a1b..., its backslash escaped for the array.
+    out += R"("\\x)";
+    for (const char c : *v) {
+      const auto byte = static_cast<unsigned char>(c);
+      out += kHex[byte >> 4U];
+      out += kHex[byte & 0x0fU];
+    }
+    out += '"';
+  }));
 }
 
 Result<Connection> Connection::open(const std::string& uri) {
@@ -170,7 +233,9 @@ Result<Connection> Connection::open(const std::string& uri) {
 }
 
 Connection::Connection(Connection&& other) noexcept
-    : conn_(std::exchange(other.conn_, nullptr)), server_(std::move(other.server_)) {}
+    : conn_(std::exchange(other.conn_, nullptr)),
+      server_(std::move(other.server_)),
+      round_trips_(other.round_trips_) {}
 
 Connection::~Connection() {
   if (conn_ != nullptr) PQfinish(conn_);
@@ -193,6 +258,7 @@ Status Connection::check(const pg_result* result, std::string_view doing) const 
 }
 
 Status Connection::exec(std::string_view sql, std::string_view doing) {
+  ++round_trips_;
   PGresult* result = PQexec(conn_, std::string(sql).c_str());
   Status status = check(result, doing);
   PQclear(result);
@@ -212,6 +278,7 @@ Result<Rows> Connection::query(std::string_view sql, std::span<const Param> para
     lengths.push_back(param.value() ? static_cast<int>(param.value()->size()) : 0);
     formats.push_back(param.binary() ? 1 : 0);
   }
+  ++round_trips_;
   PGresult* result = PQexecParams(conn_, std::string(sql).c_str(), static_cast<int>(params.size()),
                                   nullptr, values.data(), lengths.data(), formats.data(), 0);
   Status status = check(result, doing);

@@ -44,6 +44,13 @@ class Param {
   }
   static Param text(std::string_view value) { return Param(std::string(value), false); }
   static Param bytes(std::string_view value) { return Param(std::string(value), true); }
+  // Arrays, in PostgreSQL's array syntax, for a whole column of rows in one parameter
+  // (`unnest($1::bigint[], $2::text[])`); nullopt elements are NULL. Text must not hold a
+  // NUL byte (PostgreSQL's text cannot).
+  static Param int64_array(std::span<const std::int64_t> values);
+  static Param int64_array(std::span<const std::optional<std::int64_t>> values);
+  static Param text_array(std::span<const std::optional<std::string_view>> values);
+  static Param bytes_array(std::span<const std::optional<std::string_view>> values);
 
   [[nodiscard]] const std::optional<std::string>& value() const { return value_; }
   [[nodiscard]] bool binary() const { return binary_; }
@@ -104,6 +111,8 @@ class Connection {
   // The server, as describe() names it, for messages.
   [[nodiscard]] const std::string& server() const { return server_; }
   [[nodiscard]] pg_conn* handle() const { return conn_; }
+  // Statements sent so far (each exec or query is one round trip to the server).
+  [[nodiscard]] std::int64_t round_trips() const { return round_trips_; }
 
   // Runs one or more statements without parameters, ignoring what they return.
   Status exec(std::string_view sql, std::string_view doing);
@@ -122,6 +131,7 @@ class Connection {
 
   pg_conn* conn_;
   std::string server_;
+  std::int64_t round_trips_ = 0;
 };
 
 // BEGIN on construction (check status()), ROLLBACK on destruction unless committed.

@@ -71,6 +71,7 @@ TEST_CASE("PostgreSQL's SQLSTATEs map to the store's status codes") {
   CHECK(code("25006") == StatusCode::read_only);  // a standby
   CHECK(code("42501") == StatusCode::read_only);  // insufficient privilege
   CHECK(code("23505") == StatusCode::already_exists);
+  CHECK(code("23503") == StatusCode::not_found);  // a foreign key names no row
   CHECK(code("XX001") == StatusCode::corrupt);
   CHECK(code("58030") == StatusCode::io_error);
   CHECK(code("42601") == StatusCode::internal);  // a syntax error is a bug
