@@ -274,6 +274,13 @@ Result<Rows> Connection::query(std::string_view sql, std::span<const Param> para
   lengths.reserve(params.size());
   formats.reserve(params.size());
   for (const Param& param : params) {
+    // libpq reads a text parameter up to its first NUL: one inside would cut it short.
+    if (!param.binary() && param.value() && param.value()->find('\0') != std::string::npos) {
+      return Status{StatusCode::invalid_argument,
+                    fmt::format("{}: parameter ${} holds a NUL byte, which PostgreSQL's text "
+                                "cannot; remove it",
+                                doing, &param - params.data() + 1)};
+    }
     values.push_back(param.value() ? param.value()->c_str() : nullptr);
     lengths.push_back(param.value() ? static_cast<int>(param.value()->size()) : 0);
     formats.push_back(param.binary() ? 1 : 0);

@@ -117,7 +117,8 @@ class Connection {
   // Runs one or more statements without parameters, ignoring what they return.
   Status exec(std::string_view sql, std::string_view doing);
 
-  // Runs one statement with `params` bound to $1, $2, ...
+  // Runs one statement with `params` bound to $1, $2, ... A text parameter holding a NUL
+  // byte is refused (invalid_argument) before anything is sent.
   Result<Rows> query(std::string_view sql, std::span<const Param> params, std::string_view doing);
   Result<Rows> query(std::string_view sql, std::initializer_list<Param> params,
                      std::string_view doing) {

@@ -57,7 +57,7 @@ struct PgSql {
   // has none). Page ids are drawn from the pages' sequence and handed out in page order, so
   // that lane order (page id) is page order. A repeated idempotency key inserts nothing and
   // returns no row. Otherwise: one row per page that enters a lane (job id, owner's name,
-  // page id), in page order, or a single row with a NULL page id when every page is blank.
+  // page id, seq), in page order, or a single row with a NULL page when every page is blank.
   static constexpr std::string_view enqueue_job =
       "WITH job AS ("
       "  INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count,"
@@ -95,7 +95,7 @@ struct PgSql {
       "  INSERT INTO page_images (page_id, media_type, width, height, bytes)"
       "  SELECT ids.id, input.media_type, input.width, input.height, input.bytes"
       "  FROM job, input JOIN ids ON ids.seq = input.seq WHERE input.kind = 'image')"
-      " SELECT job.id, u.name, p.id FROM job JOIN users u ON u.id = $2::bigint"
+      " SELECT job.id, u.name, p.id, p.seq FROM job JOIN users u ON u.id = $2::bigint"
       " LEFT JOIN page_rows p ON p.kind <> 'blank' ORDER BY p.seq";
   static constexpr std::string_view job_by_idempotency_key =
       "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";

@@ -211,13 +211,15 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
   const JobId job_id = rows->int64(0, 0);
   std::vector<LanePage> lane_pages;
   lane_pages.reserve(static_cast<std::size_t>(rows->size()));
-  std::size_t seq = 0;
   for (int row = 0; row < rows->size(); ++row) {
     if (rows->is_null(row, 2)) continue;  // every page blank
-    while (request.pages[seq].kind == PageKind::blank) ++seq;
+    const auto seq = static_cast<std::size_t>(rows->int64(row, 3));
+    if (seq >= request.pages.size()) {
+      return Status{StatusCode::internal,
+                    "enqueueing a job: the server returned a page it was not sent"};
+    }
     lane_pages.push_back(LanePage{rows->int64(row, 2), job_id, request.pages[seq].estimated_tokens,
                                   std::nullopt, 0});
-    ++seq;
   }
 
   JobView view;

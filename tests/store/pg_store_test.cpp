@@ -246,6 +246,12 @@ TEST_CASE(
   const auto ann = f.store->add_user("ann", 1).value();
   CHECK(f.store->enqueue_job(job_of(ann.user.id, {})).status().code() ==
         StatusCode::invalid_argument);
+  auto pages = numbered_pages(2);
+  pages[1].text = std::string("a NUL\0 inside", 13);
+  auto nul = f.store->enqueue_job(job_of(ann.user.id, pages));
+  REQUIRE_FALSE(nul.ok());
+  CHECK(nul.status().code() == StatusCode::invalid_argument);
+  CHECK(nul.status().message().find("NUL byte") != std::string::npos);
   CHECK(f.number("SELECT count(*) FROM jobs") == 0);
   CHECK(f.number("SELECT count(*) FROM pages") == 0);
 }

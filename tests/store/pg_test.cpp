@@ -126,6 +126,14 @@ TEST_CASE("PostgreSQL: parameters and values round-trip: integers, text, NULL an
   CHECK(rows->optional_int64(1, 0) == std::nullopt);
   CHECK(rows->optional_int64(0, 0) == -9'000'000'000'000'000'000);
   CHECK(rows->bytes(1, 2).empty());
+
+  // Text cannot hold a NUL byte: refused, rather than cut short at it.
+  auto nul = connection->query("INSERT INTO t (s) VALUES ($1)",
+                               {Param::text(std::string("cut\0here", 8))}, "inserting");
+  REQUIRE_FALSE(nul.ok());
+  CHECK(nul.status().code() == StatusCode::invalid_argument);
+  CHECK(contains(nul.status().message(), "parameter $1 holds a NUL byte"));
+  CHECK(connection->query("SELECT count(*) FROM t", {}, "counting")->int64(0, 0) == 2);
 }
 
 TEST_CASE("PostgreSQL: a failed statement is the Status of its SQLSTATE, naming the server") {
