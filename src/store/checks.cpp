@@ -41,6 +41,12 @@ Status check_user_name(std::string_view name) {
                   name, kMaxUserNameBytes));
 }
 
+Status check_list_limit(std::size_t limit) {
+  if (limit >= 1 && limit <= kMaxListLimit) return {};
+  return invalid(
+      fmt::format("a list of jobs takes a limit of 1 to {}, not {}", kMaxListLimit, limit));
+}
+
 Result<JobShape> check_job_request(const JobRequest& request) {
   if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
   if (request.name.empty()) return invalid("a job needs a name");

@@ -20,6 +20,8 @@ namespace fairlane::store {
 
 inline constexpr std::int64_t kMaxWeight = 1000;
 inline constexpr std::size_t kMaxUserNameBytes = 64;
+// The most jobs one list of a user's jobs holds.
+inline constexpr std::size_t kMaxListLimit = 1'000;
 
 // Times are stored as milliseconds since the Unix epoch.
 std::int64_t to_ms(WallTime t);
@@ -33,6 +35,9 @@ Status invalid(std::string message);
 Status check_weight(std::int64_t weight);
 // 1 to kMaxUserNameBytes letters, digits, '.', '-' or '_'.
 Status check_user_name(std::string_view name);
+
+// A list limit from 1 to kMaxListLimit.
+Status check_list_limit(std::size_t limit);
 
 // What a valid job request holds besides text pages.
 struct JobShape {

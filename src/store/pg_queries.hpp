@@ -101,6 +101,38 @@ struct PgSql {
       "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";
   static constexpr std::string_view job_by_id =
       "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.id = $1::bigint";
+  static constexpr std::string_view job_by_public_id =
+      "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.public_id = $1::text AND j.user_id = $2::bigint";
+  static constexpr std::string_view job_id_by_public_id =
+      "SELECT id FROM jobs WHERE public_id = $1::text AND user_id = $2::bigint";
+  // A user's jobs, newest first, $2 of them, after the job of id $3 (0: from the newest).
+  static constexpr std::string_view jobs_of =
+      "SELECT " FAIRLANE_PG_JOB_VIEW
+      "WHERE j.user_id = $1::bigint "
+      "AND ($3::bigint = 0 OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $2::bigint";
+  static constexpr std::string_view results =
+      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts, kind FROM pages "
+      "WHERE job_id = $1::bigint ORDER BY seq";
+  static constexpr std::string_view page_call =
+      "SELECT p.kind, t.text, j.max_tokens, i.media_type, i.width, i.height, i.bytes "
+      "FROM pages p JOIN jobs j ON j.id = p.job_id LEFT JOIN page_texts t ON t.page_id = p.id "
+      "LEFT JOIN page_images i ON i.page_id = p.id WHERE p.id = $1::bigint";
+  static constexpr std::string_view set_weight =
+      "UPDATE users SET weight = $2::bigint WHERE name = $1::text";
+  static constexpr std::string_view revise_eta =
+      "UPDATE jobs SET eta_revised_at = $2::bigint, eta_revised_reason = $3::text "
+      "WHERE id = $1::bigint";
+  static constexpr std::string_view in_flight_by_user =
+      "SELECT user_id, count(*) FROM pages WHERE state = 'in_flight' "
+      "GROUP BY user_id ORDER BY user_id";
+  static constexpr std::string_view recent_spend =
+      "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > $1::bigint";
+  // Calls still out (read before load_lanes requeues their pages), and the longest call that
+  // ended since $1.
+  static constexpr std::string_view calls_out =
+      "SELECT dispatched_at FROM pages WHERE state = 'in_flight'";
+  static constexpr std::string_view longest_call =
+      "SELECT max(ended_at - at) FROM spend WHERE at > $1::bigint AND ended_at IS NOT NULL";
 
   // At start (or when a leader takes over): calls in flight were lost with their process, so
   // their pages go back to their lanes, or are cancelled if their job was.

@@ -29,27 +29,27 @@ std::optional<std::string_view> view_of(const std::optional<std::string>& text) 
   return std::string_view(*text);
 }
 
-JobView read_job(const pg::Rows& rows, double usd_per_million_tokens) {
+JobView read_job(const pg::Rows& rows, int row, double usd_per_million_tokens) {
   JobView view;
-  view.id = rows.int64(0, 0);
-  view.public_id = rows.text(0, 1);
-  view.user_id = rows.int64(0, 2);
-  view.user_name = rows.text(0, 3);
-  view.name = rows.text(0, 4);
-  view.state = job_state_from(rows.text(0, 5)).value_or(JobState::queued);
-  view.pages =
-      PageCounts{rows.int64(0, 6),  rows.int64(0, 7),  rows.int64(0, 8),  rows.int64(0, 9),
-                 rows.int64(0, 10), rows.int64(0, 11), rows.int64(0, 21), rows.int64(0, 22)};
-  view.usage = Usage{rows.int64(0, 12), rows.int64(0, 13)};
+  view.id = rows.int64(row, 0);
+  view.public_id = rows.text(row, 1);
+  view.user_id = rows.int64(row, 2);
+  view.user_name = rows.text(row, 3);
+  view.name = rows.text(row, 4);
+  view.state = job_state_from(rows.text(row, 5)).value_or(JobState::queued);
+  view.pages = PageCounts{rows.int64(row, 6),  rows.int64(row, 7),  rows.int64(row, 8),
+                          rows.int64(row, 9),  rows.int64(row, 10), rows.int64(row, 11),
+                          rows.int64(row, 21), rows.int64(row, 22)};
+  view.usage = Usage{rows.int64(row, 12), rows.int64(row, 13)};
   view.cost_usd = static_cast<double>(view.usage.input_tokens + view.usage.output_tokens) *
                   usd_per_million_tokens / 1e6;
-  view.max_tokens = rows.int64(0, 14);
-  view.created_at = from_ms(rows.int64(0, 15));
-  view.started_at = from_ms(rows.optional_int64(0, 16));
-  view.finished_at = from_ms(rows.optional_int64(0, 17));
-  view.promised_eta_at = from_ms(rows.optional_int64(0, 18));
-  view.eta_revised_at = from_ms(rows.optional_int64(0, 19));
-  if (!rows.is_null(0, 20)) view.eta_revised_reason = std::string(rows.text(0, 20));
+  view.max_tokens = rows.int64(row, 14);
+  view.created_at = from_ms(rows.int64(row, 15));
+  view.started_at = from_ms(rows.optional_int64(row, 16));
+  view.finished_at = from_ms(rows.optional_int64(row, 17));
+  view.promised_eta_at = from_ms(rows.optional_int64(row, 18));
+  view.eta_revised_at = from_ms(rows.optional_int64(row, 19));
+  if (!rows.is_null(row, 20)) view.eta_revised_reason = std::string(rows.text(row, 20));
   return view;
 }
 
@@ -269,47 +269,152 @@ Result<JobView> PgStore::job(JobId job) {
   auto rows = connection_.query(PgSql::job_by_id, params, fmt::format("reading job {}", job));
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", job)};
-  return read_job(*rows, options_.usd_per_million_tokens);
+  return read_job(*rows, 0, options_.usd_per_million_tokens);
+}
+
+Result<JobView> PgStore::job_of(std::string_view public_id, UserId owner) {
+  const std::array params{pg::Param::text(public_id), pg::Param::int64(owner)};
+  auto rows =
+      connection_.query(PgSql::job_by_public_id, params, fmt::format("reading job {}", public_id));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", public_id)};
+  return read_job(*rows, 0, options_.usd_per_million_tokens);
+}
+
+Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
+                                 std::optional<std::string_view> cursor) {
+  if (Status s = check_list_limit(limit); !s.ok()) return s;
+  std::int64_t after = 0;
+  if (cursor) {
+    const std::array find_params{pg::Param::text(*cursor), pg::Param::int64(user)};
+    auto found =
+        connection_.query(PgSql::job_id_by_public_id, find_params, "reading the list cursor");
+    if (!found.ok()) return found.status();
+    if (found->size() == 0) {
+      return invalid(
+          fmt::format("'{}' is not a cursor from an earlier list of your jobs", *cursor));
+    }
+    after = found->int64(0, 0);
+  }
+  const std::array params{pg::Param::int64(user),
+                          pg::Param::int64(static_cast<std::int64_t>(limit) + 1),
+                          pg::Param::int64(after)};
+  auto rows = connection_.query(PgSql::jobs_of, params, "listing jobs");
+  if (!rows.ok()) return rows.status();
+  JobList page;
+  for (int row = 0; row < rows->size(); ++row) {
+    page.jobs.push_back(read_job(*rows, row, options_.usd_per_million_tokens));
+  }
+  if (page.jobs.size() > limit) {
+    page.jobs.pop_back();
+    page.next_cursor = page.jobs.back().public_id;
+  }
+  return page;
+}
+
+Result<JobView> PgStore::job_by_idempotency_key(UserId user, std::string_view key) {
+  const std::array params{pg::Param::int64(user), pg::Param::text(key)};
+  auto found =
+      connection_.query(PgSql::job_by_idempotency_key, params, "looking up the idempotency key");
+  if (!found.ok()) return found.status();
+  if (found->size() == 0) return Status{StatusCode::not_found, "no job with this idempotency key"};
+  return job(found->int64(0, 0));
+}
+
+Result<std::vector<PageResult>> PgStore::results(JobId job) {
+  const std::array params{pg::Param::int64(job)};
+  auto rows = connection_.query(PgSql::results, params, "reading the job's results");
+  if (!rows.ok()) return rows.status();
+  std::vector<PageResult> pages;
+  pages.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    PageResult page;
+    page.seq = rows->int64(row, 0);
+    page.state = page_state_from(rows->text(row, 1)).value_or(PageState::queued);
+    if (!rows->is_null(row, 2)) page.output = std::string(rows->text(row, 2));
+    if (!rows->is_null(row, 3)) page.error = std::string(rows->text(row, 3));
+    page.usage = Usage{rows->int64(row, 4), rows->int64(row, 5)};
+    page.attempts = rows->int64(row, 6);
+    page.kind = page_kind_from(rows->text(row, 7)).value_or(PageKind::text);
+    pages.push_back(std::move(page));
+  }
+  return pages;
+}
+
+Result<PageCall> PgStore::page_call(PageId page) {
+  const std::array params{pg::Param::int64(page)};
+  auto rows = connection_.query(PgSql::page_call, params, "reading a page's text");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
+  PageCall call{std::string(rows->text(0, 1)), rows->int64(0, 2), std::nullopt};
+  if (rows->text(0, 0) == "image" && !rows->is_null(0, 3)) {
+    call.image = PageImage{std::string(rows->text(0, 3)), rows->int64(0, 4), rows->int64(0, 5),
+                           rows->bytes(0, 6)};
+  }
+  return call;
+}
+
+Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
+  if (Status s = check_weight(weight); !s.ok()) return s;
+  const std::array params{pg::Param::text(name), pg::Param::int64(weight)};
+  auto updated =
+      connection_.query(PgSql::set_weight, params, fmt::format("setting the weight of '{}'", name));
+  if (!updated.ok()) return updated.status();
+  if (updated->affected() == 0) {
+    return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
+  }
+  return {};
+}
+
+Status PgStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) {
+  const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(eta_at)),
+                          pg::Param::text(reason)};
+  auto updated = connection_.query(PgSql::revise_eta, params, "recording a revised ETA");
+  return updated.status();
+}
+
+Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user() {
+  auto rows = connection_.query(PgSql::in_flight_by_user, {}, "counting the pages in flight");
+  if (!rows.ok()) return rows.status();
+  std::vector<std::pair<UserId, std::int64_t>> counts;
+  counts.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    counts.emplace_back(rows->int64(row, 0), rows->int64(row, 1));
+  }
+  return counts;
+}
+
+Result<Spend> PgStore::recent_spend(std::chrono::milliseconds window) {
+  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
+  auto rows = connection_.query(PgSql::recent_spend, params, "reading recent spend");
+  if (!rows.ok()) return rows.status();
+  return Spend{rows->int64(0, 0), rows->int64(0, 1)};
+}
+
+Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
+  CallsOut out;
+  auto rows = connection_.query(PgSql::calls_out, {}, "reading the calls still out");
+  if (!rows.ok()) return rows.status();
+  out.dispatched_at.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    out.dispatched_at.emplace_back(std::chrono::milliseconds(rows->int64(row, 0)));
+  }
+  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
+  auto longest =
+      connection_.query(PgSql::longest_call, params, "reading how long recent calls took");
+  if (!longest.ok()) return longest.status();
+  if (!longest->is_null(0, 0))
+    out.longest_recent_call = std::chrono::milliseconds(longest->int64(0, 0));
+  return out;
 }
 
 // ---- not yet -----------------------------------------------------------------------------
 
-Status PgStore::set_weight(std::string_view /*name*/, std::int64_t /*weight*/) {
-  return not_yet("set a weight");
-}
 Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> /*transitions*/) {
   return not_yet("apply page transitions");
 }
 Result<std::int64_t> PgStore::cancel_job(JobId /*job*/) {
   return not_yet("cancel a job");
-}
-Status PgStore::revise_eta(JobId /*job*/, WallTime /*eta_at*/, std::string_view /*reason*/) {
-  return not_yet("revise an ETA");
-}
-Result<JobView> PgStore::job_of(std::string_view /*public_id*/, UserId /*owner*/) {
-  return not_yet("read a job by its public id");
-}
-Result<JobList> PgStore::jobs_of(UserId /*user*/, std::size_t /*limit*/,
-                                 std::optional<std::string_view> /*cursor*/) {
-  return not_yet("list a user's jobs");
-}
-Result<JobView> PgStore::job_by_idempotency_key(UserId /*user*/, std::string_view /*key*/) {
-  return not_yet("read a job by its idempotency key");
-}
-Result<std::vector<PageResult>> PgStore::results(JobId /*job*/) {
-  return not_yet("read a job's results");
-}
-Result<PageCall> PgStore::page_call(PageId /*page*/) {
-  return not_yet("read a page's call");
-}
-Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user() {
-  return not_yet("count the pages in flight");
-}
-Result<Spend> PgStore::recent_spend(std::chrono::milliseconds /*window*/) {
-  return not_yet("read the recent spend");
-}
-Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds /*window*/) {
-  return not_yet("read the calls still out");
 }
 Status PgStore::write_health() const {
   return not_yet("report its write health");

@@ -1,8 +1,8 @@
 // PgStore: the Store over PostgreSQL (DESIGN.md section 10), begun. What it does so far:
-// open (connect, migrate), users (add, find by key or name, list), enqueue a job in one round
-// trip, load the lanes, and read a job. Everything else returns `internal` with a sentence
-// saying the PostgreSQL store does not do it yet; nothing selects this store from --db yet.
-// docs/postgresql.md says what is missing.
+// open (connect, migrate), users, enqueue a job in one round trip, load the lanes, and every
+// read. The page transitions (apply, cancel_job) and the write health return `internal` with
+// a sentence saying the PostgreSQL store does not do them yet; nothing selects this store
+// from --db yet. docs/postgresql.md says what is missing.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
 // the server.
@@ -36,21 +36,22 @@ class PgStore final : public Store {
   Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
   Result<std::vector<Lane>> load_lanes() override;
   Result<JobView> job(JobId job) override;
-
-  // Not yet (each returns internal, naming what is missing).
-  Status set_weight(std::string_view name, std::int64_t weight) override;
-  Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
-  Result<std::int64_t> cancel_job(JobId job) override;
-  Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
   Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<PageCall> page_call(PageId page) override;
+  Status set_weight(std::string_view name, std::int64_t weight) override;
+  Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
   Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
+
+  // Not yet (each returns internal, naming what is missing): everything that writes a page
+  // transition, which must carry the leader's fencing epoch.
+  Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
+  Result<std::int64_t> cancel_job(JobId job) override;
   [[nodiscard]] Status write_health() const override;
   Status probe_write() override;
 

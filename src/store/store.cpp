@@ -18,7 +18,6 @@ namespace fairlane {
 namespace store {
 namespace {
 
-constexpr std::size_t kMaxListLimit = 1'000;
 // Spend older than this is pruned; the budgets only ever look back a minute.
 constexpr std::chrono::hours kSpendRetention{1};
 
@@ -654,10 +653,7 @@ Result<JobView> SqliteStore::job_of(std::string_view public_id, UserId owner) {
 
 Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
                                      std::optional<std::string_view> cursor) {
-  if (limit == 0 || limit > kMaxListLimit) {
-    return invalid(
-        fmt::format("a list of jobs takes a limit of 1 to {}, not {}", kMaxListLimit, limit));
-  }
+  if (Status s = check_list_limit(limit); !s.ok()) return s;
   Statement* list = &jobs_of_first_;
   if (cursor) {
     Use find(job_id_by_public_id_);

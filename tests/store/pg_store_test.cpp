@@ -289,6 +289,152 @@ TEST_CASE("PostgreSQL: PgStore's load_lanes puts pages in flight back at the hea
   CHECK(f.store->job(a.job.id)->pages.queued == 3);
 }
 
+TEST_CASE("PostgreSQL: PgStore reads jobs by public id, lists them newest first, and finds keys") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Fixture f(*server);
+  const auto ann = f.store->add_user("ann", 1).value();
+  const auto bo = f.store->add_user("bo", 1).value();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto request = job_of(ann.user.id, numbered_pages(1));
+    request.idempotency_key = "k" + std::to_string(i);
+    ids.push_back(f.store->enqueue_job(request).value().job.public_id);
+  }
+  CHECK(f.store->job_of(ids[2], ann.user.id)->public_id == ids[2]);
+  // Another user's job is not found, as one that does not exist.
+  CHECK(f.store->job_of(ids[2], bo.user.id).status().code() == StatusCode::not_found);
+  CHECK(f.store->job_of("job_nope", ann.user.id).status().code() == StatusCode::not_found);
+
+  auto first = f.store->jobs_of(ann.user.id, 2, std::nullopt);
+  REQUIRE_MESSAGE(first.ok(), first.status().message());
+  REQUIRE(first->jobs.size() == 2);
+  CHECK(first->jobs[0].public_id == ids[4]);
+  CHECK(first->jobs[1].public_id == ids[3]);
+  REQUIRE(first->next_cursor == ids[3]);
+  auto rest = f.store->jobs_of(ann.user.id, 10, *first->next_cursor);
+  REQUIRE(rest.ok());
+  REQUIRE(rest->jobs.size() == 3);
+  CHECK(rest->jobs[0].public_id == ids[2]);
+  CHECK(rest->jobs[2].public_id == ids[0]);
+  CHECK_FALSE(rest->next_cursor.has_value());
+  CHECK(f.store->jobs_of(bo.user.id, 10, std::nullopt)->jobs.empty());
+  CHECK(f.store->jobs_of(ann.user.id, 0, std::nullopt).status().code() ==
+        StatusCode::invalid_argument);
+  CHECK(f.store->jobs_of(ann.user.id, 10, "job_nope").status().code() ==
+        StatusCode::invalid_argument);
+
+  CHECK(f.store->job_by_idempotency_key(ann.user.id, "k1")->public_id == ids[1]);
+  CHECK(f.store->job_by_idempotency_key(bo.user.id, "k1").status().code() == StatusCode::not_found);
+}
+
+TEST_CASE("PostgreSQL: PgStore reads results, a page's call, weights and revised ETAs") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Fixture f(*server);
+  const auto ann = f.store->add_user("ann", 1).value();
+  std::vector<PageInput> pages = numbered_pages(2, 10);
+  pages.push_back(PageInput{"", 20, PageKind::image, PageImage{"image/jpeg", 3, 4, "\xff\xd8"}});
+  pages.push_back(PageInput{"", 0, PageKind::blank, std::nullopt});
+  const auto job = f.store->enqueue_job(job_of(ann.user.id, pages)).value();
+  f.run(
+      "UPDATE pages SET state = 'done', output = 'one', input_tokens = 7, output_tokens = 9, "
+      "finished_at = 1 WHERE seq = 0");
+  f.run("UPDATE pages SET attempts = 2, error = 'timed out' WHERE seq = 1");
+
+  auto results = f.store->results(job.job.id);
+  REQUIRE_MESSAGE(results.ok(), results.status().message());
+  REQUIRE(results->size() == 4);
+  CHECK((*results)[0].state == fairlane::PageState::done);
+  CHECK((*results)[0].output == "one");
+  CHECK((*results)[0].usage.input_tokens == 7);
+  CHECK((*results)[0].usage.output_tokens == 9);
+  CHECK((*results)[1].state == fairlane::PageState::queued);
+  CHECK((*results)[1].error == "timed out");
+  CHECK((*results)[1].attempts == 2);
+  CHECK_FALSE((*results)[1].output.has_value());
+  CHECK((*results)[2].kind == PageKind::image);
+  CHECK((*results)[3].kind == PageKind::blank);
+  CHECK((*results)[3].output == "");
+  CHECK(f.store->job(job.job.id)->usage.output_tokens == 9);
+
+  auto text_call = f.store->page_call(job.pages[1].page_id);
+  REQUIRE(text_call.ok());
+  CHECK(text_call->text == "page 2");
+  CHECK(text_call->max_tokens == 500);
+  CHECK_FALSE(text_call->image.has_value());
+  auto image_call = f.store->page_call(job.pages[2].page_id);
+  REQUIRE(image_call.ok());
+  REQUIRE(image_call->image.has_value());
+  CHECK(image_call->image->media_type == "image/jpeg");
+  CHECK(image_call->image->width == 3);
+  CHECK(image_call->image->bytes == "\xff\xd8");
+  CHECK(f.store->page_call(999'999).status().code() == StatusCode::not_found);
+
+  CHECK(f.store->set_weight("ann", 7).ok());
+  CHECK(f.store->find_user_by_name("ann")->weight == 7);
+  CHECK(f.store->set_weight("nobody", 2).code() == StatusCode::not_found);
+  CHECK(f.store->set_weight("ann", 0).code() == StatusCode::invalid_argument);
+
+  REQUIRE(f.store->revise_eta(job.job.id, f.clock.now + std::chrono::minutes(5), "slower").ok());
+  auto revised = f.store->job(job.job.id);
+  REQUIRE(revised.ok());
+  CHECK(revised->eta_revised_at == f.clock.now + std::chrono::minutes(5));
+  CHECK(revised->eta_revised_reason == "slower");
+}
+
+TEST_CASE("PostgreSQL: PgStore reads the pages in flight, the recent spend and the calls out") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Fixture f(*server);
+  const auto ann = f.store->add_user("ann", 1).value();
+  const auto bo = f.store->add_user("bo", 1).value();
+  const auto a = f.store->enqueue_job(job_of(ann.user.id, numbered_pages(3))).value();
+  const auto b = f.store->enqueue_job(job_of(bo.user.id, numbered_pages(1))).value();
+  const std::int64_t now_ms = 1'800'000'000'000;
+  const auto page = [](const fairlane::EnqueuedJob& job, std::size_t i) {
+    return std::to_string(job.pages[i].page_id);
+  };
+  f.run("UPDATE pages SET state = 'in_flight', dispatched_at = " + std::to_string(now_ms - 2000) +
+        " WHERE id IN (" + page(a, 0) + ", " + page(a, 1) + ", " + page(b, 0) + ")");
+  // Three calls in the last minute (one ended after 1.5 s), one two minutes ago.
+  f.run("INSERT INTO spend (page_id, dispatch, at, tokens, ended_at) VALUES (" + page(a, 0) +
+        ", 1, " + std::to_string(now_ms - 2000) + ", 100, NULL), (" + page(a, 1) + ", 1, " +
+        std::to_string(now_ms - 3000) + ", 200, " + std::to_string(now_ms - 1500) + "), (" +
+        page(b, 0) + ", 1, " + std::to_string(now_ms - 2000) + ", 300, NULL), (" + page(a, 2) +
+        ", 1, " + std::to_string(now_ms - 120'000) + ", 400, " + std::to_string(now_ms - 110'000) +
+        ")");
+
+  auto in_flight = f.store->in_flight_by_user();
+  REQUIRE_MESSAGE(in_flight.ok(), in_flight.status().message());
+  REQUIRE(in_flight->size() == 2);
+  CHECK((*in_flight)[0] == std::pair<fairlane::UserId, std::int64_t>{ann.user.id, 2});
+  CHECK((*in_flight)[1] == std::pair<fairlane::UserId, std::int64_t>{bo.user.id, 1});
+
+  auto spend = f.store->recent_spend(std::chrono::seconds(60));
+  REQUIRE(spend.ok());
+  CHECK(spend->requests == 3);
+  CHECK(spend->tokens == 600);
+
+  auto out = f.store->calls_out(std::chrono::minutes(10));
+  REQUIRE(out.ok());
+  CHECK(out->dispatched_at.size() == 3);
+  REQUIRE(out->longest_recent_call.has_value());
+  CHECK(*out->longest_recent_call == std::chrono::milliseconds(10'000));
+  auto recent = f.store->calls_out(std::chrono::seconds(60));
+  REQUIRE(recent.ok());
+  CHECK(*recent->longest_recent_call == std::chrono::milliseconds(1'500));
+}
+
 TEST_CASE("PostgreSQL: what PgStore does not do yet says so") {
   const auto server = pg_server_uri();
   if (!server) {
@@ -300,6 +446,7 @@ TEST_CASE("PostgreSQL: what PgStore does not do yet says so") {
   REQUIRE_FALSE(applied.ok());
   CHECK(applied.status().code() == StatusCode::internal);
   CHECK(applied.status().message().find("cannot apply page transitions yet") != std::string::npos);
-  CHECK_FALSE(f.store->results(1).ok());
+  CHECK(f.store->cancel_job(1).status().code() == StatusCode::internal);
+  CHECK(f.store->write_health().code() == StatusCode::internal);
   CHECK(f.store->path() == f.database.uri());
 }
