@@ -301,7 +301,8 @@ TEST_CASE("PostgreSQL: PgStore reads jobs by public id, lists them newest first,
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
     auto request = job_of(ann.user.id, numbered_pages(1));
-    request.idempotency_key = "k" + std::to_string(i);
+    // (Appended, not "k" + ...: GCC 12 at -O3 warns about that concatenation, -Wrestrict.)
+    request.idempotency_key = std::string("k").append(std::to_string(i));
     ids.push_back(f.store->enqueue_job(request).value().job.public_id);
   }
   CHECK(f.store->job_of(ids[2], ann.user.id)->public_id == ids[2]);
