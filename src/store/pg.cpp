@@ -43,17 +43,23 @@ std::string option(const PQconninfoOption* options, std::string_view keyword) {
 }
 
 // A URI that does not parse, for the message, without what may be its password: the part
-// between "://" and the last "@" of its authority.
+// between "://" and the last "@" of its authority, and a query string naming a password.
+// Empty for a key=value string naming one.
 std::string redact(const std::string& uri) {
   const auto scheme = uri.find("://");
   if (scheme == std::string::npos) return uri.find("password") == std::string::npos ? uri : "";
+  std::string shown = uri;
+  const auto query = shown.find('?', scheme);
+  if (query != std::string::npos && shown.find("password", query) != std::string::npos) {
+    shown.replace(query, std::string::npos, "?***");
+  }
   const auto authority = scheme + 3;
-  const auto slash = uri.find('/', authority);
-  const auto at = uri.rfind('@', slash == std::string::npos ? std::string::npos : slash);
-  if (at == std::string::npos || at < authority) return uri;
-  const auto colon = uri.find(':', authority);
-  if (colon == std::string::npos || colon > at) return uri;
-  return uri.substr(0, colon) + ":***" + uri.substr(at);
+  const auto slash = shown.find('/', authority);
+  const auto at = shown.rfind('@', slash);
+  if (at == std::string::npos || at < authority) return shown;
+  const auto colon = shown.find(':', authority);
+  if (colon == std::string::npos || colon > at) return shown;
+  return shown.replace(colon, at - colon, ":***");
 }
 
 void ignore_notice(void* /*arg*/, const char* /*message*/) {}
@@ -84,6 +90,12 @@ std::string array_literal(std::span<const T> values, Append append) {
 Status status_for(std::string_view sqlstate, std::string_view server, std::string_view doing,
                   std::string_view detail) {
   const std::string_view sql_class = sqlstate.substr(0, 2);
+  if (sqlstate == "57014") {  // a statement or lock timeout cancelled the query
+    return {StatusCode::busy,
+            fmt::format("{}: the PostgreSQL server at {} cancelled it ({}). Retry later, or "
+                        "raise statement_timeout for the role of --db.",
+                        doing, server, detail)};
+  }
   if (sqlstate.empty() || sql_class == "08" || sql_class == "57") {
     return {StatusCode::io_error,
             fmt::format("{}: lost the connection to PostgreSQL at {} ({}). Check that the server "
@@ -189,15 +201,18 @@ Result<Connection> Connection::open(const std::string& uri) {
   const Conninfo options = parse(uri, error);
   if (!options) {
     // libpq's reason quotes the URI, password and all (or, of a key=value string, any part).
-    const std::string shown = redact(uri);
-    if (shown.empty()) error = "a key=value string that does not parse";
+    std::string shown = redact(uri);
+    if (shown.empty()) {
+      shown = "(a key=value string with a password, not shown)";
+      error = "it does not parse";
+    }
     for (auto at = error.find(uri); !uri.empty() && at != std::string::npos;
          at = error.find(uri, at)) {
       error.replace(at, uri.size(), shown);
       at += shown.size();
     }
     return Status{StatusCode::invalid_argument,
-                  fmt::format("connecting to PostgreSQL: `{}` is not a connection URI ({}). "
+                  fmt::format("connecting to PostgreSQL: {} is not a connection URI ({}). "
                               "Write --db as postgresql://user@host:port/database.",
                               shown, error)};
   }

@@ -44,6 +44,15 @@ TEST_CASE(
   CHECK(contains(message, "postgresql://ann:***@[::1/lanes"));
   CHECK_FALSE(contains(message, "secret"));
   CHECK(contains(message, "postgresql://user@host:port/database"));
+
+  auto in_query = Connection::open("postgresql://[::1/lanes?user=ann&password=secret");
+  REQUIRE_FALSE(in_query.ok());
+  CHECK(contains(in_query.status().message(), "postgresql://[::1/lanes?***"));
+  CHECK_FALSE(contains(in_query.status().message(), "secret"));
+  auto key_value = Connection::open("host=db password=secret port='5432");
+  REQUIRE_FALSE(key_value.ok());
+  CHECK(key_value.status().code() == StatusCode::invalid_argument);
+  CHECK_FALSE(contains(key_value.status().message(), "secret"));
 }
 
 TEST_CASE("A PostgreSQL server nobody listens for is io_error, naming the server and the remedy") {
@@ -63,6 +72,7 @@ TEST_CASE("PostgreSQL's SQLSTATEs map to the store's status codes") {
   CHECK(code("") == StatusCode::io_error);  // no SQLSTATE: the connection broke
   CHECK(code("08006") == StatusCode::io_error);
   CHECK(code("57P01") == StatusCode::io_error);  // the server shut down
+  CHECK(code("57014") == StatusCode::busy);      // statement_timeout
   CHECK(code("53100") == StatusCode::disk_full);
   CHECK(code("53300") == StatusCode::busy);       // too many connections
   CHECK(code("40001") == StatusCode::busy);       // serialization failure
