@@ -3,11 +3,15 @@
 #include "store/pg_migrations.hpp"
 
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "support/pg.hpp"
+#include "support/store.hpp"
 
 using fairlane::StatusCode;
 using fairlane::store::pg_migrate;
@@ -18,6 +22,9 @@ using fairlane::store::pg::Param;
 using fairlane::testing::kNoPgServer;
 using fairlane::testing::pg_server_uri;
 using fairlane::testing::PgTestDatabase;
+using fairlane::testing::TempDir;
+
+using Columns = std::set<std::pair<std::string, std::string>>;  // (table, column)
 
 namespace {
 
@@ -35,6 +42,28 @@ std::int64_t count(Connection& connection, const std::string& sql) {
   auto rows = connection.query(sql, {}, "counting");
   REQUIRE_MESSAGE(rows.ok(), rows.status().message());
   return rows->int64(0, 0);
+}
+
+// Every (table, column) of the SQLite schema at its latest version.
+Columns sqlite_columns() {
+  TempDir dir;
+  const std::string path = dir.file("schema.db");
+  { auto store = fairlane::testing::open_store(path); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  const char* sql =
+      "SELECT m.name, c.name FROM sqlite_schema m, pragma_table_xinfo(m.name) c "
+      "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'";
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK);
+  Columns columns;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    columns.emplace(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return columns;
 }
 
 }  // namespace
@@ -193,4 +222,37 @@ TEST_CASE("PostgreSQL: the schema keeps a job's counters, tokens and times as it
   CHECK(job() == "running 1 0 1 0 30 100 -");
   run("UPDATE pages SET state = 'cancelled', finished_at = 300 WHERE id = 12");
   CHECK(job() == "cancelled 0 0 1 1 30 100 300");
+}
+
+TEST_CASE("PostgreSQL: the schema has the SQLite schema's tables and columns, and no others") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  PgTestDatabase database(*server);
+  Connection connection = connect(database.uri());
+  REQUIRE(pg_migrate(connection, latest()).ok());
+  auto rows = connection.query(
+      "SELECT table_name, column_name FROM information_schema.columns "
+      "WHERE table_schema = 'public' AND table_name <> 'schema_migrations'",
+      {}, "listing the columns");
+  REQUIRE_MESSAGE(rows.ok(), rows.status().message());
+  Columns pg;
+  for (int row = 0; row < rows->size(); ++row) {
+    pg.emplace(std::string(rows->text(row, 0)), std::string(rows->text(row, 1)));
+  }
+  const Columns sqlite = sqlite_columns();
+  CHECK(sqlite.size() > 40);
+  // A column one schema has and the other lacks: a migration is missing on one side.
+  for (const auto& [table, column] : sqlite) {
+    CAPTURE(table);
+    CAPTURE(column);
+    CHECK(pg.contains({table, column}));
+  }
+  for (const auto& [table, column] : pg) {
+    CAPTURE(table);
+    CAPTURE(column);
+    CHECK(sqlite.contains({table, column}));
+  }
 }
