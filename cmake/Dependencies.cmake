@@ -12,9 +12,11 @@ find_package(Threads REQUIRED)
 find_package(PNG REQUIRED)
 find_package(JPEG REQUIRED)
 find_package(ZLIB REQUIRED)  # the PDF writer's Flate-compressed images
-# poppler-cpp ships a pkg-config file and no CMake package.
+# poppler-cpp and libpq ship pkg-config files; CMake's own FindPostgreSQL wants the server's
+# headers too, which the client does not need.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq>=15)
 if(FAIRLANE_BUILD_TESTS)
   find_package(doctest 2.4 REQUIRED)
 endif()

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Every SQL statement fairlane runs is a constant, its values bound as parameters: no SQL is
 # ever built from strings, so no input can become SQL. Fails, naming the line, when
-#  1. something other than a string literal or a src/store/queries.hpp constant (Sql::...)
-#     is handed to SQLite to run or prepare (sqlite3_exec, sqlite3_prepare*, Database::exec,
-#     Statement::prepare), outside the wrappers that pass those on; or
+#  1. something other than a string literal or a src/store/queries.hpp or pg_queries.hpp
+#     constant (Sql::..., PgSql::...) is handed to SQLite or PostgreSQL to run or prepare
+#     (sqlite3_exec, sqlite3_prepare*, Database::exec, Statement::prepare, PQexec*, PQprepare,
+#     pg::Connection::exec and query), outside the wrappers that pass those on; or
 #  2. a string with SQL in it is formatted (fmt::format, std::format, *printf) or
 #     concatenated with `+`.
 # The one exception: a migration's own SQL, compiled in from schema/sql, is run with the
-# integer of its version (PRAGMA user_version cannot take a bound parameter).
+# integer of its version (PRAGMA user_version cannot take a bound parameter); schema/pg's is
+# run as it is.
 #
 #   sql_is_bound.sh SRC_DIR
 set -euo pipefail
@@ -26,19 +28,21 @@ while IFS= read -r hit; do
   line=${rest%%:*}
   code=${rest#*:}
   arg=$(sed -E 's/.*(sqlite3_exec|sqlite3_prepare(_v[23])?)\(\s*[^,]+,\s*([^,)]+).*/\3/; t
+                s/.*(PQexec|PQexecParams|PQprepare)\(\s*[^,]+,\s*([^,)]+).*/\2/; t
                 s/.*Statement::prepare\(\s*[^,]+,\s*([^,)]+).*/\1/; t
-                s/.*(\.|->)exec\(\s*([^,)]+).*/\2/' <<<"$code")
+                s/.*(\.|->)(exec|query)\(\s*([^,)]+).*/\3/' <<<"$code")
   case $arg in
-    \"* | Sql::* | "std::string_view "*) continue ;; # a literal, a constant, a declaration
+    \"* | Sql::* | PgSql::* | "std::string_view "*) continue ;; # a literal, a constant, a declaration
   esac
   case ${file#"$src"/}:$arg in
     # The wrappers, handing on what their callers gave; the migrations' compiled-in SQL; the
     # store preparing each Sql:: constant in turn.
     "store/sqlite.cpp:std::string(sql" | "store/sqlite.cpp:sql.data(" | \
-      "store/migrations.cpp:sql.c_str(" | "store/store.cpp:sql") continue ;;
+      "store/migrations.cpp:sql.c_str(" | "store/store.cpp:sql" | \
+      "store/pg.cpp:std::string(sql" | "store/pg_migrations.cpp:migration.sql") continue ;;
   esac
-  bad "$file:$line gives SQLite SQL that is not a constant ($arg): put the statement in src/store/queries.hpp and bind its values"
-done < <(grep -rnE '(sqlite3_exec|sqlite3_prepare(_v[23])?|Statement::prepare|(\.|->)exec)\(' "$src" \
+  bad "$file:$line gives the database SQL that is not a constant ($arg): put the statement in src/store/queries.hpp (pg_queries.hpp) and bind its values"
+done < <(grep -rnE '((sqlite3_exec|sqlite3_prepare(_v[23])?|PQexec(Params)?|PQprepare|Statement::prepare|(\.|->)exec)\(|(\.|->)query\([^)])' "$src" \
   --include='*.cpp' --include='*.hpp')
 
 # 2. SQL formatted or concatenated: each formatting call is read whole, to its semicolon.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fairlane/store/store.hpp"
+#include "store/checks.hpp"
 #include "store/crypto.hpp"
 #include "store/migrations.hpp"
 #include "store/queries.hpp"
@@ -17,44 +18,8 @@ namespace fairlane {
 namespace store {
 namespace {
 
-constexpr std::int64_t kMaxWeight = 1000;
-constexpr std::size_t kMaxUserNameBytes = 64;
-constexpr std::size_t kMaxListLimit = 1'000;
 // Spend older than this is pruned; the budgets only ever look back a minute.
 constexpr std::chrono::hours kSpendRetention{1};
-
-std::int64_t to_ms(WallTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-WallTime from_ms(std::int64_t ms) {
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(ms)));
-}
-
-std::optional<WallTime> from_ms(std::optional<std::int64_t> ms) {
-  if (!ms) return std::nullopt;
-  return from_ms(*ms);
-}
-
-Status invalid(std::string message) {
-  return {StatusCode::invalid_argument, std::move(message)};
-}
-
-Status check_weight(std::int64_t weight) {
-  if (weight >= 1 && weight <= kMaxWeight) return {};
-  return invalid(fmt::format("a weight of {} is out of range: use a whole number from 1 to {}",
-                             weight, kMaxWeight));
-}
-
-Status check_user_name(std::string_view name) {
-  const bool valid_chars = std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
-  });
-  if (!name.empty() && name.size() <= kMaxUserNameBytes && valid_chars) return {};
-  return invalid(
-      fmt::format("'{}' is not a valid user name: use 1 to {} letters, digits, '.', '-' or '_'",
-                  name, kMaxUserNameBytes));
-}
 
 // Sets synchronous=FULL for the life of the object (one transaction that must survive power
 // loss before anyone is told), then NORMAL again.
@@ -331,30 +296,10 @@ Result<EnqueuedJob> SqliteStore::enqueue_job(const JobRequest& request) {
 
 Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) {
   if (broken_) return *broken_;
-  if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
-  if (request.name.empty()) return invalid("a job needs a name");
-  if (request.max_tokens < 1) {
-    return invalid(fmt::format("max_tokens must be at least 1, not {}", request.max_tokens));
-  }
-  if (request.idempotency_key && (request.idempotency_key->empty() ||
-                                  request.idempotency_key->size() > kMaxIdempotencyKeyBytes)) {
-    return invalid(
-        fmt::format("an idempotency key must be 1 to {} bytes long", kMaxIdempotencyKeyBytes));
-  }
-  std::int64_t images = 0;
-  std::int64_t blank = 0;
-  for (std::size_t i = 0; i < request.pages.size(); ++i) {
-    const PageInput& page = request.pages[i];
-    if (page.estimated_tokens < 0) {
-      return invalid(fmt::format("page {} has a negative token estimate", i + 1));
-    }
-    if ((page.kind == PageKind::image) != page.image.has_value()) {
-      return invalid(
-          fmt::format("page {} is an image page without its image, or the reverse", i + 1));
-    }
-    images += page.kind == PageKind::image ? 1 : 0;
-    blank += page.kind == PageKind::blank ? 1 : 0;
-  }
+  const auto shape = check_job_request(request);
+  if (!shape.ok()) return shape.status();
+  const std::int64_t images = shape->images;
+  const std::int64_t blank = shape->blank;
   user_by_id_.bind(1, request.user_id);
   auto owner = read_user(user_by_id_, fmt::format("user with id {}", request.user_id));
   if (!owner.ok()) return owner.status();
@@ -708,10 +653,7 @@ Result<JobView> SqliteStore::job_of(std::string_view public_id, UserId owner) {
 
 Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
                                      std::optional<std::string_view> cursor) {
-  if (limit == 0 || limit > kMaxListLimit) {
-    return invalid(
-        fmt::format("a list of jobs takes a limit of 1 to {}, not {}", kMaxListLimit, limit));
-  }
+  if (Status s = check_list_limit(limit); !s.ok()) return s;
   Statement* list = &jobs_of_first_;
   if (cursor) {
     Use find(job_id_by_public_id_);

@@ -1,0 +1,400 @@
+#include "store/pg.hpp"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace fairlane::store::pg {
+namespace {
+
+// The server's message without libpq's trailing newline (and "ERROR:  " prefix).
+std::string tidy_message(const char* message) {
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.starts_with("ERROR:  ")) text.erase(0, 8);
+  return text.empty() ? std::string("no message") : text;
+}
+
+struct ConninfoDeleter {
+  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
+};
+using Conninfo = std::unique_ptr<PQconninfoOption, ConninfoDeleter>;
+
+// The parsed options of `uri`, or null with libpq's reason in `error`.
+Conninfo parse(const std::string& uri, std::string& error) {
+  char* message = nullptr;
+  Conninfo options(PQconninfoParse(uri.c_str(), &message));
+  if (!options) {
+    error = tidy_message(message != nullptr ? message : "out of memory");
+    PQfreemem(message);
+  }
+  return options;
+}
+
+std::string option(const PQconninfoOption* options, std::string_view keyword) {
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (keyword == o->keyword) return o->val != nullptr ? o->val : "";
+  }
+  return "";
+}
+
+// A URI that does not parse, for the message, without what may be its password: the part
+// between "://" and the last "@" of its authority, and a query string naming a password.
+// Empty for a key=value string naming one.
+std::string redact(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri.find("password") == std::string::npos ? uri : "";
+  std::string shown = uri;
+  const auto query = shown.find('?', scheme);
+  if (query != std::string::npos && shown.find("password", query) != std::string::npos) {
+    shown.replace(query, std::string::npos, "?***");
+  }
+  const auto authority = scheme + 3;
+  const auto slash = shown.find('/', authority);
+  const auto at = shown.rfind('@', slash);
+  if (at == std::string::npos || at < authority) return shown;
+  const auto colon = shown.find(':', authority);
+  if (colon == std::string::npos || colon > at) return shown;
+  return shown.replace(colon, at - colon, ":***");
+}
+
+void ignore_notice(void* /*arg*/, const char* /*message*/) {}
+
+// One element of an array literal: quoted, with backslashes and double quotes escaped.
+void append_element(std::string& out, std::string_view value) {
+  out += '"';
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+template <typename T, typename Append>
+std::string array_literal(std::span<const T> values, Append append) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    append(out, values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace
+
+Status status_for(std::string_view sqlstate, std::string_view server, std::string_view doing,
+                  std::string_view detail) {
+  const std::string_view sql_class = sqlstate.substr(0, 2);
+  if (sqlstate == "57014") {  // a statement or lock timeout cancelled the query
+    return {StatusCode::busy,
+            fmt::format("{}: the PostgreSQL server at {} cancelled it ({}). Retry later, or "
+                        "raise statement_timeout for the role of --db.",
+                        doing, server, detail)};
+  }
+  if (sqlstate.empty() || sql_class == "08" || sql_class == "57") {
+    return {StatusCode::io_error,
+            fmt::format("{}: lost the connection to PostgreSQL at {} ({}). Check that the server "
+                        "is running and reachable; nothing committed was lost.",
+                        doing, server, detail)};
+  }
+  if (sqlstate == "53100") {
+    return {StatusCode::disk_full,
+            fmt::format("{}: the disk of the PostgreSQL server at {} is full ({}). Free some "
+                        "space there and retry; nothing already accepted was lost.",
+                        doing, server, detail)};
+  }
+  if (sql_class == "53" || sql_class == "40" || sqlstate == "55P03") {
+    return {StatusCode::busy,
+            fmt::format("{}: the PostgreSQL server at {} is busy ({}). Retry later, or raise "
+                        "its limits (max_connections, lock_timeout).",
+                        doing, server, detail)};
+  }
+  if (sqlstate == "25006" || sqlstate == "42501") {
+    return {StatusCode::read_only,
+            fmt::format("{}: fairlane may not write to the database at {} ({}). Connect to the "
+                        "primary, not a standby, and grant the role of --db what it needs.",
+                        doing, server, detail)};
+  }
+  if (sqlstate == "23505") {
+    return {StatusCode::already_exists, fmt::format("{}: {}.", doing, detail)};
+  }
+  if (sqlstate == "23503") {  // a foreign key names a row that does not exist
+    return {StatusCode::not_found, fmt::format("{}: {}.", doing, detail)};
+  }
+  if (sql_class == "XX") {
+    return {StatusCode::corrupt,
+            fmt::format("{}: the PostgreSQL server at {} reports damaged data ({}). Restore the "
+                        "database from a backup.",
+                        doing, server, detail)};
+  }
+  if (sql_class == "58") {
+    return {StatusCode::io_error,
+            fmt::format("{}: the PostgreSQL server at {} failed a read or write ({}). Check the "
+                        "server's disk and log.",
+                        doing, server, detail)};
+  }
+  return {StatusCode::internal, fmt::format("{}: unexpected PostgreSQL error on {} ({}, SQLSTATE "
+                                            "{}).",
+                                            doing, server, detail, sqlstate)};
+}
+
+std::string describe(const std::string& uri) {
+  std::string error;
+  const Conninfo options = parse(uri, error);
+  if (!options) return "";
+  const std::string user = option(options.get(), "user");
+  std::string host = option(options.get(), "host");
+  if (host.empty()) host = option(options.get(), "hostaddr");
+  if (host.empty()) host = "localhost";
+  const std::string port = option(options.get(), "port");
+  const std::string dbname = option(options.get(), "dbname");
+  return fmt::format("postgresql://{}{}{}{}/{}", user, user.empty() ? "" : "@", host,
+                     port.empty() ? "" : ":" + port, dbname);
+}
+
+Param Param::int64_array(std::span<const std::int64_t> values) {
+  return text(
+      array_literal(values, [](std::string& out, std::int64_t v) { out += std::to_string(v); }));
+}
+
+Param Param::int64_array(std::span<const std::optional<std::int64_t>> values) {
+  return text(array_literal(values, [](std::string& out, const std::optional<std::int64_t>& v) {
+    out += v ? std::to_string(*v) : std::string("NULL");
+  }));
+}
+
+Param Param::text_array(std::span<const std::optional<std::string_view>> values) {
+  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
+    if (v) {
+      append_element(out, *v);
+    } else {
+      out += "NULL";
+    }
+  }));
+}
+
+Param Param::bytes_array(std::span<const std::optional<std::string_view>> values) {
+  static constexpr std::string_view kHex = "0123456789abcdef";
+  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
+    if (!v) {
+      out += "NULL";
+      return;
+    }
+    // BYTEA's hex form, \x0a1b..., its backslash escaped for the array.
+    out += R"("\\x)";
+    for (const char c : *v) {
+      const auto byte = static_cast<unsigned char>(c);
+      out += kHex[byte >> 4U];
+      out += kHex[byte & 0x0fU];
+    }
+    out += '"';
+  }));
+}
+
+Result<Connection> Connection::open(const std::string& uri) {
+  std::string error;
+  const Conninfo options = parse(uri, error);
+  if (!options) {
+    // libpq's reason quotes the URI, password and all (or, of a key=value string, any part).
+    std::string shown = redact(uri);
+    if (shown.empty()) {
+      shown = "(a key=value string with a password, not shown)";
+      error = "it does not parse";
+    }
+    for (auto at = error.find(uri); !uri.empty() && at != std::string::npos;
+         at = error.find(uri, at)) {
+      error.replace(at, uri.size(), shown);
+      at += shown.size();
+    }
+    return Status{StatusCode::invalid_argument,
+                  fmt::format("connecting to PostgreSQL: {} is not a connection URI ({}). "
+                              "Write --db as postgresql://user@host:port/database.",
+                              shown, error)};
+  }
+  const std::string server = describe(uri);
+  // Defaults first: what the URI says (dbname, expanded) overrides them.
+  const bool has_timeout = !option(options.get(), "connect_timeout").empty();
+  std::vector<const char*> keywords{"fallback_application_name", "client_encoding"};
+  std::vector<const char*> values{"fairlane", "UTF8"};
+  if (!has_timeout) {
+    keywords.push_back("connect_timeout");
+    values.push_back("10");
+  }
+  keywords.push_back("dbname");
+  values.push_back(uri.c_str());
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), 1);
+  if (conn == nullptr) {
+    return Status{StatusCode::internal,
+                  fmt::format("connecting to PostgreSQL at {}: out of memory.", server)};
+  }
+  if (PQstatus(conn) != CONNECTION_OK) {
+    const std::string detail = tidy_message(PQerrorMessage(conn));
+    PQfinish(conn);
+    return Status{StatusCode::io_error,
+                  fmt::format("connecting to PostgreSQL at {}: {}. Check that the server is "
+                              "running and accepts connections from this host, and that the "
+                              "user, password and database of --db exist.",
+                              server, detail)};
+  }
+  PQsetNoticeProcessor(conn, ignore_notice, nullptr);
+  return Connection(conn, server);
+}
+
+Connection::Connection(Connection&& other) noexcept
+    : conn_(std::exchange(other.conn_, nullptr)),
+      server_(std::move(other.server_)),
+      round_trips_(other.round_trips_) {}
+
+Connection::~Connection() {
+  if (conn_ != nullptr) PQfinish(conn_);
+}
+
+Status Connection::check(const pg_result* result, std::string_view doing) const {
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  switch (status) {
+    case PGRES_COMMAND_OK:
+    case PGRES_TUPLES_OK:
+    case PGRES_EMPTY_QUERY:
+      return {};
+    default:
+      break;
+  }
+  const char* sqlstate = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string detail =
+      tidy_message(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn_));
+  return status_for(sqlstate != nullptr ? sqlstate : "", server_, doing, detail);
+}
+
+Status Connection::exec(std::string_view sql, std::string_view doing) {
+  ++round_trips_;
+  PGresult* result = PQexec(conn_, std::string(sql).c_str());
+  Status status = check(result, doing);
+  PQclear(result);
+  return status;
+}
+
+Result<Rows> Connection::query(std::string_view sql, std::span<const Param> params,
+                               std::string_view doing) {
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+  values.reserve(params.size());
+  lengths.reserve(params.size());
+  formats.reserve(params.size());
+  for (const Param& param : params) {
+    // libpq reads a text parameter up to its first NUL: one inside would cut it short.
+    if (!param.binary() && param.value() && param.value()->find('\0') != std::string::npos) {
+      return Status{StatusCode::invalid_argument,
+                    fmt::format("{}: parameter ${} holds a NUL byte, which PostgreSQL's text "
+                                "cannot; remove it",
+                                doing, &param - params.data() + 1)};
+    }
+    values.push_back(param.value() ? param.value()->c_str() : nullptr);
+    lengths.push_back(param.value() ? static_cast<int>(param.value()->size()) : 0);
+    formats.push_back(param.binary() ? 1 : 0);
+  }
+  ++round_trips_;
+  PGresult* result = PQexecParams(conn_, std::string(sql).c_str(), static_cast<int>(params.size()),
+                                  nullptr, values.data(), lengths.data(), formats.data(), 0);
+  Status status = check(result, doing);
+  if (!status.ok()) {
+    PQclear(result);
+    return status;
+  }
+  return Rows(result);
+}
+
+Rows::Rows(Rows&& other) noexcept : result_(std::exchange(other.result_, nullptr)) {}
+
+Rows& Rows::operator=(Rows&& other) noexcept {
+  if (this != &other) {
+    PQclear(result_);
+    result_ = std::exchange(other.result_, nullptr);
+  }
+  return *this;
+}
+
+Rows::~Rows() {
+  PQclear(result_);
+}
+
+std::string_view Rows::command() const {
+  return PQcmdStatus(result_);
+}
+
+int Rows::size() const {
+  return PQntuples(result_);
+}
+
+int Rows::columns() const {
+  return PQnfields(result_);
+}
+
+std::int64_t Rows::affected() const {
+  std::int64_t count = 0;
+  const std::string_view text = PQcmdTuples(result_);
+  std::from_chars(text.data(), text.data() + text.size(), count);
+  return count;
+}
+
+bool Rows::is_null(int row, int column) const {
+  return PQgetisnull(result_, row, column) == 1;
+}
+
+std::string_view Rows::text(int row, int column) const {
+  return {PQgetvalue(result_, row, column),
+          static_cast<std::size_t>(PQgetlength(result_, row, column))};
+}
+
+std::int64_t Rows::int64(int row, int column) const {
+  std::int64_t value = 0;
+  const std::string_view digits = text(row, column);
+  std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return value;
+}
+
+std::optional<std::int64_t> Rows::optional_int64(int row, int column) const {
+  if (is_null(row, column)) return std::nullopt;
+  return int64(row, column);
+}
+
+std::string Rows::bytes(int row, int column) const {
+  if (is_null(row, column)) return {};
+  std::size_t size = 0;
+  unsigned char* raw = PQunescapeBytea(
+      reinterpret_cast<const unsigned char*>(PQgetvalue(result_, row, column)), &size);
+  if (raw == nullptr) return {};
+  std::string bytes(reinterpret_cast<const char*>(raw), size);
+  PQfreemem(raw);
+  return bytes;
+}
+
+Transaction::Transaction(Connection& connection) : connection_(connection) {
+  begin_status_ = connection_.exec("BEGIN", "beginning a transaction");
+  open_ = begin_status_.ok();
+}
+
+Transaction::~Transaction() {
+  if (open_) (void)connection_.exec("ROLLBACK", "rolling back");
+}
+
+Status Transaction::commit() {
+  open_ = false;
+  auto done = connection_.query("COMMIT", {}, "committing");
+  if (!done.ok()) return done.status();
+  // COMMIT of a transaction a failed statement aborted rolls it back, and says so.
+  if (done->command() != "COMMIT") {
+    return status_for("25P02", connection_.server(), "committing",
+                      "the transaction was aborted by an earlier error, and rolled back");
+  }
+  return {};
+}
+
+}  // namespace fairlane::store::pg

@@ -1,0 +1,153 @@
+// Every SQL statement the PostgreSQL layer and store run, in one place (as queries.hpp is for
+// SQLite). Parameters are $1, $2, ..., cast where first used so that nothing is left to the
+// server's guess.
+#pragma once
+
+#include <string_view>
+
+namespace fairlane::store {
+
+// The columns of a job view, in the order pg_store.cpp's read_job reads them (those of
+// queries.hpp's FAIRLANE_JOB_VIEW).
+#define FAIRLANE_PG_JOB_VIEW                                                        \
+  "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, " \
+  "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "   \
+  "j.max_tokens, j.created_at, j.started_at, j.finished_at, j.promised_eta_at, "    \
+  "j.eta_revised_at, j.eta_revised_reason, j.image_pages, j.blank_pages "           \
+  "FROM jobs j JOIN users u ON u.id = j.user_id "
+
+struct PgSql {
+  // Orders migrating processes: an advisory lock held until the transaction ends, keyed by
+  // "fairlane" read as a big-endian 64-bit integer.
+  static constexpr std::string_view lock_migrations =
+      "SELECT pg_advisory_xact_lock(7377293604775095909)";
+  static constexpr std::string_view create_schema_migrations =
+      "CREATE TABLE IF NOT EXISTS schema_migrations ("
+      " version    INTEGER PRIMARY KEY,"
+      " name       TEXT NOT NULL,"
+      " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+  // Whether the first migration was ever attempted (a query naming a table that does not
+  // exist fails before it runs, so this comes first).
+  static constexpr std::string_view has_schema_migrations =
+      "SELECT to_regclass('schema_migrations') IS NOT NULL";
+  // The highest version applied.
+  static constexpr std::string_view schema_version =
+      "SELECT coalesce(max(version), 0) FROM schema_migrations";
+  static constexpr std::string_view record_migration =
+      "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)";
+
+  // Every commit waits for its WAL to reach the server's disk (the default, said out loud:
+  // an accepted job is a promise).
+  static constexpr std::string_view synchronous_commit = "SET synchronous_commit = on";
+
+  static constexpr std::string_view insert_user =
+      "INSERT INTO users (name, key_sha256, weight, created_at) "
+      "VALUES ($1::text, $2::bytea, $3::bigint, $4::bigint) RETURNING id";
+  static constexpr std::string_view user_by_key =
+      "SELECT id, name, weight FROM users WHERE key_sha256 = $1::bytea";
+  static constexpr std::string_view user_by_name =
+      "SELECT id, name, weight FROM users WHERE name = $1::text";
+  static constexpr std::string_view all_users = "SELECT id, name, weight FROM users ORDER BY id";
+
+  // A job and all its pages, texts and images in one statement (one round trip, one
+  // transaction). $1 public id, $2 user, $3 name, $4 max_tokens, $5 idempotency key or NULL,
+  // $6 pages, $7 created_at, $8 promised_eta_at or NULL, $9 blank pages, $10 image pages;
+  // then one array per page column, in page order: $11 estimated tokens, $12 kinds, $13
+  // texts, $14 media types, $15 widths, $16 heights, $17 image bytes (NULL where the kind
+  // has none). Page ids are drawn from the pages' sequence and handed out in page order, so
+  // that lane order (page id) is page order. A repeated idempotency key inserts nothing and
+  // returns no row. Otherwise: one row per page that enters a lane (job id, owner's name,
+  // page id, seq), in page order, or a single row with a NULL page when every page is blank.
+  static constexpr std::string_view enqueue_job =
+      "WITH job AS ("
+      "  INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count,"
+      "                    queued, done, created_at, finished_at, promised_eta_at, image_pages,"
+      "                    blank_pages)"
+      "  VALUES ($1::text, $2::bigint, $3::text, $4::bigint, $5::text, $6::bigint,"
+      "          $6::bigint - $9::bigint, $9::bigint, $7::bigint,"
+      "          CASE WHEN $6::bigint = $9::bigint THEN $7::bigint END, $8::bigint, $10::bigint,"
+      "          $9::bigint)"
+      "  ON CONFLICT (user_id, idempotency_key) DO NOTHING"
+      "  RETURNING id),"
+      " input AS ("
+      "  SELECT i - 1 AS seq, tokens, kind, text, media_type, width, height, bytes"
+      "  FROM unnest($11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[],"
+      "              $16::bigint[], $17::bytea[])"
+      "       WITH ORDINALITY AS u(tokens, kind, text, media_type, width, height, bytes, i)),"
+      " ids AS ("
+      "  SELECT row_number() OVER (ORDER BY id) - 1 AS seq, id FROM ("
+      "    SELECT nextval(pg_get_serial_sequence('pages', 'id')) AS id"
+      "    FROM job, generate_series(1, $6::bigint)) AS drawn),"
+      " page_rows AS ("
+      "  INSERT INTO pages (id, job_id, user_id, seq, estimated_tokens, kind, state, output,"
+      "                     finished_at)"
+      "  SELECT ids.id, job.id, $2::bigint, input.seq, input.tokens, input.kind,"
+      "         CASE WHEN input.kind = 'blank' THEN 'done' ELSE 'queued' END,"
+      "         CASE WHEN input.kind = 'blank' THEN '' END,"
+      "         CASE WHEN input.kind = 'blank' THEN $7::bigint END"
+      "  FROM job, input JOIN ids ON ids.seq = input.seq"
+      "  RETURNING id, seq, kind),"
+      " texts AS ("
+      "  INSERT INTO page_texts (page_id, text)"
+      "  SELECT ids.id, input.text FROM job, input JOIN ids ON ids.seq = input.seq"
+      "  WHERE input.kind = 'text'),"
+      " images AS ("
+      "  INSERT INTO page_images (page_id, media_type, width, height, bytes)"
+      "  SELECT ids.id, input.media_type, input.width, input.height, input.bytes"
+      "  FROM job, input JOIN ids ON ids.seq = input.seq WHERE input.kind = 'image')"
+      " SELECT job.id, u.name, p.id, p.seq FROM job JOIN users u ON u.id = $2::bigint"
+      " LEFT JOIN page_rows p ON p.kind <> 'blank' ORDER BY p.seq";
+  static constexpr std::string_view job_by_idempotency_key =
+      "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";
+  static constexpr std::string_view job_by_id =
+      "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.id = $1::bigint";
+  static constexpr std::string_view job_by_public_id =
+      "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.public_id = $1::text AND j.user_id = $2::bigint";
+  static constexpr std::string_view job_id_by_public_id =
+      "SELECT id FROM jobs WHERE public_id = $1::text AND user_id = $2::bigint";
+  // A user's jobs, newest first, $2 of them, after the job of id $3 (0: from the newest).
+  static constexpr std::string_view jobs_of =
+      "SELECT " FAIRLANE_PG_JOB_VIEW
+      "WHERE j.user_id = $1::bigint "
+      "AND ($3::bigint = 0 OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $2::bigint";
+  static constexpr std::string_view results =
+      "SELECT seq, state, output, error, input_tokens, output_tokens, attempts, kind FROM pages "
+      "WHERE job_id = $1::bigint ORDER BY seq";
+  static constexpr std::string_view page_call =
+      "SELECT p.kind, t.text, j.max_tokens, i.media_type, i.width, i.height, i.bytes "
+      "FROM pages p JOIN jobs j ON j.id = p.job_id LEFT JOIN page_texts t ON t.page_id = p.id "
+      "LEFT JOIN page_images i ON i.page_id = p.id WHERE p.id = $1::bigint";
+  static constexpr std::string_view set_weight =
+      "UPDATE users SET weight = $2::bigint WHERE name = $1::text";
+  static constexpr std::string_view revise_eta =
+      "UPDATE jobs SET eta_revised_at = $2::bigint, eta_revised_reason = $3::text "
+      "WHERE id = $1::bigint";
+  static constexpr std::string_view in_flight_by_user =
+      "SELECT user_id, count(*) FROM pages WHERE state = 'in_flight' "
+      "GROUP BY user_id ORDER BY user_id";
+  static constexpr std::string_view recent_spend =
+      "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > $1::bigint";
+  // Calls still out (read before load_lanes requeues their pages), and the longest call that
+  // ended since $1.
+  static constexpr std::string_view calls_out =
+      "SELECT dispatched_at FROM pages WHERE state = 'in_flight'";
+  static constexpr std::string_view longest_call =
+      "SELECT max(ended_at - at) FROM spend WHERE at > $1::bigint AND ended_at IS NOT NULL";
+
+  // At start (or when a leader takes over): calls in flight were lost with their process, so
+  // their pages go back to their lanes, or are cancelled if their job was.
+  static constexpr std::string_view requeue_in_flight =
+      "UPDATE pages SET state = CASE WHEN jobs.cancelled_at IS NULL THEN 'queued' "
+      "ELSE 'cancelled' END, "
+      "finished_at = CASE WHEN jobs.cancelled_at IS NULL THEN NULL ELSE $1::bigint END "
+      "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
+  // The lanes, with their owners' weights, in one read.
+  static constexpr std::string_view queued_pages =
+      "SELECT p.user_id, u.weight, p.id, p.job_id, p.estimated_tokens, p.not_before, p.attempts "
+      "FROM pages p JOIN users u ON u.id = p.user_id WHERE p.state = 'queued' "
+      "ORDER BY p.user_id, p.id";
+};
+
+#undef FAIRLANE_PG_JOB_VIEW
+
+}  // namespace fairlane::store

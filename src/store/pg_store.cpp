@@ -1,0 +1,426 @@
+// The PostgreSQL implementation of Store, begun (see pg_store.hpp for what it does so far).
+// Schema: schema/pg (embedded at build time); SQL: pg_queries.hpp.
+#include "store/pg_store.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "store/checks.hpp"
+#include "store/crypto.hpp"
+#include "store/pg_migrations.hpp"
+#include "store/pg_queries.hpp"
+
+namespace fairlane::store {
+namespace {
+
+// What a method the PostgreSQL store does not have yet returns.
+Status not_yet(std::string_view what) {
+  return {StatusCode::internal,
+          fmt::format("the PostgreSQL store cannot {} yet (DESIGN.md section 10, issue 17); use "
+                      "an SQLite database (--db PATH) for now",
+                      what)};
+}
+
+std::optional<std::string_view> view_of(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  return std::string_view(*text);
+}
+
+JobView read_job(const pg::Rows& rows, int row, double usd_per_million_tokens) {
+  JobView view;
+  view.id = rows.int64(row, 0);
+  view.public_id = rows.text(row, 1);
+  view.user_id = rows.int64(row, 2);
+  view.user_name = rows.text(row, 3);
+  view.name = rows.text(row, 4);
+  view.state = job_state_from(rows.text(row, 5)).value_or(JobState::queued);
+  view.pages = PageCounts{rows.int64(row, 6),  rows.int64(row, 7),  rows.int64(row, 8),
+                          rows.int64(row, 9),  rows.int64(row, 10), rows.int64(row, 11),
+                          rows.int64(row, 21), rows.int64(row, 22)};
+  view.usage = Usage{rows.int64(row, 12), rows.int64(row, 13)};
+  view.cost_usd = static_cast<double>(view.usage.input_tokens + view.usage.output_tokens) *
+                  usd_per_million_tokens / 1e6;
+  view.max_tokens = rows.int64(row, 14);
+  view.created_at = from_ms(rows.int64(row, 15));
+  view.started_at = from_ms(rows.optional_int64(row, 16));
+  view.finished_at = from_ms(rows.optional_int64(row, 17));
+  view.promised_eta_at = from_ms(rows.optional_int64(row, 18));
+  view.eta_revised_at = from_ms(rows.optional_int64(row, 19));
+  if (!rows.is_null(row, 20)) view.eta_revised_reason = std::string(rows.text(row, 20));
+  return view;
+}
+
+// The user a lookup found, or not_found.
+Result<User> user_from(Result<pg::Rows> rows, std::string_view what) {
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no {}", what)};
+  return User{rows->int64(0, 0), std::string(rows->text(0, 1)), rows->int64(0, 2)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOptions options) {
+  auto connection = pg::Connection::open(uri);
+  if (!connection.ok()) return connection.status();
+  if (Status s = connection->exec(PgSql::synchronous_commit, "asking for synchronous commits");
+      !s.ok()) {
+    return s;
+  }
+  const auto all = pg_migrations();
+  if (Status s = pg_migrate(*connection, all.back().version); !s.ok()) return s;
+  return std::unique_ptr<PgStore>(new PgStore(std::move(connection).value(), std::move(options)));
+}
+
+// ---- users -------------------------------------------------------------------------------
+
+Result<NewUser> PgStore::add_user(std::string_view name, std::int64_t weight) {
+  if (Status s = check_user_name(name); !s.ok()) return s;
+  if (Status s = check_weight(weight); !s.ok()) return s;
+  const auto secret = random_hex(32);
+  if (!secret) return Status{StatusCode::internal, "the system's random generator failed"};
+  std::string key = "fl_" + *secret;
+  const auto digest = sha256(key);
+  if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
+  const std::string_view digest_bytes(reinterpret_cast<const char*>(digest->data()),
+                                      digest->size());
+  const std::array params{pg::Param::text(name), pg::Param::bytes(digest_bytes),
+                          pg::Param::int64(weight), pg::Param::int64(to_ms(now()))};
+  // One statement, committed (synchronously) before the key is shown.
+  auto inserted =
+      connection_.query(PgSql::insert_user, params, fmt::format("adding user '{}'", name));
+  if (!inserted.ok()) {
+    if (inserted.status().code() == StatusCode::already_exists) {
+      return Status{StatusCode::already_exists,
+                    fmt::format("a user named '{}' exists already: pick another name", name)};
+    }
+    return inserted.status();
+  }
+  return NewUser{User{inserted->int64(0, 0), std::string(name), weight}, std::move(key)};
+}
+
+Result<User> PgStore::find_user_by_key(std::string_view key) {
+  const auto digest = sha256(key);
+  if (!digest) return Status{StatusCode::internal, "SHA-256 of the key failed"};
+  const std::array params{pg::Param::bytes(
+      std::string_view(reinterpret_cast<const char*>(digest->data()), digest->size()))};
+  return user_from(connection_.query(PgSql::user_by_key, params, "looking up a user by key"),
+                   "user with this key");
+}
+
+Result<User> PgStore::find_user_by_name(std::string_view name) {
+  const std::array params{pg::Param::text(name)};
+  const std::string what = fmt::format("user named '{}'", name);
+  return user_from(connection_.query(PgSql::user_by_name, params, "looking up a " + what), what);
+}
+
+Result<std::vector<User>> PgStore::users() {
+  auto rows = connection_.query(PgSql::all_users, {}, "listing the users");
+  if (!rows.ok()) return rows.status();
+  std::vector<User> users;
+  users.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    users.push_back(
+        User{rows->int64(row, 0), std::string(rows->text(row, 1)), rows->int64(row, 2)});
+  }
+  return users;
+}
+
+// ---- jobs --------------------------------------------------------------------------------
+
+Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
+  const auto shape = check_job_request(request);
+  if (!shape.ok()) return shape.status();
+  const auto public_suffix = random_hex(12);
+  if (!public_suffix) return Status{StatusCode::internal, "the system's random generator failed"};
+  const std::string public_id = "job_" + *public_suffix;
+  const WallTime created_at = now();
+  const auto page_count = static_cast<std::int64_t>(request.pages.size());
+  std::optional<WallTime> promised_eta_at;
+  if (request.promised_eta_s) {
+    promised_eta_at =
+        from_ms(to_ms(created_at + std::chrono::duration_cast<WallTime::duration>(
+                                       std::chrono::duration<double>(*request.promised_eta_s))));
+  }
+
+  // The pages as columns, one array each.
+  std::vector<std::int64_t> tokens;
+  std::vector<std::optional<std::string_view>> kinds;
+  std::vector<std::optional<std::string_view>> texts;
+  std::vector<std::optional<std::string_view>> media_types;
+  std::vector<std::optional<std::int64_t>> widths;
+  std::vector<std::optional<std::int64_t>> heights;
+  std::vector<std::optional<std::string_view>> images;
+  for (const PageInput& page : request.pages) {
+    tokens.push_back(page.estimated_tokens);
+    kinds.emplace_back(to_string(page.kind));
+    const bool is_image = page.kind == PageKind::image;
+    texts.push_back(page.kind == PageKind::text ? std::optional<std::string_view>(page.text)
+                                                : std::nullopt);
+    media_types.push_back(is_image ? std::optional<std::string_view>(page.image->media_type)
+                                   : std::nullopt);
+    widths.push_back(is_image ? std::optional<std::int64_t>(page.image->width) : std::nullopt);
+    heights.push_back(is_image ? std::optional<std::int64_t>(page.image->height) : std::nullopt);
+    images.push_back(is_image ? std::optional<std::string_view>(page.image->bytes) : std::nullopt);
+  }
+  const std::array params{
+      pg::Param::text(public_id),
+      pg::Param::int64(request.user_id),
+      pg::Param::text(request.name),
+      pg::Param::int64(request.max_tokens),
+      request.idempotency_key ? pg::Param::text(*request.idempotency_key) : pg::Param::null(),
+      pg::Param::int64(page_count),
+      pg::Param::int64(to_ms(created_at)),
+      promised_eta_at ? pg::Param::int64(to_ms(*promised_eta_at)) : pg::Param::null(),
+      pg::Param::int64(shape->blank),
+      pg::Param::int64(shape->images),
+      pg::Param::int64_array(tokens),
+      pg::Param::text_array(kinds),
+      pg::Param::text_array(texts),
+      pg::Param::text_array(media_types),
+      pg::Param::int64_array(widths),
+      pg::Param::int64_array(heights),
+      pg::Param::bytes_array(images),
+  };
+  auto rows = connection_.query(PgSql::enqueue_job, params, "enqueueing a job");
+  if (!rows.ok()) {
+    if (rows.status().code() == StatusCode::not_found) {
+      return Status{StatusCode::not_found, fmt::format("no user with id {}", request.user_id)};
+    }
+    return rows.status();
+  }
+
+  if (rows->size() == 0) {
+    // The idempotency key named an earlier job of this user: that job, unchanged.
+    const std::array key_params{pg::Param::int64(request.user_id),
+                                pg::Param::text(view_of(request.idempotency_key).value_or(""))};
+    auto earlier = connection_.query(PgSql::job_by_idempotency_key, key_params,
+                                     "looking up the idempotency key");
+    if (!earlier.ok()) return earlier.status();
+    if (earlier->size() == 0) {
+      return Status{StatusCode::internal,
+                    "enqueueing a job: the job was neither written nor found"};
+    }
+    auto view = job(earlier->int64(0, 0));
+    if (!view.ok()) return view.status();
+    return EnqueuedJob{std::move(view).value(), false, {}};
+  }
+
+  const JobId job_id = rows->int64(0, 0);
+  std::vector<LanePage> lane_pages;
+  lane_pages.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    if (rows->is_null(row, 2)) continue;  // every page blank
+    const auto seq = static_cast<std::size_t>(rows->int64(row, 3));
+    if (seq >= request.pages.size()) {
+      return Status{StatusCode::internal,
+                    "enqueueing a job: the server returned a page it was not sent"};
+    }
+    lane_pages.push_back(LanePage{rows->int64(row, 2), job_id, request.pages[seq].estimated_tokens,
+                                  std::nullopt, 0});
+  }
+
+  JobView view;
+  view.id = job_id;
+  view.public_id = public_id;
+  view.user_id = request.user_id;
+  view.user_name = rows->text(0, 1);
+  view.name = request.name;
+  view.state = JobState::queued;
+  view.pages.total = page_count;
+  view.pages.queued = page_count - shape->blank;
+  view.pages.done = view.pages.blank = shape->blank;
+  view.pages.images = shape->images;
+  view.max_tokens = request.max_tokens;
+  view.created_at = from_ms(to_ms(created_at));
+  if (shape->blank == page_count) {
+    view.state = JobState::done;
+    view.finished_at = view.created_at;
+  }
+  view.promised_eta_at = promised_eta_at;
+  return EnqueuedJob{std::move(view), true, std::move(lane_pages)};
+}
+
+Result<std::vector<Lane>> PgStore::load_lanes() {
+  const std::array requeue_params{pg::Param::int64(to_ms(now()))};
+  auto requeued = connection_.query(PgSql::requeue_in_flight, requeue_params,
+                                    "returning in-flight pages to their lanes");
+  if (!requeued.ok()) return requeued.status();
+  auto rows = connection_.query(PgSql::queued_pages, {}, "reading the lanes");
+  if (!rows.ok()) return rows.status();
+  std::vector<Lane> lanes;
+  for (int row = 0; row < rows->size(); ++row) {
+    const UserId user = rows->int64(row, 0);
+    if (lanes.empty() || lanes.back().user_id != user) {
+      lanes.push_back(Lane{user, rows->int64(row, 1), {}});
+    }
+    lanes.back().pages.push_back(
+        LanePage{rows->int64(row, 2), rows->int64(row, 3), rows->int64(row, 4),
+                 from_ms(rows->optional_int64(row, 5)), rows->int64(row, 6)});
+  }
+  for (Lane& lane : lanes) lane.pages.shrink_to_fit();
+  return lanes;
+}
+
+Result<JobView> PgStore::job(JobId job) {
+  const std::array params{pg::Param::int64(job)};
+  auto rows = connection_.query(PgSql::job_by_id, params, fmt::format("reading job {}", job));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", job)};
+  return read_job(*rows, 0, options_.usd_per_million_tokens);
+}
+
+Result<JobView> PgStore::job_of(std::string_view public_id, UserId owner) {
+  const std::array params{pg::Param::text(public_id), pg::Param::int64(owner)};
+  auto rows =
+      connection_.query(PgSql::job_by_public_id, params, fmt::format("reading job {}", public_id));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", public_id)};
+  return read_job(*rows, 0, options_.usd_per_million_tokens);
+}
+
+Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
+                                 std::optional<std::string_view> cursor) {
+  if (Status s = check_list_limit(limit); !s.ok()) return s;
+  std::int64_t after = 0;
+  if (cursor) {
+    const std::array find_params{pg::Param::text(*cursor), pg::Param::int64(user)};
+    auto found =
+        connection_.query(PgSql::job_id_by_public_id, find_params, "reading the list cursor");
+    if (!found.ok()) return found.status();
+    if (found->size() == 0) {
+      return invalid(
+          fmt::format("'{}' is not a cursor from an earlier list of your jobs", *cursor));
+    }
+    after = found->int64(0, 0);
+  }
+  const std::array params{pg::Param::int64(user),
+                          pg::Param::int64(static_cast<std::int64_t>(limit) + 1),
+                          pg::Param::int64(after)};
+  auto rows = connection_.query(PgSql::jobs_of, params, "listing jobs");
+  if (!rows.ok()) return rows.status();
+  JobList page;
+  for (int row = 0; row < rows->size(); ++row) {
+    page.jobs.push_back(read_job(*rows, row, options_.usd_per_million_tokens));
+  }
+  if (page.jobs.size() > limit) {
+    page.jobs.pop_back();
+    page.next_cursor = page.jobs.back().public_id;
+  }
+  return page;
+}
+
+Result<JobView> PgStore::job_by_idempotency_key(UserId user, std::string_view key) {
+  const std::array params{pg::Param::int64(user), pg::Param::text(key)};
+  auto found =
+      connection_.query(PgSql::job_by_idempotency_key, params, "looking up the idempotency key");
+  if (!found.ok()) return found.status();
+  if (found->size() == 0) return Status{StatusCode::not_found, "no job with this idempotency key"};
+  return job(found->int64(0, 0));
+}
+
+Result<std::vector<PageResult>> PgStore::results(JobId job) {
+  const std::array params{pg::Param::int64(job)};
+  auto rows = connection_.query(PgSql::results, params, "reading the job's results");
+  if (!rows.ok()) return rows.status();
+  std::vector<PageResult> pages;
+  pages.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    PageResult page;
+    page.seq = rows->int64(row, 0);
+    page.state = page_state_from(rows->text(row, 1)).value_or(PageState::queued);
+    if (!rows->is_null(row, 2)) page.output = std::string(rows->text(row, 2));
+    if (!rows->is_null(row, 3)) page.error = std::string(rows->text(row, 3));
+    page.usage = Usage{rows->int64(row, 4), rows->int64(row, 5)};
+    page.attempts = rows->int64(row, 6);
+    page.kind = page_kind_from(rows->text(row, 7)).value_or(PageKind::text);
+    pages.push_back(std::move(page));
+  }
+  return pages;
+}
+
+Result<PageCall> PgStore::page_call(PageId page) {
+  const std::array params{pg::Param::int64(page)};
+  auto rows = connection_.query(PgSql::page_call, params, "reading a page's text");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
+  PageCall call{std::string(rows->text(0, 1)), rows->int64(0, 2), std::nullopt};
+  if (rows->text(0, 0) == "image" && !rows->is_null(0, 3)) {
+    call.image = PageImage{std::string(rows->text(0, 3)), rows->int64(0, 4), rows->int64(0, 5),
+                           rows->bytes(0, 6)};
+  }
+  return call;
+}
+
+Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
+  if (Status s = check_weight(weight); !s.ok()) return s;
+  const std::array params{pg::Param::text(name), pg::Param::int64(weight)};
+  auto updated =
+      connection_.query(PgSql::set_weight, params, fmt::format("setting the weight of '{}'", name));
+  if (!updated.ok()) return updated.status();
+  if (updated->affected() == 0) {
+    return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
+  }
+  return {};
+}
+
+Status PgStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) {
+  const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(eta_at)),
+                          pg::Param::text(reason)};
+  auto updated = connection_.query(PgSql::revise_eta, params, "recording a revised ETA");
+  return updated.status();
+}
+
+Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user() {
+  auto rows = connection_.query(PgSql::in_flight_by_user, {}, "counting the pages in flight");
+  if (!rows.ok()) return rows.status();
+  std::vector<std::pair<UserId, std::int64_t>> counts;
+  counts.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    counts.emplace_back(rows->int64(row, 0), rows->int64(row, 1));
+  }
+  return counts;
+}
+
+Result<Spend> PgStore::recent_spend(std::chrono::milliseconds window) {
+  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
+  auto rows = connection_.query(PgSql::recent_spend, params, "reading recent spend");
+  if (!rows.ok()) return rows.status();
+  return Spend{rows->int64(0, 0), rows->int64(0, 1)};
+}
+
+Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
+  CallsOut out;
+  auto rows = connection_.query(PgSql::calls_out, {}, "reading the calls still out");
+  if (!rows.ok()) return rows.status();
+  out.dispatched_at.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    out.dispatched_at.emplace_back(std::chrono::milliseconds(rows->int64(row, 0)));
+  }
+  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
+  auto longest =
+      connection_.query(PgSql::longest_call, params, "reading how long recent calls took");
+  if (!longest.ok()) return longest.status();
+  if (!longest->is_null(0, 0))
+    out.longest_recent_call = std::chrono::milliseconds(longest->int64(0, 0));
+  return out;
+}
+
+// ---- not yet -----------------------------------------------------------------------------
+
+Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> /*transitions*/) {
+  return not_yet("apply page transitions");
+}
+Result<std::int64_t> PgStore::cancel_job(JobId /*job*/) {
+  return not_yet("cancel a job");
+}
+Status PgStore::write_health() const {
+  return not_yet("report its write health");
+}
+Status PgStore::probe_write() {
+  return not_yet("probe a write");
+}
+
+}  // namespace fairlane::store

@@ -1,0 +1,76 @@
+// PgStore: the Store over PostgreSQL (DESIGN.md section 10), begun. What it does so far:
+// open (connect, migrate), users, enqueue a job in one round trip, load the lanes, and every
+// read. The page transitions (apply, cancel_job) and the write health return `internal` with
+// a sentence saying the PostgreSQL store does not do them yet; nothing selects this store
+// from --db yet. docs/postgresql.md says what is missing.
+//
+// Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
+// the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fairlane/core/result.hpp"
+#include "fairlane/store/store.hpp"
+#include "store/pg.hpp"
+
+namespace fairlane::store {
+
+class PgStore final : public Store {
+ public:
+  // Connects to `uri`, asks for synchronous commits and migrates the database to the latest
+  // PostgreSQL schema (refusing a newer one). options.busy_timeout and options.vfs are
+  // SQLite's and not used.
+  static Result<std::unique_ptr<PgStore>> open(const std::string& uri, StoreOptions options = {});
+
+  // The server, as pg::describe names it (never the password).
+  [[nodiscard]] const std::string& path() const override { return connection_.server(); }
+
+  Result<NewUser> add_user(std::string_view name, std::int64_t weight) override;
+  Result<User> find_user_by_key(std::string_view key) override;
+  Result<User> find_user_by_name(std::string_view name) override;
+  Result<std::vector<User>> users() override;
+  // One statement: the job, its pages, texts and images, whatever their number.
+  Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
+  Result<std::vector<Lane>> load_lanes() override;
+  Result<JobView> job(JobId job) override;
+  Result<JobView> job_of(std::string_view public_id, UserId owner) override;
+  Result<JobList> jobs_of(UserId user, std::size_t limit,
+                          std::optional<std::string_view> cursor) override;
+  Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
+  Result<std::vector<PageResult>> results(JobId job) override;
+  Result<PageCall> page_call(PageId page) override;
+  Status set_weight(std::string_view name, std::int64_t weight) override;
+  Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
+  Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override;
+  Result<Spend> recent_spend(std::chrono::milliseconds window) override;
+  Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
+
+  // Not yet (each returns internal, naming what is missing): everything that writes a page
+  // transition, which must carry the leader's fencing epoch.
+  Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
+  Result<std::int64_t> cancel_job(JobId job) override;
+  [[nodiscard]] Status write_health() const override;
+  Status probe_write() override;
+
+  // Statements sent to the server since open (migrations included), for tests of how many
+  // round trips an operation costs.
+  [[nodiscard]] std::int64_t round_trips() const { return connection_.round_trips(); }
+
+ private:
+  PgStore(pg::Connection connection, StoreOptions options)
+      : connection_(std::move(connection)), options_(std::move(options)) {}
+
+  WallTime now() const {
+    return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
+  }
+
+  // Only touched on the owning thread.
+  pg::Connection connection_;
+  // Constant after construction.
+  const StoreOptions options_;
+};
+
+}  // namespace fairlane::store
