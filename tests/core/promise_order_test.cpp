@@ -87,7 +87,7 @@ TEST_CASE("A job whose promise is at risk takes the turns of work that came afte
   CHECK(plain.order.out_of_turn() == 0);
 }
 
-TEST_CASE("Work the promise was made with keeps its turns; only newer work gives them") {
+TEST_CASE("Work the promise was made with keeps its turns, and only newer work gives them") {
   Fixture f;
   f.add(kC, 30, 10);
   f.add(kA, 10, 10);
