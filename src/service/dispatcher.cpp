@@ -144,8 +144,20 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   std::function<void(Status)> stopped;
   DispatcherCounters counters;
   JobChanged job_changed;
+  std::vector<JobView> restored_promises;  // start()'s promised jobs
 
   void signal() { wake.cancel(); }
+
+  // The door's promise of a job, if it made one, from the wall clock to the loop's.
+  void promise(const JobView& job) {
+    if (!job.promised_eta_at) return;
+    policy.promise(job.user_id, job.id,
+                   clock.now() + std::chrono::duration_cast<Clock::duration>(*job.promised_eta_at -
+                                                                             wall_clock.now()));
+  }
+  // At start: the restored jobs that were promised a finish keep their promises, in the
+  // order and (restored_promises) for the Router's Promises. One read of the store a job.
+  Status restore_promises(const std::vector<Lane>& lanes);
 
   awaitable<void> sleep_until(Clock::time_point t) {
     wake.expires_at(t);
@@ -423,6 +435,21 @@ Dispatcher::~Dispatcher() {
   d.commits.abandon();
 }
 
+Status Dispatcher::Impl::restore_promises(const std::vector<Lane>& lanes) {
+  std::unordered_set<JobId> seen;
+  for (const Lane& lane : lanes) {
+    for (const LanePage& p : lane.pages) {
+      if (!seen.insert(p.job_id).second) continue;
+      auto job = store.job(p.job_id);
+      if (!job.ok()) return job.status();
+      if (!job->promised_eta_at || is_terminal(job->state)) continue;
+      promise(job.value());
+      restored_promises.push_back(std::move(job).value());
+    }
+  }
+  return {};
+}
+
 Status Dispatcher::start() {
   Impl& d = *impl_;
   // Before load_lanes, which turns the pages of those calls back to queued.
@@ -437,6 +464,7 @@ Status Dispatcher::start() {
                        p.attempts, p.not_before);
     }
   }
+  if (Status promised = d.restore_promises(lanes.value()); !promised.ok()) return promised;
   // The provider counted what was sent in the last minute: start the buckets without it.
   auto spend = d.store.recent_spend(std::chrono::minutes(1));
   if (!spend.ok()) return spend.status();
@@ -458,12 +486,7 @@ void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   for (const LanePage& p : job.pages) {
     (void)d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
   }
-  if (job.job.promised_eta_at) {
-    // The door's promise, from the wall clock to the loop's.
-    d.policy.promise(job.job.user_id, job.job.id,
-                     d.clock.now() + std::chrono::duration_cast<Clock::duration>(
-                                         *job.job.promised_eta_at - d.wall_clock.now()));
-  }
+  d.promise(job.job);
   d.signal();
 }
 
@@ -501,6 +524,10 @@ void Dispatcher::stop(Clock::duration deadline, std::function<void(Status)> stop
 const FairScheduler& Dispatcher::scheduler() const {
   return impl_->scheduler;
 }
+const std::vector<JobView>& Dispatcher::restored_promises() const {
+  return impl_->restored_promises;
+}
+
 const Estimator& Dispatcher::estimator() const {
   return impl_->estimator;
 }

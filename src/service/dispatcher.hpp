@@ -27,6 +27,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "fairlane/core/budget.hpp"
 #include "fairlane/core/clock.hpp"
@@ -126,6 +127,9 @@ class Dispatcher {
 
   [[nodiscard]] const FairScheduler& scheduler() const;
   [[nodiscard]] const Estimator& estimator() const;
+  // The jobs start() restored that the door had promised a finish: their promises hold in
+  // the order again, and a Router made after start() watches them (Promises).
+  [[nodiscard]] const std::vector<JobView>& restored_promises() const;
   [[nodiscard]] const Budget& budget() const;
   [[nodiscard]] const Door& door() const;
   [[nodiscard]] const DispatcherCounters& counters() const;

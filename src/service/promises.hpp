@@ -13,8 +13,9 @@
 // into the last 1,000 for /v1/queue's p50 and p90 (docs/api.md). Cancelled jobs count in
 // neither: nobody waited for them to finish.
 //
-// Jobs accepted before a restart are not projected again after it (their promises stay in
-// the job objects). Thread safety: none; it lives on the io_context thread.
+// Jobs accepted before a restart are watched again after it: the Dispatcher's start() names
+// the restored jobs with a promise, and the Router hands them here. Thread safety: none; it
+// lives on the io_context thread.
 #pragma once
 
 #include <chrono>

@@ -47,6 +47,8 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       promises_(store_, dispatcher_),
       context_{store_, dispatcher_, watchers_, config_, door_refusals_, streams_, promises_} {
   dispatcher_.on_job_changed([this](JobId) { watchers_.notify(); });
+  // Jobs promised before a restart are projected again, and revised when late, as new ones.
+  for (const JobView& job : dispatcher_.restored_promises()) promises_.promised(job);
 }
 
 Router::~Router() {

@@ -17,6 +17,7 @@
 #include "fairlane/provider/curl_provider.hpp"
 #include "provider_sim.hpp"
 #include "service/dispatcher.hpp"
+#include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
 #include "support/store.hpp"
 
@@ -591,4 +592,25 @@ TEST_CASE("Backlogged users share the tokens the provider counted, not fairlane'
   const double ratio = static_cast<double>(counted->first) / static_cast<double>(counted->second);
   CHECK(ratio == doctest::Approx(1.0).epsilon(0.05));
   CHECK(rig.stats().at("rejected_429") == 0);
+}
+
+TEST_CASE(
+    "Jobs restored at start keep the door's promise, and a Router made after start watches them") {
+  Rig rig(stand_in(4), fairlane_config(4));
+  const auto alice = rig.user("alice");
+  JobRequest request{alice, "promised", {PageInput{"promised page 1", 300}}, 100};
+  request.promised_eta_s = 30.0;
+  const auto promised = rig.store->enqueue_job(request);
+  REQUIRE(promised.ok());
+  REQUIRE(promised->job.promised_eta_at);
+  (void)rig.enqueue(alice, 2, "unpromised");  // no promise: nothing to keep
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto& restored = rig.dispatcher->restored_promises();
+  REQUIRE(restored.size() == 1);
+  CHECK(restored[0].id == promised->job.id);
+  CHECK(restored[0].promised_eta_at == promised->job.promised_eta_at);
+  fairlane::service::Router router(
+      *rig.store, *rig.dispatcher,
+      fairlane::service::RouterConfig{"admin-secret", "Extract.", 200, 1'000, 2'000'000});
+  CHECK(router.promises().watched() == 1);
 }
