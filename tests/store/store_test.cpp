@@ -105,8 +105,9 @@ TEST_CASE("A new user's key is shown once, finds the user, and only its SHA-256 
   CHECK(file_bytes.find(key) == std::string::npos);
 }
 
-TEST_CASE("User names are unique and checked, weights are 1 to 1000") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("User names are unique and checked, weights are 1 to 1000",
+                         sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->add_user("alice").status().code() == StatusCode::already_exists);
   CHECK(f.store->add_user("").status().code() == StatusCode::invalid_argument);
   CHECK(f.store->add_user("no spaces").status().code() == StatusCode::invalid_argument);
@@ -119,8 +120,10 @@ TEST_CASE("User names are unique and checked, weights are 1 to 1000") {
   CHECK(f.store->set_weight("alice", 0).code() == StatusCode::invalid_argument);
 }
 
-TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane order, texts") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "Enqueue writes the job and its pages: counts, state, ids in lane order, texts",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   CHECK(job.created);
   CHECK(job.job.public_id.rfind("job_", 0) == 0);
@@ -147,8 +150,9 @@ TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane orde
   CHECK(f.store->job_of(job.job.public_id, f.alice).ok());
 }
 
-TEST_CASE("Bad uploads are refused with a reason and leave no job behind") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("Bad uploads are refused with a reason and leave no job behind",
+                         sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->enqueue_job(JobRequest{f.alice, "empty.pdf", {}, 200, {}}).status().code() ==
         StatusCode::invalid_argument);
   CHECK(f.store->enqueue_job(JobRequest{f.alice, "x.pdf", numbered_pages(2), 0, {}})
@@ -165,8 +169,9 @@ TEST_CASE("Bad uploads are refused with a reason and leave no job behind") {
   CHECK(f.store->load_lanes()->empty());
 }
 
-TEST_CASE("A repeated idempotency key returns the first job unchanged") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A repeated idempotency key returns the first job unchanged",
+                         sqlite_memory) {
+  Fixture f(home);
   const auto first = enqueue(*f.store, f.alice, 3, "book.pdf", "upload-1");
   const auto again = enqueue(*f.store, f.alice, 5, "other.pdf", "upload-1");
   CHECK_FALSE(again.created);
@@ -523,8 +528,8 @@ FAIRLANE_STORE_TEST_CASE("A page that is done cannot fail afterwards", sqlite_me
   CHECK(f.store->results(job.job.id)->front().state == PageState::done);
 }
 
-TEST_CASE("A list of jobs takes a limit of 1 to 1,000") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A list of jobs takes a limit of 1 to 1,000", sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->jobs_of(f.alice, 0).status().code() == StatusCode::invalid_argument);
   CHECK(f.store->jobs_of(f.alice, 1'001).status().code() == StatusCode::invalid_argument);
   CHECK(f.store->jobs_of(f.alice, std::numeric_limits<std::size_t>::max()).status().code() ==
