@@ -71,7 +71,7 @@ CommandLine::CommandLine()
   serve_command->add_option("--listen", serve.listen, "ADDRESS:PORT to listen on (port 0: any)")
       ->capture_default_str()
       ->check(not_empty());
-  serve_command->add_option("--db", serve.db, "The SQLite database")
+  serve_command->add_option("--db", serve.db, "The SQLite database (PostgreSQL: not yet)")
       ->capture_default_str()
       ->check(not_empty());
   serve_command
@@ -219,7 +219,7 @@ CommandLine::CommandLine()
   user_add_command->add_option("name", user_name, "The user's name")->required();
   user_add_command->add_option("--weight", weight, "Fair-share weight, 1 to 1000")
       ->capture_default_str();
-  user_add_command->add_option("--db", user_db, "The SQLite database")
+  user_add_command->add_option("--db", user_db, "The SQLite database, or a postgresql:// URI")
       ->capture_default_str()
       ->check(not_empty());
   user_command->require_subcommand(1);

@@ -51,6 +51,16 @@ int serve(const ServeOptions& o) {
               << "'\n";
     return kExitUsage;
   }
+  if (fairlane::Store::is_postgresql_uri(o.db)) {
+    // The PostgreSQL store exists (user add takes it), but a cluster needs leader election
+    // and fencing (DESIGN.md section 10), which do not: two instances on one database would
+    // both dispatch. A single node belongs on SQLite meanwhile.
+    std::cerr << "fairlane: serve cannot run on PostgreSQL yet: the cluster's leader election "
+                 "and fencing do not exist, so two instances on one database would both "
+                 "dispatch (docs/postgresql.md); use an SQLite database meanwhile (--db PATH, "
+                 "such as --db fairlane.db)\n";
+    return kExitUsage;
+  }
   // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {

@@ -141,6 +141,18 @@ struct PgSql {
       "ELSE 'cancelled' END, "
       "finished_at = CASE WHEN jobs.cancelled_at IS NULL THEN NULL ELSE $1::bigint END "
       "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
+  // A batch of page transitions in one statement (schema/pg/0002_apply_transitions.sql): $1
+  // kinds, $2 pages, $3 jobs, $4 reserved tokens, $5 outputs, $6 input tokens, $7 output
+  // tokens, $8 errors, $9 not_before, $10 calls, one element per transition; $11 now, $12
+  // the oldest spend kept. One bigint[] back: what each transition changed.
+  static constexpr std::string_view apply =
+      "SELECT fairlane_apply($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], "
+      "$6::bigint[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint, "
+      "$12::bigint)";
+  // Rewrites the newest migration's row as it is: a write, committed, that changes nothing.
+  static constexpr std::string_view probe_write =
+      "UPDATE schema_migrations SET name = name "
+      "WHERE version = (SELECT max(version) FROM schema_migrations)";
   // The lanes, with their owners' weights, in one read.
   static constexpr std::string_view queued_pages =
       "SELECT p.user_id, u.weight, p.id, p.job_id, p.estimated_tokens, p.not_before, p.attempts "

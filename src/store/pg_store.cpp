@@ -1,10 +1,14 @@
-// The PostgreSQL implementation of Store, begun (see pg_store.hpp for what it does so far).
+// The PostgreSQL implementation of Store (see pg_store.hpp for what it does and does not).
 // Schema: schema/pg (embedded at build time); SQL: pg_queries.hpp.
 #include "store/pg_store.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
+#include <charconv>
+#include <chrono>
+#include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -16,12 +20,25 @@
 namespace fairlane::store {
 namespace {
 
-// What a method the PostgreSQL store does not have yet returns.
-Status not_yet(std::string_view what) {
-  return {StatusCode::internal,
-          fmt::format("the PostgreSQL store cannot {} yet (DESIGN.md section 10, issue 17); use "
-                      "an SQLite database (--db PATH) for now",
-                      what)};
+// Spend older than this is pruned; the budgets only ever look back a minute.
+constexpr std::chrono::hours kSpendRetention{1};
+
+// The integers of a bigint[] in PostgreSQL's text form ("{1,0,2}"); nullopt if it is not one.
+std::optional<std::vector<std::int64_t>> parse_int64_array(std::string_view text) {
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return std::nullopt;
+  text = text.substr(1, text.size() - 2);
+  std::vector<std::int64_t> values;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (error != std::errc{} || end != item.data() + item.size()) return std::nullopt;
+    values.push_back(value);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return values;
 }
 
 std::optional<std::string_view> view_of(const std::optional<std::string>& text) {
@@ -77,6 +94,7 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOpti
 // ---- users -------------------------------------------------------------------------------
 
 Result<NewUser> PgStore::add_user(std::string_view name, std::int64_t weight) {
+  if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
   const auto secret = random_hex(32);
@@ -131,6 +149,7 @@ Result<std::vector<User>> PgStore::users() {
 // ---- jobs --------------------------------------------------------------------------------
 
 Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
+  if (broken_) return *broken_;
   const auto shape = check_job_request(request);
   if (!shape.ok()) return shape.status();
   const auto public_suffix = random_hex(12);
@@ -189,8 +208,10 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
     if (rows.status().code() == StatusCode::not_found) {
       return Status{StatusCode::not_found, fmt::format("no user with id {}", request.user_id)};
     }
-    return rows.status();
+    note(rows.status());
+    return unknown_if_lost(rows.status(), "enqueueing a job");
   }
+  write_health_ = {};
 
   if (rows->size() == 0) {
     // The idempotency key named an earlier job of this user: that job, unchanged.
@@ -244,10 +265,15 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
 }
 
 Result<std::vector<Lane>> PgStore::load_lanes() {
+  if (broken_) return *broken_;
   const std::array requeue_params{pg::Param::int64(to_ms(now()))};
   auto requeued = connection_.query(PgSql::requeue_in_flight, requeue_params,
                                     "returning in-flight pages to their lanes");
-  if (!requeued.ok()) return requeued.status();
+  if (!requeued.ok()) {
+    note(requeued.status());
+    return requeued.status();
+  }
+  write_health_ = {};
   auto rows = connection_.query(PgSql::queued_pages, {}, "reading the lanes");
   if (!rows.ok()) return rows.status();
   std::vector<Lane> lanes;
@@ -355,6 +381,7 @@ Result<PageCall> PgStore::page_call(PageId page) {
 }
 
 Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
+  if (broken_) return *broken_;
   if (Status s = check_weight(weight); !s.ok()) return s;
   const std::array params{pg::Param::text(name), pg::Param::int64(weight)};
   auto updated =
@@ -367,6 +394,7 @@ Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
 }
 
 Status PgStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) {
+  if (broken_) return *broken_;
   const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(eta_at)),
                           pg::Param::text(reason)};
   auto updated = connection_.query(PgSql::revise_eta, params, "recording a revised ETA");
@@ -408,19 +436,141 @@ Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
   return out;
 }
 
-// ---- not yet -----------------------------------------------------------------------------
+// ---- page transitions --------------------------------------------------------------------
 
-Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> /*transitions*/) {
-  return not_yet("apply page transitions");
+Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> transitions) {
+  if (broken_) return *broken_;
+  auto applied = apply_unnoted(transitions);
+  note(applied.status());
+  return applied;
 }
-Result<std::int64_t> PgStore::cancel_job(JobId /*job*/) {
-  return not_yet("cancel a job");
+
+Result<std::vector<std::int64_t>> PgStore::apply_unnoted(
+    std::span<const PageTransition> transitions) {
+  using Kind = PageTransition::Kind;
+  // The batch as columns, one array each, element i being transition i's.
+  std::vector<std::optional<std::string_view>> kinds;
+  std::vector<std::int64_t> pages;
+  std::vector<std::int64_t> jobs;
+  std::vector<std::int64_t> reserved;
+  std::vector<std::optional<std::string_view>> outputs;
+  std::vector<std::int64_t> input_tokens;
+  std::vector<std::int64_t> output_tokens;
+  std::vector<std::optional<std::string_view>> errors;
+  std::vector<std::optional<std::int64_t>> not_before;
+  std::vector<std::int64_t> calls;
+  for (const PageTransition& t : transitions) {
+    std::string_view kind;
+    switch (t.kind) {
+      case Kind::dispatched:
+        kind = "dispatched";
+        break;
+      case Kind::completed:
+        kind = "completed";
+        break;
+      case Kind::attempt_failed:
+        kind = "attempt_failed";
+        break;
+      case Kind::requeued:
+        kind = "requeued";
+        break;
+      case Kind::failed:
+        kind = "failed";
+        break;
+      case Kind::job_cancelled:
+        kind = "job_cancelled";
+        break;
+    }
+    if (kind.empty()) return Status{StatusCode::internal, "unknown page transition"};
+    kinds.emplace_back(kind);
+    pages.push_back(t.page_id);
+    jobs.push_back(t.job_id);
+    reserved.push_back(t.reserved_tokens);
+    outputs.emplace_back(t.kind == Kind::completed ? std::optional<std::string_view>(t.output)
+                                                   : std::nullopt);
+    input_tokens.push_back(t.usage.input_tokens);
+    output_tokens.push_back(t.usage.output_tokens);
+    const bool has_error = t.kind == Kind::attempt_failed || t.kind == Kind::failed;
+    errors.emplace_back(has_error ? std::optional<std::string_view>(t.error) : std::nullopt);
+    not_before.push_back(t.not_before ? std::optional(to_ms(*t.not_before)) : std::nullopt);
+    calls.push_back(t.call);
+  }
+  const WallTime at = now();
+  // Fencing (DESIGN.md section 10, issue 17): the leader's epoch goes here, as one more
+  // parameter that fairlane_apply checks against the lease row before it writes anything, so
+  // that a deposed leader's batch changes nothing. There is no election yet: every caller
+  // writes as if it were the only dispatcher, which is why `serve` refuses PostgreSQL.
+  const std::array params{
+      pg::Param::text_array(kinds),          pg::Param::int64_array(pages),
+      pg::Param::int64_array(jobs),          pg::Param::int64_array(reserved),
+      pg::Param::text_array(outputs),        pg::Param::int64_array(input_tokens),
+      pg::Param::int64_array(output_tokens), pg::Param::text_array(errors),
+      pg::Param::int64_array(not_before),    pg::Param::int64_array(calls),
+      pg::Param::int64(to_ms(at)),           pg::Param::int64(to_ms(at - kSpendRetention)),
+  };
+  // One statement: one round trip and one transaction for the whole batch, committed
+  // synchronously (a cancellation is acknowledged to its user).
+  auto rows = connection_.query(PgSql::apply, params, "recording page transitions");
+  if (!rows.ok()) return unknown_if_lost(rows.status(), "recording page transitions");
+  if (rows->size() != 1) {
+    return Status{StatusCode::internal, "recording page transitions: the server sent no answer"};
+  }
+  auto changed = parse_int64_array(rows->text(0, 0));
+  if (!changed || changed->size() != transitions.size()) {
+    return Status{StatusCode::internal,
+                  fmt::format("recording page transitions: the server answered '{}' for {} "
+                              "transitions",
+                              rows->text(0, 0), transitions.size())};
+  }
+  write_health_ = {};
+  return std::move(changed).value();
 }
+
+Result<std::int64_t> PgStore::cancel_job(JobId job) {
+  auto exists = this->job(job);
+  if (!exists.ok()) return exists.status();
+  const PageTransition cancel = PageTransition::job_cancelled(job);
+  auto changed = apply(std::span(&cancel, 1));
+  if (!changed.ok()) return changed.status();
+  return changed->front();
+}
+
 Status PgStore::write_health() const {
-  return not_yet("report its write health");
+  return write_health_;
 }
+
 Status PgStore::probe_write() {
-  return not_yet("probe a write");
+  if (broken_) return *broken_;
+  auto probed =
+      connection_.query(PgSql::probe_write, {}, "checking that the database can be written");
+  Status status =
+      probed.ok() ? Status{}
+                  : unknown_if_lost(probed.status(), "checking that the database can be written");
+  if (status.ok()) write_health_ = {};
+  note(status);
+  return status;
+}
+
+void PgStore::note(const Status& status) {
+  const StatusCode code = status.code();
+  if (code == StatusCode::disk_full || code == StatusCode::read_only ||
+      code == StatusCode::io_error) {
+    write_health_ = status;
+  }
+}
+
+Status PgStore::unknown_if_lost(const Status& status, std::string_view what) {
+  if (status.code() != StatusCode::io_error) return status;
+  // The connection broke (or the server failed) while the write was out: it may or may not
+  // have committed. As the SQLite store does after a failed commit, nothing more is written
+  // until the store is opened again, so that nobody builds on an unknown state.
+  broken_ = Status(StatusCode::io_error,
+                   fmt::format("{}: the server failed while the write was out, so whether it was "
+                               "stored is unknown ({}). fairlane writes nothing more until it is "
+                               "restarted; retry an upload with the same Idempotency-Key to "
+                               "learn whether it was accepted.",
+                               what, status.message()));
+  return *broken_;
 }
 
 }  // namespace fairlane::store

@@ -1,8 +1,8 @@
-// PgStore: the Store over PostgreSQL (DESIGN.md section 10), begun. What it does so far:
-// open (connect, migrate), users, enqueue a job in one round trip, load the lanes, and every
-// read. The page transitions (apply, cancel_job) and the write health return `internal` with
-// a sentence saying the PostgreSQL store does not do them yet; nothing selects this store
-// from --db yet. docs/postgresql.md says what is missing.
+// PgStore: the Store over PostgreSQL (DESIGN.md section 10): open (connect, migrate), users,
+// enqueue a job in one round trip, load the lanes, every read, and the page transitions (a
+// batch in one round trip) with the write health. Store::open selects it for a postgresql://
+// or postgres:// URI. Not yet: the leader's fencing epoch on every transition, and driving
+// the connection from the loop; docs/postgresql.md says what is missing.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
 // the server.
@@ -10,7 +10,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "fairlane/core/result.hpp"
 #include "fairlane/store/store.hpp"
@@ -48,8 +52,9 @@ class PgStore final : public Store {
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
 
-  // Not yet (each returns internal, naming what is missing): everything that writes a page
-  // transition, which must carry the leader's fencing epoch.
+  // Page transitions: the whole batch in one statement (one round trip, one transaction), on
+  // the server (schema/pg/0002_apply_transitions.sql), with the SQLite store's effects. No
+  // fencing epoch yet (issue 17): see apply in pg_store.cpp.
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
   Result<std::int64_t> cancel_job(JobId job) override;
   [[nodiscard]] Status write_health() const override;
@@ -63,12 +68,24 @@ class PgStore final : public Store {
   PgStore(pg::Connection connection, StoreOptions options)
       : connection_(std::move(connection)), options_(std::move(options)) {}
 
+  Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
+  // Records a failed write's status in write_health_ when the disk or server is to blame.
+  void note(const Status& status);
+  // `status`, unless the connection broke while a write was out (io_error): then the write's
+  // outcome is unknown, the store refuses every write from now on (broken_), and says so.
+  Status unknown_if_lost(const Status& status, std::string_view what);
+
   WallTime now() const {
     return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
   }
 
   // Only touched on the owning thread.
   pg::Connection connection_;
+  // The last write's failure for want of a disk (full, read-only, or the server gone); ok
+  // once a write has committed since.
+  Status write_health_;
+  // Set when a write's outcome became unknown; every write then returns it.
+  std::optional<Status> broken_;
   // Constant after construction.
   const StoreOptions options_;
 };

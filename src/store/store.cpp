@@ -11,6 +11,7 @@
 #include "store/checks.hpp"
 #include "store/crypto.hpp"
 #include "store/migrations.hpp"
+#include "store/pg_store.hpp"
 #include "store/queries.hpp"
 #include "store/sqlite.hpp"
 
@@ -764,7 +765,16 @@ int Store::latest_schema_version() {
   return store::migrations().back().version;
 }
 
+bool Store::is_postgresql_uri(std::string_view db) {
+  return db.starts_with("postgresql://") || db.starts_with("postgres://");
+}
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, StoreOptions options) {
+  if (is_postgresql_uri(path)) {
+    auto opened = store::PgStore::open(path, std::move(options));
+    if (!opened.ok()) return opened.status();
+    return std::unique_ptr<Store>(std::move(opened).value());
+  }
   return store::SqliteStore::open(path, std::move(options));
 }
 

@@ -8,6 +8,7 @@
 
 #include "fairlane/store/store.hpp"
 #include "support/store.hpp"
+#include "support/store_home.hpp"
 
 using fairlane::JobRequest;
 using fairlane::PageInput;
@@ -15,8 +16,6 @@ using fairlane::PageTransition;
 using fairlane::StatusCode;
 using fairlane::Usage;
 using fairlane::testing::apply;
-using fairlane::testing::open_store;
-using fairlane::testing::TempDir;
 
 namespace {
 
@@ -30,13 +29,17 @@ const std::vector<std::string> kHostile = {
     "\\' \\\" \\\\ `backticks` ; ;; /* comment */",
     "line one\r\nline two\ttab",
     "日本語の頁 — ünïcödé ✓ 🚀 \u202eRTL\u202c Ω",
+    // PostgreSQL's array syntax, which PgStore sends a batch's texts in.
+    "{\"a\",NULL,\\\"} ,}{ NULL, \"{}\"",
+    "NULL ",
 };
 
 }  // namespace
 
-TEST_CASE("Hostile job names, idempotency keys, page texts and outputs are stored verbatim") {
-  TempDir dir;
-  auto store = open_store(dir.file("hostile.db"));
+FAIRLANE_STORE_TEST_CASE(
+    "Hostile job names, idempotency keys, page texts and outputs are stored verbatim",
+    sqlite_file) {
+  auto store = home.open();
   const auto alice = store->add_user("alice").value().user.id;
   const auto bob = store->add_user("bob").value().user.id;
   for (const std::string& text : kHostile) {
@@ -78,14 +81,16 @@ TEST_CASE("Hostile job names, idempotency keys, page texts and outputs are store
   }
   CHECK(store->find_user_by_name("bob")->weight == 1);
   CHECK(store->users()->size() == 2);
-  // And so they are after a reopen, read from the file.
+  // And so they are after a reopen, read from the database.
   store.reset();
-  store = open_store(dir.file("hostile.db"));
+  store = home.open();
   CHECK(store->jobs_of(alice, 100)->jobs.size() == kHostile.size());
 }
 
-TEST_CASE("Hostile user names are refused with the rule, and leave the users as they were") {
-  auto store = open_store(":memory:");
+FAIRLANE_STORE_TEST_CASE(
+    "Hostile user names are refused with the rule, and leave the users as they were",
+    sqlite_memory) {
+  auto store = home.open();
   REQUIRE(store->add_user("alice").ok());
   for (const std::string& name : kHostile) {
     CAPTURE(name);

@@ -6,6 +6,7 @@
 
 #include "fairlane/store/store.hpp"
 #include "support/store.hpp"
+#include "support/store_home.hpp"
 
 using fairlane::JobRequest;
 using fairlane::JobState;
@@ -18,8 +19,6 @@ using fairlane::StoreOptions;
 using fairlane::testing::apply;
 using fairlane::testing::job_view;
 using fairlane::testing::ManualWallClock;
-using fairlane::testing::open_store;
-using fairlane::testing::TempDir;
 
 namespace {
 
@@ -43,9 +42,11 @@ JobRequest mixed_job(fairlane::UserId user) {
 
 }  // namespace
 
-TEST_CASE("Pages of each kind: blank ones done at once, images kept whole for their call") {
+FAIRLANE_STORE_TEST_CASE(
+    "Pages of each kind: blank ones done at once, images kept whole for their call",
+    sqlite_memory) {
   ManualWallClock wall;
-  auto store = open_store(":memory:", StoreOptions{.wall_clock = wall.function()});
+  auto store = home.open(StoreOptions{.wall_clock = wall.function()});
   const auto alice = store->add_user("alice").value().user.id;
   const auto job = store->enqueue_job(mixed_job(alice)).value();
 
@@ -99,9 +100,9 @@ TEST_CASE("Pages of each kind: blank ones done at once, images kept whole for th
   CHECK(done.finished_at.has_value());
 }
 
-TEST_CASE("A job whose pages are all blank is done from the start") {
+FAIRLANE_STORE_TEST_CASE("A job whose pages are all blank is done from the start", sqlite_memory) {
   ManualWallClock wall;
-  auto store = open_store(":memory:", StoreOptions{.wall_clock = wall.function()});
+  auto store = home.open(StoreOptions{.wall_clock = wall.function()});
   const auto alice = store->add_user("alice").value().user.id;
   JobRequest request{alice, "empty.pdf", {PageInput{"", 0, PageKind::blank, std::nullopt}}, 100};
   const auto job = store->enqueue_job(request).value();
@@ -113,8 +114,8 @@ TEST_CASE("A job whose pages are all blank is done from the start") {
   CHECK(store->load_lanes()->empty());
 }
 
-TEST_CASE("An image page needs its image, and a text page none") {
-  auto store = open_store(":memory:");
+FAIRLANE_STORE_TEST_CASE("An image page needs its image, and a text page none", sqlite_memory) {
+  auto store = home.open();
   const auto alice = store->add_user("alice").value().user.id;
   JobRequest request{alice, "bad.pdf", {PageInput{"", 10, PageKind::image, std::nullopt}}, 100};
   const auto refused = store->enqueue_job(request);
@@ -125,20 +126,20 @@ TEST_CASE("An image page needs its image, and a text page none") {
   CHECK(store->jobs_of(alice, 10)->jobs.empty());
 }
 
-TEST_CASE("Restart: image pages come back in their lanes with their images, blank ones never") {
-  TempDir dir;
-  const std::string path = dir.file("kinds.db");
+FAIRLANE_STORE_TEST_CASE(
+    "Restart: image pages come back in their lanes with their images, blank ones never",
+    sqlite_file) {
   std::vector<fairlane::PageId> lane;
   fairlane::JobId job_id = 0;
   {
-    auto store = open_store(path);
+    auto store = home.open();
     const auto alice = store->add_user("alice").value().user.id;
     const auto job = store->enqueue_job(mixed_job(alice)).value();
     job_id = job.job.id;
     for (const auto& page : job.pages) lane.push_back(page.page_id);
     apply(*store, {PageTransition::dispatched(lane[1], 1'800)});
   }  // ends with the first image page in flight
-  auto store = open_store(path);
+  auto store = home.open();
   const auto lanes = store->load_lanes().value();
   REQUIRE(lanes.size() == 1);
   REQUIRE(lanes[0].pages.size() == 3);

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/pg.hpp"
 #include "support/pg.hpp"
@@ -16,6 +17,7 @@ using fairlane::JobState;
 using fairlane::PageImage;
 using fairlane::PageInput;
 using fairlane::PageKind;
+using fairlane::PageTransition;
 using fairlane::StatusCode;
 using fairlane::StoreOptions;
 using fairlane::store::PgStore;
@@ -436,18 +438,85 @@ TEST_CASE("PostgreSQL: PgStore reads the pages in flight, the recent spend and t
   CHECK(*recent->longest_recent_call == std::chrono::milliseconds(1'500));
 }
 
-TEST_CASE("PostgreSQL: what PgStore does not do yet says so") {
+TEST_CASE("PostgreSQL: PgStore applies a batch of page transitions in one round trip") {
   const auto server = pg_server_uri();
   if (!server) {
     MESSAGE(kNoPgServer);
     return;
   }
   Fixture f(*server);
-  const auto applied = f.store->apply({});
-  REQUIRE_FALSE(applied.ok());
-  CHECK(applied.status().code() == StatusCode::internal);
-  CHECK(applied.status().message().find("cannot apply page transitions yet") != std::string::npos);
-  CHECK(f.store->cancel_job(1).status().code() == StatusCode::internal);
-  CHECK(f.store->write_health().code() == StatusCode::internal);
+  const auto ann = f.store->add_user("ann", 1).value();
+  const auto job = f.store->enqueue_job(job_of(ann.user.id, numbered_pages(3))).value();
+  const auto p = [&](std::size_t i) { return job.pages[i].page_id; };
+  const std::int64_t before = f.store->round_trips();
+  const std::vector<PageTransition> batch{
+      PageTransition::dispatched(p(0), 300),
+      PageTransition::dispatched(p(1), 300),
+      PageTransition::completed(p(0), "one", fairlane::Usage{10, 5}, 1),
+      PageTransition::attempt_failed(p(1), "timeout", f.clock.now, 1),
+      PageTransition::dispatched(p(1), 300),
+      PageTransition::job_cancelled(job.job.id),
+  };
+  const auto applied = f.store->apply(batch);
+  REQUIRE_MESSAGE(applied.ok(), applied.status().message());
+  CHECK(*applied == std::vector<std::int64_t>{1, 1, 1, 1, 2, 1});
+  CHECK(f.store->round_trips() == before + 1);
+  CHECK(f.number("SELECT count(*) FROM spend") == 3);
+  CHECK(f.number("SELECT tokens FROM spend WHERE dispatch = 1 AND page_id = " +
+                 std::to_string(p(0))) == 15);
+  CHECK(f.number("SELECT cancelled FROM jobs") == 1);
+  CHECK(f.number("SELECT in_flight FROM jobs") == 1);
+  // An empty batch is one round trip too, and changes nothing.
+  CHECK(f.store->apply({}).value().empty());
+  CHECK(f.store->write_health().ok());
+  CHECK(f.store->probe_write().ok());
   CHECK(f.store->path() == f.database.uri());
+}
+
+TEST_CASE("PostgreSQL: PgStore refuses a page output holding a NUL byte and applies nothing") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Fixture f(*server);
+  const auto ann = f.store->add_user("ann", 1).value();
+  const auto job = f.store->enqueue_job(job_of(ann.user.id, numbered_pages(1))).value();
+  const auto page = job.pages[0].page_id;
+  REQUIRE(f.store->apply(std::vector{PageTransition::dispatched(page, 300)}).ok());
+  const auto refused = f.store->apply(
+      std::vector{PageTransition::completed(page, std::string("a\0b", 3), fairlane::Usage{1, 1})});
+  CHECK(refused.status().code() == StatusCode::invalid_argument);
+  CHECK(f.number("SELECT in_flight FROM jobs") == 1);
+  CHECK(f.store->write_health().ok());
+}
+
+TEST_CASE("PostgreSQL: PgStore writes nothing more once a batch's outcome is unknown") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Fixture f(*server);
+  const auto ann = f.store->add_user("ann", 1).value();
+  const auto job = f.store->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
+  CHECK(f.store->write_health().ok());
+  // The server ends the store's connection, as a failover or a restart of the server would.
+  f.run(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+      "WHERE datname = current_database() AND pid <> pg_backend_pid()");
+  const auto lost =
+      f.store->apply(std::vector{PageTransition::dispatched(job.pages[0].page_id, 1)});
+  REQUIRE_FALSE(lost.ok());
+  CHECK(lost.status().code() == StatusCode::io_error);
+  CHECK(lost.status().message().find("whether it was stored is unknown") != std::string::npos);
+  CHECK(f.store->write_health().code() == StatusCode::io_error);
+  // Every write after it is refused with the same reason, without trying.
+  const auto again =
+      f.store->apply(std::vector{PageTransition::dispatched(job.pages[1].page_id, 1)});
+  CHECK(again.status().message() == lost.status().message());
+  CHECK(f.store->probe_write().message() == lost.status().message());
+  CHECK(f.store->enqueue_job(job_of(ann.user.id, numbered_pages(1))).status().code() ==
+        StatusCode::io_error);
+  CHECK(f.number("SELECT in_flight FROM jobs") == 0);
 }

@@ -11,6 +11,7 @@
 
 #include "fairlane/store/store.hpp"
 #include "support/store.hpp"
+#include "support/store_home.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::JobRequest;
@@ -31,12 +32,23 @@ using fairlane::testing::TempDir;
 
 namespace {
 
+// A store with two users: SQLite in memory, or wherever `home` keeps its stores.
 struct Fixture {
+  Fixture() : Fixture(nullptr) {}
+  explicit Fixture(fairlane::testing::StoreHome& home) : Fixture(&home) {}
+
   ManualWallClock wall;
-  std::unique_ptr<fairlane::Store> store = open_store(
-      ":memory:", StoreOptions{.usd_per_million_tokens = 3.0, .wall_clock = wall.function()});
-  fairlane::UserId alice = store->add_user("alice").value().user.id;
-  fairlane::UserId bob = store->add_user("bob", 2).value().user.id;
+  std::unique_ptr<fairlane::Store> store;
+  fairlane::UserId alice = 0;
+  fairlane::UserId bob = 0;
+
+ private:
+  explicit Fixture(fairlane::testing::StoreHome* home) {
+    const StoreOptions options{.usd_per_million_tokens = 3.0, .wall_clock = wall.function()};
+    store = home != nullptr ? home->open(options) : open_store(":memory:", options);
+    alice = store->add_user("alice").value().user.id;
+    bob = store->add_user("bob", 2).value().user.id;
+  }
 };
 
 }  // namespace
@@ -93,8 +105,9 @@ TEST_CASE("A new user's key is shown once, finds the user, and only its SHA-256 
   CHECK(file_bytes.find(key) == std::string::npos);
 }
 
-TEST_CASE("User names are unique and checked, weights are 1 to 1000") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("User names are unique and checked, weights are 1 to 1000",
+                         sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->add_user("alice").status().code() == StatusCode::already_exists);
   CHECK(f.store->add_user("").status().code() == StatusCode::invalid_argument);
   CHECK(f.store->add_user("no spaces").status().code() == StatusCode::invalid_argument);
@@ -107,8 +120,10 @@ TEST_CASE("User names are unique and checked, weights are 1 to 1000") {
   CHECK(f.store->set_weight("alice", 0).code() == StatusCode::invalid_argument);
 }
 
-TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane order, texts") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "Enqueue writes the job and its pages: counts, state, ids in lane order, texts",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   CHECK(job.created);
   CHECK(job.job.public_id.rfind("job_", 0) == 0);
@@ -135,8 +150,9 @@ TEST_CASE("Enqueue writes the job and its pages: counts, state, ids in lane orde
   CHECK(f.store->job_of(job.job.public_id, f.alice).ok());
 }
 
-TEST_CASE("Bad uploads are refused with a reason and leave no job behind") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("Bad uploads are refused with a reason and leave no job behind",
+                         sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->enqueue_job(JobRequest{f.alice, "empty.pdf", {}, 200, {}}).status().code() ==
         StatusCode::invalid_argument);
   CHECK(f.store->enqueue_job(JobRequest{f.alice, "x.pdf", numbered_pages(2), 0, {}})
@@ -153,8 +169,9 @@ TEST_CASE("Bad uploads are refused with a reason and leave no job behind") {
   CHECK(f.store->load_lanes()->empty());
 }
 
-TEST_CASE("A repeated idempotency key returns the first job unchanged") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A repeated idempotency key returns the first job unchanged",
+                         sqlite_memory) {
+  Fixture f(home);
   const auto first = enqueue(*f.store, f.alice, 3, "book.pdf", "upload-1");
   const auto again = enqueue(*f.store, f.alice, 5, "other.pdf", "upload-1");
   CHECK_FALSE(again.created);
@@ -169,8 +186,10 @@ TEST_CASE("A repeated idempotency key returns the first job unchanged") {
   CHECK(f.store->jobs_of(f.alice, 10)->jobs.size() == 2);
 }
 
-TEST_CASE("Dispatch and completion: a job's counts, state, usage and cost after every transition") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "Dispatch and completion: a job's counts, state, usage and cost after every transition",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 2);
   const auto p1 = job.pages[0].page_id;
   const auto p2 = job.pages[1].page_id;
@@ -211,8 +230,8 @@ TEST_CASE("Dispatch and completion: a job's counts, state, usage and cost after 
   CHECK(results[1].usage.output_tokens == 50);
 }
 
-TEST_CASE("A page completed twice keeps its first result") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A page completed twice keeps its first result", sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 1);
   const auto page = job.pages[0].page_id;
   apply(*f.store, {PageTransition::dispatched(page, 300)});
@@ -225,9 +244,10 @@ TEST_CASE("A page completed twice keeps its first result") {
   CHECK(apply(*f.store, {PageTransition::dispatched(page, 300)}) == std::vector<std::int64_t>{0});
 }
 
-TEST_CASE(
-    "A failed attempt returns the page to queued with its reason, attempt count and backoff") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "A failed attempt returns the page to queued with its reason, attempt count and backoff",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 2);
   const auto page = job.pages[0].page_id;
   const WallTime retry_at = f.wall.now + 4s;
@@ -252,8 +272,9 @@ TEST_CASE(
   CHECK(f.store->results(job.job.id)->front().attempts == 1);
 }
 
-TEST_CASE("A page that fails for good makes its job failed once nothing is left") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A page that fails for good makes its job failed once nothing is left",
+                         sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 2);
   const auto p1 = job.pages[0].page_id;
   const auto p2 = job.pages[1].page_id;
@@ -273,8 +294,10 @@ TEST_CASE("A page that fails for good makes its job failed once nothing is left"
   CHECK_FALSE(results[0].output.has_value());
 }
 
-TEST_CASE("Cancel takes the queued pages only, in-flight ones finish, then the job is cancelled") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "Cancel takes the queued pages only, in-flight ones finish, then the job is cancelled",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 4);
   const auto p1 = job.pages[0].page_id;
   apply(*f.store, {PageTransition::dispatched(p1, 300)});
@@ -298,8 +321,9 @@ TEST_CASE("Cancel takes the queued pages only, in-flight ones finish, then the j
   CHECK(f.store->cancel_job(job.job.id).value() == 0);
 }
 
-TEST_CASE("A cancellation after a dispatch in the same batch leaves that page in flight") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "A cancellation after a dispatch in the same batch leaves that page in flight", sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 2);
   CHECK(apply(*f.store, {PageTransition::dispatched(job.pages[0].page_id, 300),
                          PageTransition::job_cancelled(job.job.id)}) ==
@@ -309,13 +333,13 @@ TEST_CASE("A cancellation after a dispatch in the same batch leaves that page in
   CHECK(view.pages.cancelled == 1);
 }
 
-TEST_CASE("Restart: pages in flight go back to the head of their lanes with their attempts kept") {
-  TempDir dir;
-  const std::string path = dir.file("lanes.db");
+FAIRLANE_STORE_TEST_CASE(
+    "Restart: pages in flight go back to the head of their lanes with their attempts kept",
+    sqlite_file) {
   fairlane::JobId alice_job = 0;
   std::vector<fairlane::PageId> alice_pages;
   {
-    auto store = open_store(path);
+    auto store = home.open();
     const auto alice = store->add_user("alice").value().user.id;
     const auto bob = store->add_user("bob", 3).value().user.id;
     const auto a = enqueue(*store, alice, 4);
@@ -332,7 +356,7 @@ TEST_CASE("Restart: pages in flight go back to the head of their lanes with thei
     CHECK(job_view(*store, alice_job).pages.in_flight == 2);
   }  // the process ends with two calls in flight
 
-  auto store = open_store(path);
+  auto store = home.open();
   const auto lanes = store->load_lanes().value();
   REQUIRE(lanes.size() == 2);
   CHECK(lanes[0].weight == 1);
@@ -353,8 +377,9 @@ TEST_CASE("Restart: pages in flight go back to the head of their lanes with thei
   CHECK(store->load_lanes()->at(0).pages.size() == 5);
 }
 
-TEST_CASE("recent_spend counts calls of the window, with actual tokens once known") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("recent_spend counts calls of the window, with actual tokens once known",
+                         sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   const auto& pages = job.pages;
   apply(*f.store, {PageTransition::dispatched(pages[0].page_id, 300),
@@ -373,8 +398,9 @@ TEST_CASE("recent_spend counts calls of the window, with actual tokens once know
   CHECK(spend.tokens == 500);
 }
 
-TEST_CASE("A user's jobs come newest first, a page at a time, and only their own") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A user's jobs come newest first, a page at a time, and only their own",
+                         sqlite_memory) {
+  Fixture f(home);
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(enqueue(*f.store, f.alice, 1).job.public_id);
   enqueue(*f.store, f.bob, 1);
@@ -397,8 +423,10 @@ TEST_CASE("A user's jobs come newest first, a page at a time, and only their own
   CHECK(f.store->job_of(ids[0], f.bob).status().code() == StatusCode::not_found);
 }
 
-TEST_CASE("A cancelled job's page that comes back unanswered is cancelled, not queued again") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "A cancelled job's page that comes back unanswered is cancelled, not queued again",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 4);
   const auto& p = job.pages;
   apply(*f.store, {PageTransition::dispatched(p[0].page_id, 300),
@@ -421,8 +449,9 @@ TEST_CASE("A cancelled job's page that comes back unanswered is cancelled, not q
   CHECK(f.store->cancel_job(987'654).status().code() == StatusCode::not_found);
 }
 
-TEST_CASE("A job cancelled before any dispatch is cancelled and finished at once") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A job cancelled before any dispatch is cancelled and finished at once",
+                         sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   f.wall.advance(7s);
   CHECK(f.store->cancel_job(job.job.id).value() == 3);
@@ -432,8 +461,10 @@ TEST_CASE("A job cancelled before any dispatch is cancelled and finished at once
   CHECK_FALSE(view.started_at.has_value());
 }
 
-TEST_CASE("A job with a failed page and cancelled ones ends cancelled: the owner's choice wins") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "A job with a failed page and cancelled ones ends cancelled: the owner's choice wins",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   apply(*f.store, {PageTransition::dispatched(job.pages[0].page_id, 300),
                    PageTransition::failed(job.pages[0].page_id, "gave up")});
@@ -441,8 +472,10 @@ TEST_CASE("A job with a failed page and cancelled ones ends cancelled: the owner
   CHECK(job_view(*f.store, job.job.id).state == JobState::cancelled);
 }
 
-TEST_CASE("Each call of a page has its number: a late answer of an older call changes nothing") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE(
+    "Each call of a page has its number: a late answer of an older call changes nothing",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 1);
   const auto page = job.pages[0].page_id;
   const auto first = apply(*f.store, {PageTransition::dispatched(page, 300)});
@@ -464,10 +497,11 @@ TEST_CASE("Each call of a page has its number: a late answer of an older call ch
   CHECK(f.store->recent_spend(60s)->tokens == 120);
 }
 
-TEST_CASE(
+FAIRLANE_STORE_TEST_CASE(
     "Spend: a second completion does not rewrite it, failures and 429s zero it but count the "
-    "call") {
-  Fixture f;
+    "call",
+    sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 3);
   const auto& p = job.pages;
   apply(*f.store,
@@ -482,8 +516,8 @@ TEST_CASE(
   CHECK(spend.tokens == 100);
 }
 
-TEST_CASE("A page that is done cannot fail afterwards") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A page that is done cannot fail afterwards", sqlite_memory) {
+  Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 1);
   const auto page = job.pages[0].page_id;
   apply(*f.store, {PageTransition::dispatched(page, 300),
@@ -494,8 +528,8 @@ TEST_CASE("A page that is done cannot fail afterwards") {
   CHECK(f.store->results(job.job.id)->front().state == PageState::done);
 }
 
-TEST_CASE("A list of jobs takes a limit of 1 to 1,000") {
-  Fixture f;
+FAIRLANE_STORE_TEST_CASE("A list of jobs takes a limit of 1 to 1,000", sqlite_memory) {
+  Fixture f(home);
   CHECK(f.store->jobs_of(f.alice, 0).status().code() == StatusCode::invalid_argument);
   CHECK(f.store->jobs_of(f.alice, 1'001).status().code() == StatusCode::invalid_argument);
   CHECK(f.store->jobs_of(f.alice, std::numeric_limits<std::size_t>::max()).status().code() ==

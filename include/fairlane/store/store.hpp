@@ -118,8 +118,12 @@ class Store {
 
   // Opens (creating if needed) the database at `path` (":memory:" for tests) with WAL,
   // foreign keys and a busy timeout, and migrates it to the latest schema, each migration
-  // in its own transaction. A database written by a newer fairlane is refused.
+  // in its own transaction. A database written by a newer fairlane is refused. A
+  // postgresql:// or postgres:// URI opens the PostgreSQL store instead (connected and
+  // migrated likewise; docs/postgresql.md says what it does not do yet).
   static Result<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options = {});
+  // Whether `db` is a PostgreSQL connection URI (postgresql:// or postgres://).
+  static bool is_postgresql_uri(std::string_view db);
 
   virtual ~Store() = default;
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# End to end on PostgreSQL (the tests' server, CTest fixture `postgres`): `fairlane user add
+# --db postgresql://...` (and postgres://) writes the user to a database of its own, migrated
+# on the way, and a taken name is refused; `fairlane serve --db postgresql://...` is refused
+# with a usage error (status 2) naming what is missing and what to use meanwhile, before it
+# connects to anything.
+#
+#   pg_cli.sh FAIRLANE URI_FILE
+set -euo pipefail
+fairlane=$1
+uri_file=$2
+stand_in=unused
+source "$(dirname "$0")/lib.sh"
+
+server=$(cat "$uri_file") || fail "no URI in $uri_file: did pg.server_start fail?"
+[[ -n $server ]] || fail "no URI in $uri_file: did pg.server_start fail?"
+psql_bin=$(pg_config --bindir)/psql
+db=fairlane_cli_$$
+uri=${server%/*}/$db
+sql() { "$psql_bin" -X -q -A -t -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+sql "$server" "CREATE DATABASE $db"
+drop_db() {
+  local status=$?
+  set +e
+  sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  (exit "$status")
+  cleanup
+}
+trap drop_db EXIT
+
+# run EXPECTED-EXIT ARGS...: `fairlane ARGS`, stdout to $work/N.out and stderr to $work/N.err.
+calls=0
+run() {
+  local want=$1 got=0
+  shift
+  calls=$((calls + 1))
+  out=$work/$calls.out
+  err=$work/$calls.err
+  timeout 60 "$fairlane" "$@" >"$out" 2>"$err" || got=$?
+  [[ $got == "$want" ]] ||
+    fail "fairlane $* exited $got, not $want; out: $(cat "$out"); err: $(cat "$err")"
+}
+
+run 0 user add alice --db "$uri"
+grep -qE '^fl_[0-9a-f]{64}$' "$out" || fail "no key printed: $(cat "$out")"
+[[ $(sql "$uri" "SELECT name || ':' || weight FROM users") == alice:1 ]] ||
+  fail "alice is not in the database: $(sql "$uri" "SELECT name, weight FROM users")"
+[[ $(sql "$uri" "SELECT count(*) FROM schema_migrations") -ge 1 ]] || fail "not migrated"
+# The key's SHA-256 is stored, never the key.
+key=$(cat "$out")
+want=$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)
+[[ $(sql "$uri" "SELECT encode(key_sha256, 'hex') FROM users WHERE name = 'alice'") == "$want" ]] ||
+  fail "the stored digest is not the key's SHA-256"
+
+run 1 user add alice --db "$uri"
+grep -q "exists already" "$err" || fail "a taken name: $(cat "$err")"
+
+run 0 user add bob --weight 3 --db "postgres://${uri#postgresql://}"
+[[ $(sql "$uri" "SELECT weight FROM users WHERE name = 'bob'") == 3 ]] || fail "bob's weight"
+
+# serve refuses PostgreSQL, on a URI where no server listens: it never gets to connecting.
+run 2 serve --db "postgresql://fairlane@127.0.0.1:1/nowhere" --provider-url http://127.0.0.1:1
+grep -q "serve cannot run on PostgreSQL yet" "$err" || fail "no reason: $(cat "$err")"
+grep -q "leader election and fencing" "$err" || fail "not what is missing: $(cat "$err")"
+grep -q "use an SQLite database meanwhile" "$err" || fail "not what to use: $(cat "$err")"
+run 2 serve --db "$uri" --provider-url http://127.0.0.1:1
+[[ $(sql "$uri" "SELECT count(*) FROM users") == 2 ]] || fail "serve changed the users"
+echo "ok"
