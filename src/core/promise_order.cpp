@@ -75,24 +75,26 @@ void PromiseOrder::review_if_due() {
   }
 }
 
-std::optional<UserId> PromiseOrder::instead_of(const QueuedPage& fair) const {
-  if (!at_risk_) return std::nullopt;
+const QueuedPage* PromiseOrder::instead_of(const QueuedPage& fair) const {
+  if (!at_risk_) return nullptr;
   const Promise& p = promises_.at(*at_risk_);
-  if (fair.user_id == p.user) return std::nullopt;
+  if (fair.user_id == p.user) return nullptr;
   const auto joined = joined_.find(fair.job_id);
   if (joined == joined_.end() || joined->second <= p.made_at + config_.seen_within) {
-    return std::nullopt;
+    return nullptr;
   }
-  return p.user;
+  // The job was its lane's only one at the review, so its next page is the lane's head; a
+  // head of another job means its pages are all out, and a later job of the same user (come
+  // since) is not owed its promise.
+  const QueuedPage* head = scheduler_.peek_lane(p.user);
+  return head != nullptr && head->job_id == *at_risk_ ? head : nullptr;
 }
 
 const QueuedPage* PromiseOrder::peek() {
   if (!promises_.empty()) review_if_due();
   const QueuedPage* fair = scheduler_.peek();
   if (fair == nullptr) return nullptr;
-  if (const auto user = instead_of(*fair)) {
-    if (const QueuedPage* page = scheduler_.peek_lane(*user)) return page;
-  }
+  if (const QueuedPage* page = instead_of(*fair)) return page;
   return fair;
 }
 
@@ -100,9 +102,10 @@ QueuedPage PromiseOrder::take() {
   const QueuedPage* fair = scheduler_.peek();
   assert(fair != nullptr && "take() without a page to take: peek() first");
   std::optional<QueuedPage> page;
-  if (const auto user = instead_of(*fair); user && scheduler_.peek_lane(*user) != nullptr) {
+  if (const QueuedPage* instead = instead_of(*fair)) {
+    const UserId user = instead->user_id;
     scheduler_.give_turn();
-    page = scheduler_.take_from(*user);
+    page = scheduler_.take_from(user);
     ++out_of_turn_;
   } else {
     page = scheduler_.take();

@@ -189,3 +189,20 @@ TEST_CASE("A page put back comes back as old work, not as a newcomer that gives 
   CHECK(f.take(4) == "ABAA");
   CHECK(f.order.out_of_turn() == 1);
 }
+
+TEST_CASE("A later job of the same user is not owed the promise of its earlier one") {
+  Fixture f;
+  f.add(kA, 10, 2);
+  f.promise_as_quoted(kA, 10);  // 2 / 6.25 + 2 = 2.32 s
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  // At 2 s: 4 pages to Alice's last, 2.64 s from now, past her promise: at risk. Her two
+  // pages go, one in her own turn and one in Bob's.
+  CHECK(f.take(2) == "AA");
+  CHECK(f.order.out_of_turn() == 1);
+  // Her next job comes before the next review, which still holds job 10 at risk: it is not
+  // owed job 10's promise, and takes its own turns only.
+  f.add(kA, 11, 3);
+  CHECK(f.take(4) == "ABAB");
+  CHECK(f.order.out_of_turn() == 1);
+}

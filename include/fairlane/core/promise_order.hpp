@@ -95,8 +95,9 @@ class PromiseOrder final : public PageOrder {
   void forget_promise(JobId job);
   // Projects the earliest promises again when a review is due.
   void review_if_due();
-  // The user whose at-risk job goes in place of `fair` (fair order's next page), if any.
-  [[nodiscard]] std::optional<UserId> instead_of(const QueuedPage& fair) const;
+  // The at-risk job's page that goes in place of `fair` (fair order's next page), or
+  // nullptr. Valid until the next change.
+  [[nodiscard]] const QueuedPage* instead_of(const QueuedPage& fair) const;
   // After a take: a job with nothing left queued is forgotten.
   void taken(const QueuedPage& page);
 
