@@ -74,4 +74,13 @@ Result<JobShape> check_job_request(const JobRequest& request) {
   return shape;
 }
 
+Result<NewKey> new_key() {
+  const auto secret = random_hex(32);
+  if (!secret) return Status{StatusCode::internal, "the system's random generator failed"};
+  std::string key = "fl_" + *secret;
+  const auto digest = sha256(key);
+  if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
+  return NewKey{std::move(key), *digest};
+}
+
 }  // namespace fairlane::store

@@ -1,6 +1,6 @@
-// What every store checks of what it is asked to write, and how it stores times, so that
-// the SQLite and PostgreSQL stores refuse the same requests with the same words and record
-// the same numbers.
+// What every store checks of what it is asked to write, how it stores times, and how it
+// makes a new user's key, so that the SQLite and PostgreSQL stores refuse the same requests
+// with the same words and record the same numbers.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -15,6 +15,7 @@
 #include "fairlane/core/result.hpp"
 #include "fairlane/core/status.hpp"
 #include "fairlane/store/store.hpp"
+#include "store/crypto.hpp"
 
 namespace fairlane::store {
 
@@ -47,5 +48,12 @@ struct JobShape {
 // A job needs pages, a name, max_tokens of at least 1, an idempotency key (if any) of 1 to
 // kMaxIdempotencyKeyBytes bytes, no negative estimate, and an image exactly on image pages.
 Result<JobShape> check_job_request(const JobRequest& request);
+
+// A new API key ("fl_" and 64 random hex digits) and the SHA-256 the store keeps of it.
+struct NewKey {
+  std::string key;
+  Sha256 digest;
+};
+Result<NewKey> new_key();
 
 }  // namespace fairlane::store

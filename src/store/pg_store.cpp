@@ -97,13 +97,11 @@ Result<NewUser> PgStore::add_user(std::string_view name, std::int64_t weight) {
   if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
-  const auto secret = random_hex(32);
-  if (!secret) return Status{StatusCode::internal, "the system's random generator failed"};
-  std::string key = "fl_" + *secret;
-  const auto digest = sha256(key);
-  if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
-  const std::string_view digest_bytes(reinterpret_cast<const char*>(digest->data()),
-                                      digest->size());
+  auto made = new_key();
+  if (!made.ok()) return made.status();
+  std::string key = std::move(made->key);
+  const Sha256& digest = made->digest;
+  const std::string_view digest_bytes(reinterpret_cast<const char*>(digest.data()), digest.size());
   const std::array params{pg::Param::text(name), pg::Param::bytes(digest_bytes),
                           pg::Param::int64(weight), pg::Param::int64(to_ms(now()))};
   // One statement, committed (synchronously) before the key is shown.

@@ -208,11 +208,10 @@ Result<NewUser> SqliteStore::add_user_unnoted(std::string_view name, std::int64_
   if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
-  const auto secret = random_hex(32);
-  if (!secret) return Status{StatusCode::internal, "the system's random generator failed"};
-  std::string key = "fl_" + *secret;
-  const auto digest = sha256(key);
-  if (!digest) return Status{StatusCode::internal, "SHA-256 of the new key failed"};
+  auto made = new_key();
+  if (!made.ok()) return made.status();
+  std::string key = std::move(made->key);
+  const Sha256& digest = made->digest;
 
   // The key is shown once: the user must exist for good before it is.
   const FullSync full_sync(db_);
@@ -221,7 +220,7 @@ Result<NewUser> SqliteStore::add_user_unnoted(std::string_view name, std::int64_
   if (!tx.status().ok()) return tx.status();
   {
     Use insert(insert_user_);
-    insert->bind(1, name).bind_blob(2, digest->data(), static_cast<int>(digest->size()));
+    insert->bind(1, name).bind_blob(2, digest.data(), static_cast<int>(digest.size()));
     insert->bind(3, weight).bind(4, to_ms(now()));
     const int rc = insert->run();
     if (rc == SQLITE_CONSTRAINT_UNIQUE) {
