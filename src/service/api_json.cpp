@@ -88,6 +88,7 @@ ApiAnswer answer_for(const Status& status) {
       {StatusCode::disk_full, 507},
       {StatusCode::read_only, 503},
       {StatusCode::io_error, 503},
+      {StatusCode::fenced, 503},
       {StatusCode::corrupt, 500},
       {StatusCode::version_too_new, 500},
       {StatusCode::internal, 500},

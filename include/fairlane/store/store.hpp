@@ -32,6 +32,8 @@
 
 namespace fairlane {
 
+class ClusterStore;
+
 struct StoreOptions {
   // How long a write waits for another process's lock before failing with busy.
   std::chrono::milliseconds busy_timeout{5000};
@@ -193,6 +195,10 @@ class Store {
   // it, which write_health() then reports: how a store whose writes failed learns that
   // space has returned while nothing else is being written.
   virtual Status probe_write() = 0;
+
+  // The cluster's shared state (include/fairlane/store/cluster.hpp) on a store that several
+  // instances can share (PostgreSQL); nullptr on one that cannot (SQLite).
+  virtual ClusterStore* cluster() { return nullptr; }
 };
 
 }  // namespace fairlane
