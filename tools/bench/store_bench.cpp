@@ -7,6 +7,14 @@
 // against the text job above, and page_call of one, the BLOB a dispatch reads
 // (docs/performance.md, "Scanned pages").
 //
+// PostgreSQL beside SQLite (issue 17): the text enqueue, page_call of a text page and the
+// dispatch + complete through GroupCommit run on both stores, one body over a StoreHome,
+// as BM_..._NAME/sqlite and BM_..._NAME/postgresql. The PostgreSQL ones make a database of
+// their own on the server FAIRLANE_BENCH_PG_URI names (a libpq URI whose role may CREATE
+// DATABASE), drop it at the end, and are skipped when it is unset; tools/bench/pg starts a
+// throwaway server and runs them (docs/performance.md, "PostgreSQL beside SQLite"). Targets
+// there: enqueue >= 10,000 pages/s, dispatch + complete >= 5,000 a second.
+//
 // All of them time wall-clock (UseRealTime): the store waits on the disk, so CPU time
 // would flatter it. The 1M-page ones build their database once per process, untimed
 // (10,000 synced enqueues: seconds on a fast disk, longer where fsync is slow), and pin
@@ -18,16 +26,20 @@
 // takes about a minute on two cores.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>  // mkdtemp
+#include <unistd.h>  // getpid
 #if defined(__GLIBC__)
 #include <malloc.h>  // malloc_trim
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -41,6 +53,7 @@
 #include "fairlane/store/lane.hpp"
 #include "fairlane/store/page_transition.hpp"
 #include "fairlane/store/store.hpp"
+#include "store/pg.hpp"
 
 namespace {
 
@@ -168,17 +181,89 @@ JobRequest make_image_job(fairlane::UserId user, std::size_t pages) {
   return request;
 }
 
-// A store on a new file in `dir` with one user; nullptr after SkipWithError on failure.
+// Which store a benchmark runs on.
+enum class Backend { sqlite, postgresql };
+
+// The URI `uri` with its database (the path after the authority) replaced by `database`,
+// its query string kept: postgresql://u@h:5432/old?x=y -> postgresql://u@h:5432/NEW?x=y.
+std::string with_database(const std::string& uri, const std::string& database) {
+  const auto scheme = uri.find("://");
+  const std::size_t authority = scheme == std::string::npos ? 0 : scheme + 3;
+  const auto query = uri.find('?', authority);
+  const std::string head = uri.substr(0, query);
+  const std::string tail = query == std::string::npos ? "" : uri.substr(query);
+  const auto slash = head.find('/', authority);
+  return (slash == std::string::npos ? head : head.substr(0, slash)) + "/" + database + tail;
+}
+
+// Where a benchmark's store lives, made fresh for it and removed with it: a file in a new
+// temporary directory (SQLite), or a new database on the server FAIRLANE_BENCH_PG_URI names,
+// made through that URI's own database and dropped WITH (FORCE) at the end (PostgreSQL).
+// When it cannot be made the benchmark is skipped with the reason, and ready() is false.
+class StoreHome {
+ public:
+  StoreHome(benchmark::State& state, Backend backend) {
+    if (backend == Backend::sqlite) {
+      dir_.emplace();
+      if (dir_->path().empty()) {
+        state.SkipWithError("cannot make a temporary directory");
+        return;
+      }
+      db_ = dir_->file("store.db");
+      return;
+    }
+    // Read on the benchmark's thread; nothing in the process sets the environment.
+    // NOLINTNEXTLINE(concurrency-mt-unsafe)
+    const char* server = std::getenv("FAIRLANE_BENCH_PG_URI");
+    if (server == nullptr || *server == '\0') {
+      state.SkipWithError("no PostgreSQL server: set FAIRLANE_BENCH_PG_URI, or run tools/bench/pg");
+      return;
+    }
+    static std::atomic<int> count{0};
+    const std::string name =
+        "fairlane_bench_" + std::to_string(getpid()) + "_" + std::to_string(count++);
+    auto admin = fairlane::store::pg::Connection::open(server);
+    if (!ok_or_skip(state, admin.status())) return;
+    // One statement each: neither may run inside a transaction block.
+    if (!ok_or_skip(state, admin->exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)",
+                                       "dropping a benchmark database")) ||
+        !ok_or_skip(state,
+                    admin->exec("CREATE DATABASE " + name, "creating a benchmark database"))) {
+      return;
+    }
+    server_ = server;
+    database_ = name;
+    db_ = with_database(server_, database_);
+  }
+  StoreHome(const StoreHome&) = delete;
+  StoreHome& operator=(const StoreHome&) = delete;
+  ~StoreHome() {
+    if (database_.empty()) return;
+    auto admin = fairlane::store::pg::Connection::open(server_);
+    if (!admin.ok()) return;
+    (void)admin->exec("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)",
+                      "dropping a benchmark database");
+  }
+
+  [[nodiscard]] bool ready() const { return !db_.empty(); }
+  // What Store::open takes: the file's path or the database's URI.
+  [[nodiscard]] const std::string& db() const { return db_; }
+
+ private:
+  std::optional<TempDir> dir_;  // SQLite's
+  std::string server_;
+  std::string database_;
+  std::string db_;
+};
+
+// A store in `home` with one user; nullptr after SkipWithError on failure.
 struct OneUserStore {
   std::unique_ptr<Store> store;
   fairlane::UserId user = 0;
 };
-OneUserStore open_one_user_store(benchmark::State& state, const TempDir& dir) {
-  if (dir.path().empty()) {
-    state.SkipWithError("cannot make a temporary directory");
-    return {};
-  }
-  auto store = Store::open(dir.file("store.db"));
+OneUserStore open_one_user_store(benchmark::State& state, const StoreHome& home) {
+  if (!home.ready()) return {};
+  auto store = Store::open(home.db());
   if (!ok_or_skip(state, store.status())) return {};
   auto user = store.value()->add_user("bench");
   if (!ok_or_skip(state, user.status())) return {};
@@ -220,14 +305,13 @@ std::int64_t lane_bytes(const std::vector<Lane>& lanes) {
   return static_cast<std::int64_t>(bytes);
 }
 
-// enqueue_job of one 100-page job, 3 KB of text a page, into a growing database file.
-// Each job is one transaction with synchronous=FULL, so each pays for an fsync.
-// Enqueues the job `make` writes for the store's one user, once an iteration; each page
-// carries `page_bytes` of text or image.
+// Enqueues the job `make` writes for the store's one user, once an iteration, on `backend`;
+// each page carries `page_bytes` of text or image.
 template <typename MakeJob>
-void time_enqueue(benchmark::State& state, const MakeJob& make, std::size_t page_bytes) {
-  const TempDir dir;
-  auto [store, user] = open_one_user_store(state, dir);
+void time_enqueue(benchmark::State& state, Backend backend, const MakeJob& make,
+                  std::size_t page_bytes) {
+  const StoreHome home(state, backend);
+  auto [store, user] = open_one_user_store(state, home);
   if (store == nullptr) return;
   const JobRequest job = make(user);
   for (auto _ : state) {
@@ -240,30 +324,40 @@ void time_enqueue(benchmark::State& state, const MakeJob& make, std::size_t page
                           static_cast<std::int64_t>(job.pages.size() * page_bytes));
 }
 
-void BM_Store_Enqueue100PageJob(benchmark::State& state) {
+// enqueue_job of one 100-page job, 3 KB of text a page, into a growing database. Each job
+// is one transaction: on SQLite with synchronous=FULL, so each pays for an fsync; on
+// PostgreSQL one statement (one round trip) with synchronous_commit=on, so each waits for
+// its WAL flush on the server.
+void BM_Store_Enqueue100PageJob(benchmark::State& state, Backend backend) {
   time_enqueue(
-      state,
+      state, backend,
       [](fairlane::UserId user) {
         return make_job(user, kPagesPerJob, kPageTextBytes, kPageTokens);
       },
       kPageTextBytes);
 }
-BENCHMARK(BM_Store_Enqueue100PageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_Enqueue100PageJob, sqlite, Backend::sqlite)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_Enqueue100PageJob, postgresql, Backend::postgresql)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The same for a 100-page job of image pages, 200 KB each: 20 MB a transaction where the
 // text job writes 300 KB, so this is mostly the disk's write bandwidth.
 void BM_Store_Enqueue100PageImageJob(benchmark::State& state) {
   time_enqueue(
-      state, [](fairlane::UserId user) { return make_image_job(user, kPagesPerJob); },
-      kPageImageBytes);
+      state, Backend::sqlite,
+      [](fairlane::UserId user) { return make_image_job(user, kPagesPerJob); }, kPageImageBytes);
 }
 BENCHMARK(BM_Store_Enqueue100PageImageJob)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Enqueues `job` until at least `at_least` pages are queued, then reopens the store so that
 // the write-ahead log is checkpointed into the file and the timed loop does not pay for
-// copying the pages in. The pages' ids, in enqueue order; empty when a step failed (the
+// copying the pages in (on PostgreSQL, where the server checkpoints, it is only a new
+// connection). The pages' ids, in enqueue order; empty when a step failed (the
 // benchmark is skipped then).
-std::vector<fairlane::PageId> fill_and_reopen(benchmark::State& state,
+std::vector<fairlane::PageId> fill_and_reopen(benchmark::State& state, const StoreHome& home,
                                               std::unique_ptr<Store>& store, const JobRequest& job,
                                               std::size_t at_least) {
   std::vector<fairlane::PageId> pages;
@@ -273,9 +367,8 @@ std::vector<fairlane::PageId> fill_and_reopen(benchmark::State& state,
     if (!ok_or_skip(state, enqueued.status())) return {};
     for (const LanePage& page : enqueued->pages) pages.push_back(page.page_id);
   }
-  const std::string path = store->path();
   store.reset();
-  auto reopened = Store::open(path);
+  auto reopened = Store::open(home.db());
   if (!ok_or_skip(state, reopened.status())) return {};
   store = std::move(reopened).value();
   return pages;
@@ -286,14 +379,14 @@ std::vector<fairlane::PageId> fill_and_reopen(benchmark::State& state,
 // reopened (so the write-ahead log is checkpointed into the file), and each iteration reads
 // the next page, round the 1,000: a page the size of a dispatch's, though the file (200 MB
 // for images) stays in the page cache, as it would on a server with the memory for it.
-void page_call_of(benchmark::State& state, bool images) {
-  const TempDir dir;
-  auto [store, user] = open_one_user_store(state, dir);
+void page_call_of(benchmark::State& state, Backend backend, bool images) {
+  const StoreHome home(state, backend);
+  auto [store, user] = open_one_user_store(state, home);
   if (store == nullptr) return;
   constexpr std::size_t kPages = 1'000;
   const JobRequest job = images ? make_image_job(user, kPagesPerJob)
                                 : make_job(user, kPagesPerJob, kPageTextBytes, kPageTokens);
-  const std::vector<fairlane::PageId> pages = fill_and_reopen(state, store, job, kPages);
+  const std::vector<fairlane::PageId> pages = fill_and_reopen(state, home, store, job, kPages);
   if (pages.empty()) return;
 
   std::size_t next = 0;
@@ -310,13 +403,19 @@ void page_call_of(benchmark::State& state, bool images) {
   state.SetBytesProcessed(bytes);
 }
 
-void BM_Store_PageCall_Text(benchmark::State& state) {
-  page_call_of(state, false);
+// On PostgreSQL a page_call is one query, one round trip.
+void BM_Store_PageCall_Text(benchmark::State& state, Backend backend) {
+  page_call_of(state, backend, false);
 }
-BENCHMARK(BM_Store_PageCall_Text)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Store_PageCall_Text, sqlite, Backend::sqlite)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Store_PageCall_Text, postgresql, Backend::postgresql)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_Store_PageCall_Image(benchmark::State& state) {
-  page_call_of(state, true);
+  page_call_of(state, Backend::sqlite, true);
 }
 BENCHMARK(BM_Store_PageCall_Image)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
@@ -324,16 +423,17 @@ BENCHMARK(BM_Store_PageCall_Image)->UseRealTime()->Unit(benchmark::kMicrosecond)
 // completed with a 1 KB output, both through GroupCommit (512 a batch, 5 ms at most),
 // flushed whenever due. An iteration is a page; it counts once its completion has
 // committed (the last batch is flushed inside the last iteration). The pages are
-// enqueued before the timing starts, 3 KB of text each as above.
-void BM_Store_DispatchComplete_GroupCommit(benchmark::State& state) {
-  const TempDir dir;
-  auto [store, user] = open_one_user_store(state, dir);
+// enqueued before the timing starts, 3 KB of text each as above. On PostgreSQL a batch is
+// one call of fairlane_apply: one round trip and one synchronous commit.
+void BM_Store_DispatchComplete_GroupCommit(benchmark::State& state, Backend backend) {
+  const StoreHome home(state, backend);
+  auto [store, user] = open_one_user_store(state, home);
   if (store == nullptr) return;
 
   constexpr std::size_t kPoolJobPages = 1'000;
   const JobRequest pool_job = make_job(user, kPoolJobPages, kPageTextBytes, kPageTokens);
   const std::vector<fairlane::PageId> pages =
-      fill_and_reopen(state, store, pool_job, static_cast<std::size_t>(state.max_iterations));
+      fill_and_reopen(state, home, store, pool_job, static_cast<std::size_t>(state.max_iterations));
   if (pages.empty()) return;
 
   const fairlane::SteadyClock clock;
@@ -358,7 +458,12 @@ void BM_Store_DispatchComplete_GroupCommit(benchmark::State& state) {
   }
   state.SetItemsProcessed(completed);
 }
-BENCHMARK(BM_Store_DispatchComplete_GroupCommit)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_DispatchComplete_GroupCommit, sqlite, Backend::sqlite)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_DispatchComplete_GroupCommit, postgresql, Backend::postgresql)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The database of 10,000 users with one 100-page job each, all queued (short texts),
 // built by the store itself when first asked for, once per process; removed at exit.
