@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -241,6 +242,33 @@ TEST_CASE("PostgreSQL: another instance claims an expired lease with the next ep
   REQUIRE(again.ok());
   CHECK(again->held);
   CHECK(again->epoch == 2);
+}
+
+TEST_CASE("PostgreSQL: of two instances claiming the lease at once, exactly one gets it") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  const fairlane::Status not_run{StatusCode::internal, "not run"};
+  for (int round = 0; round < 10; ++round) {
+    CAPTURE(round);
+    c.run("DELETE FROM lease");
+    fairlane::Result<fairlane::LeaseState> by_a = not_run;
+    fairlane::Result<fairlane::LeaseState> by_b = not_run;
+    {
+      // Each store on a thread of its own, as two processes would.
+      std::jthread other([&] { by_b = c.b->claim_lease("b", seconds(30)); });
+      by_a = c.a->claim_lease("a", seconds(30));
+    }
+    REQUIRE_MESSAGE(by_a.ok(), by_a.status().message());
+    REQUIRE_MESSAGE(by_b.ok(), by_b.status().message());
+    CHECK(by_a->held != by_b->held);
+    CHECK(by_a->leader == by_b->leader);
+    CHECK(by_a->epoch == 1);
+    CHECK(by_b->epoch == 1);
+  }
 }
 
 TEST_CASE(
