@@ -90,6 +90,12 @@ std::string array_literal(std::span<const T> values, Append append) {
 Status status_for(std::string_view sqlstate, std::string_view server, std::string_view doing,
                   std::string_view detail) {
   const std::string_view sql_class = sqlstate.substr(0, 2);
+  if (sqlstate == kFencedSqlstate) {  // not a failure of the server: this instance was deposed
+    return {StatusCode::fenced,
+            fmt::format("{}: {}. Nothing of it was written; this instance must stop "
+                        "dispatching until it leads again.",
+                        doing, detail)};
+  }
   if (sqlstate == "57014") {  // a statement or lock timeout cancelled the query
     return {StatusCode::busy,
             fmt::format("{}: the PostgreSQL server at {} cancelled it ({}). Retry later, or "

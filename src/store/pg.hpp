@@ -24,6 +24,10 @@ struct pg_result;
 
 namespace fairlane::store::pg {
 
+// The SQLSTATE fairlane_apply raises when the fence it was given no longer holds the lease
+// (schema/pg/0003_cluster.sql): status_for makes it StatusCode::fenced.
+inline constexpr std::string_view kFencedSqlstate = "FL001";
+
 // The Status for an error with SQLSTATE `sqlstate` (five characters; empty when the server
 // sent none, as when the connection broke) from `server` while `doing` something; `detail` is
 // the server's message.

@@ -8,13 +8,14 @@
 namespace fairlane::store {
 
 // The columns of a job view, in the order pg_store.cpp's read_job reads them (those of
-// queries.hpp's FAIRLANE_JOB_VIEW).
-#define FAIRLANE_PG_JOB_VIEW                                                        \
+// queries.hpp's FAIRLANE_JOB_VIEW), and where they come from.
+#define FAIRLANE_PG_JOB_COLUMNS                                                     \
   "j.id, j.public_id, j.user_id, u.name, j.name, j.state, j.page_count, j.queued, " \
   "j.in_flight, j.done, j.failed, j.cancelled, j.input_tokens, j.output_tokens, "   \
   "j.max_tokens, j.created_at, j.started_at, j.finished_at, j.promised_eta_at, "    \
-  "j.eta_revised_at, j.eta_revised_reason, j.image_pages, j.blank_pages "           \
-  "FROM jobs j JOIN users u ON u.id = j.user_id "
+  "j.eta_revised_at, j.eta_revised_reason, j.image_pages, j.blank_pages "
+#define FAIRLANE_PG_JOB_FROM "FROM jobs j JOIN users u ON u.id = j.user_id "
+#define FAIRLANE_PG_JOB_VIEW FAIRLANE_PG_JOB_COLUMNS FAIRLANE_PG_JOB_FROM
 
 struct PgSql {
   // Orders migrating processes: an advisory lock held until the transaction ends, keyed by
@@ -57,7 +58,9 @@ struct PgSql {
   // has none). Page ids are drawn from the pages' sequence and handed out in page order, so
   // that lane order (page id) is page order. A repeated idempotency key inserts nothing and
   // returns no row. Otherwise: one row per page that enters a lane (job id, owner's name,
-  // page id, seq), in page order, or a single row with a NULL page when every page is blank.
+  // page id, seq), in page order, or a single row with a NULL page when every page is blank;
+  // and the new job's id is notified on fairlane_job_enqueued (kJobEnqueuedChannel), delivered
+  // at commit (`notified`: a CTE calling a volatile function is evaluated once, not inlined).
   static constexpr std::string_view enqueue_job =
       "WITH job AS ("
       "  INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count,"
@@ -94,8 +97,9 @@ struct PgSql {
       " images AS ("
       "  INSERT INTO page_images (page_id, media_type, width, height, bytes)"
       "  SELECT ids.id, input.media_type, input.width, input.height, input.bytes"
-      "  FROM job, input JOIN ids ON ids.seq = input.seq WHERE input.kind = 'image')"
-      " SELECT job.id, u.name, p.id, p.seq FROM job JOIN users u ON u.id = $2::bigint"
+      "  FROM job, input JOIN ids ON ids.seq = input.seq WHERE input.kind = 'image'),"
+      " notified AS (SELECT id, pg_notify('fairlane_job_enqueued', id::text) FROM job)"
+      " SELECT job.id, u.name, p.id, p.seq FROM notified job JOIN users u ON u.id = $2::bigint"
       " LEFT JOIN page_rows p ON p.kind <> 'blank' ORDER BY p.seq";
   static constexpr std::string_view job_by_idempotency_key =
       "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";
@@ -119,9 +123,18 @@ struct PgSql {
       "LEFT JOIN page_images i ON i.page_id = p.id WHERE p.id = $1::bigint";
   static constexpr std::string_view set_weight =
       "UPDATE users SET weight = $2::bigint WHERE name = $1::text";
+  // Notifies the job on fairlane_job_changed (kJobChangedChannel).
   static constexpr std::string_view revise_eta =
       "UPDATE jobs SET eta_revised_at = $2::bigint, eta_revised_reason = $3::text "
-      "WHERE id = $1::bigint";
+      "WHERE id = $1::bigint RETURNING pg_notify('fairlane_job_changed', id::text)";
+  // The job view and, after its columns, its queued pages in lane order (page id, estimated
+  // tokens, not_before, attempts), one row per page, or one row with a NULL page when none
+  // is queued.
+  static constexpr std::string_view queued_job =
+      "SELECT " FAIRLANE_PG_JOB_COLUMNS
+      ", p.id, p.estimated_tokens, p.not_before, p.attempts " FAIRLANE_PG_JOB_FROM
+      "LEFT JOIN pages p ON p.job_id = j.id AND p.state = 'queued' "
+      "WHERE j.id = $1::bigint ORDER BY p.id";
   static constexpr std::string_view in_flight_by_user =
       "SELECT user_id, count(*) FROM pages WHERE state = 'in_flight' "
       "GROUP BY user_id ORDER BY user_id";
@@ -141,14 +154,24 @@ struct PgSql {
       "ELSE 'cancelled' END, "
       "finished_at = CASE WHEN jobs.cancelled_at IS NULL THEN NULL ELSE $1::bigint END "
       "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
-  // A batch of page transitions in one statement (schema/pg/0002_apply_transitions.sql): $1
-  // kinds, $2 pages, $3 jobs, $4 reserved tokens, $5 outputs, $6 input tokens, $7 output
-  // tokens, $8 errors, $9 not_before, $10 calls, one element per transition; $11 now, $12
-  // the oldest spend kept. One bigint[] back: what each transition changed.
+  // A batch of page transitions in one statement (schema/pg/0003_cluster.sql): $1 kinds, $2
+  // pages, $3 jobs, $4 reserved tokens, $5 outputs, $6 input tokens, $7 output tokens, $8
+  // errors, $9 not_before, $10 calls, one element per transition; $11 now, $12 the oldest
+  // spend kept; $13 and $14 the fence's instance and epoch (0: unfenced). One bigint[] back:
+  // what each transition changed.
   static constexpr std::string_view apply =
       "SELECT fairlane_apply($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], "
       "$6::bigint[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint, "
-      "$12::bigint)";
+      "$12::bigint, $13::text, $14::bigint)";
+
+  // The leader's lease (schema/pg/0003_cluster.sql): $1 instance, $2 milliseconds. One row
+  // back: the holder, epoch and milliseconds left afterwards.
+  static constexpr std::string_view claim_lease =
+      "SELECT holder, epoch, remaining_ms FROM fairlane_claim_lease($1::text, $2::bigint)";
+  // Expires the lease now if $1 holds it.
+  static constexpr std::string_view release_lease =
+      "UPDATE lease SET expires_at = clock_timestamp() "
+      "WHERE holder = $1::text AND expires_at > clock_timestamp()";
   // Rewrites the newest migration's row as it is: a write, committed, that changes nothing.
   static constexpr std::string_view probe_write =
       "UPDATE schema_migrations SET name = name "
@@ -161,5 +184,7 @@ struct PgSql {
 };
 
 #undef FAIRLANE_PG_JOB_VIEW
+#undef FAIRLANE_PG_JOB_FROM
+#undef FAIRLANE_PG_JOB_COLUMNS
 
 }  // namespace fairlane::store

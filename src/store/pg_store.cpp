@@ -272,6 +272,10 @@ Result<std::vector<Lane>> PgStore::load_lanes() {
     return requeued.status();
   }
   write_health_ = {};
+  return read_lanes();
+}
+
+Result<std::vector<Lane>> PgStore::read_lanes() {
   auto rows = connection_.query(PgSql::queued_pages, {}, "reading the lanes");
   if (!rows.ok()) return rows.status();
   std::vector<Lane> lanes;
@@ -494,10 +498,10 @@ Result<std::vector<std::int64_t>> PgStore::apply_unnoted(
     calls.push_back(t.call);
   }
   const WallTime at = now();
-  // Fencing (DESIGN.md section 10, issue 17): the leader's epoch goes here, as one more
-  // parameter that fairlane_apply checks against the lease row before it writes anything, so
-  // that a deposed leader's batch changes nothing. There is no election yet: every caller
-  // writes as if it were the only dispatcher, which is why `serve` refuses PostgreSQL.
+  // The fence (DESIGN.md section 10): fairlane_apply checks it against the lease row, in
+  // this transaction and before it writes anything, so that a deposed leader's batch changes
+  // nothing and fails with SQLSTATE FL001, fenced. That is an answer, not a lost connection:
+  // unknown_if_lost leaves the store usable and note() does not count it against the health.
   const std::array params{
       pg::Param::text_array(kinds),          pg::Param::int64_array(pages),
       pg::Param::int64_array(jobs),          pg::Param::int64_array(reserved),
@@ -505,6 +509,7 @@ Result<std::vector<std::int64_t>> PgStore::apply_unnoted(
       pg::Param::int64_array(output_tokens), pg::Param::text_array(errors),
       pg::Param::int64_array(not_before),    pg::Param::int64_array(calls),
       pg::Param::int64(to_ms(at)),           pg::Param::int64(to_ms(at - kSpendRetention)),
+      pg::Param::text(fence_instance_),      pg::Param::int64(fence_epoch_),
   };
   // One statement: one round trip and one transaction for the whole batch, committed
   // synchronously (a cancellation is acknowledged to its user).
@@ -569,6 +574,68 @@ Status PgStore::unknown_if_lost(const Status& status, std::string_view what) {
                                "learn whether it was accepted.",
                                what, status.message()));
   return *broken_;
+}
+
+// ---- the cluster -------------------------------------------------------------------------
+
+Result<LeaseState> PgStore::claim_lease(std::string_view instance,
+                                        std::chrono::milliseconds lease) {
+  if (broken_) return *broken_;
+  if (instance.empty()) return invalid("claiming the lease: the instance has no name");
+  if (lease <= std::chrono::milliseconds(0)) {
+    return invalid(
+        fmt::format("claiming the lease: a lease of {} ms is not positive", lease.count()));
+  }
+  const std::array params{pg::Param::text(instance), pg::Param::int64(lease.count())};
+  const std::string doing = fmt::format("claiming the lease for '{}'", instance);
+  // One statement: claimed, renewed or refused, under the row's lock (fairlane_claim_lease).
+  auto rows = connection_.query(PgSql::claim_lease, params, doing);
+  if (!rows.ok()) return rows.status();
+  if (rows->size() != 1) {
+    return Status{StatusCode::internal, fmt::format("{}: the server sent no answer", doing)};
+  }
+  LeaseState state;
+  state.leader = std::string(rows->text(0, 0));
+  state.epoch = rows->int64(0, 1);
+  state.remaining = std::chrono::milliseconds(rows->int64(0, 2));
+  state.held = state.leader == instance && state.remaining > std::chrono::milliseconds(0);
+  return state;
+}
+
+Status PgStore::release_lease(std::string_view instance) {
+  // Not refused on a broken store: giving the lease up is what a clean stop owes the others.
+  const std::array params{pg::Param::text(instance)};
+  return connection_
+      .query(PgSql::release_lease, params, fmt::format("giving up the lease of '{}'", instance))
+      .status();
+}
+
+void PgStore::fence(std::string_view instance, std::int64_t epoch) {
+  fence_instance_ = std::string(instance);
+  fence_epoch_ = epoch;
+}
+
+Result<EnqueuedJob> PgStore::queued_job(JobId job) {
+  const std::array params{pg::Param::int64(job)};
+  auto rows = connection_.query(PgSql::queued_job, params,
+                                fmt::format("reading job {} and its queued pages", job));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", job)};
+  // The job view's columns first (read_job), then the page's.
+  constexpr int kPage = 23;
+  EnqueuedJob queued{read_job(*rows, 0, options_.usd_per_million_tokens), true, {}};
+  queued.pages.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    if (rows->is_null(row, kPage)) continue;  // no page queued
+    queued.pages.push_back(LanePage{rows->int64(row, kPage), job, rows->int64(row, kPage + 1),
+                                    from_ms(rows->optional_int64(row, kPage + 2)),
+                                    rows->int64(row, kPage + 3)});
+  }
+  return queued;
+}
+
+Result<std::vector<Lane>> PgStore::lanes_view() {
+  return read_lanes();
 }
 
 }  // namespace fairlane::store

@@ -1,13 +1,19 @@
 // PgStore: the Store over PostgreSQL (DESIGN.md section 10): open (connect, migrate), users,
 // enqueue a job in one round trip, load the lanes, every read, and the page transitions (a
 // batch in one round trip) with the write health. Store::open selects it for a postgresql://
-// or postgres:// URI. Not yet: the leader's fencing epoch on every transition, and driving
-// the connection from the loop; docs/postgresql.md says what is missing.
+// or postgres:// URI. It is also the ClusterStore (Store::cluster() returns it): the leader's
+// lease (one row, schema/pg/0003_cluster.sql), the fence that every page transition of the
+// leader carries (a deposed leader's batch changes nothing and returns fenced, which neither
+// breaks the store nor counts against its write health), the reads a follower needs, and
+// NOTIFY of every job enqueued or changed, in the transaction that writes it. Not yet: the
+// election loop itself, listening, and driving the connection from the loop;
+// docs/postgresql.md says what is missing.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
 // the server.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,12 +23,13 @@
 #include <vector>
 
 #include "fairlane/core/result.hpp"
+#include "fairlane/store/cluster.hpp"
 #include "fairlane/store/store.hpp"
 #include "store/pg.hpp"
 
 namespace fairlane::store {
 
-class PgStore final : public Store {
+class PgStore final : public Store, public ClusterStore {
  public:
   // Connects to `uri`, asks for synchronous commits and migrates the database to the latest
   // PostgreSQL schema (refusing a newer one). options.busy_timeout and options.vfs are
@@ -53,12 +60,28 @@ class PgStore final : public Store {
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
 
   // Page transitions: the whole batch in one statement (one round trip, one transaction), on
-  // the server (schema/pg/0002_apply_transitions.sql), with the SQLite store's effects. No
-  // fencing epoch yet (issue 17): see apply in pg_store.cpp.
+  // the server (fairlane_apply, schema/pg/0003_cluster.sql), with the SQLite store's effects,
+  // fenced by the instance and epoch fence() was given (fenced, nothing written, when they
+  // no longer hold the lease; a batch of cancellations only is never fenced). Each job it
+  // changed is notified on kJobChangedChannel at commit.
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
   Result<std::int64_t> cancel_job(JobId job) override;
   [[nodiscard]] Status write_health() const override;
   Status probe_write() override;
+
+  ClusterStore* cluster() override { return this; }
+
+  // ClusterStore (include/fairlane/store/cluster.hpp). The lease in one statement each
+  // (fairlane_claim_lease; release expires it now); `instance` must not be empty and `lease`
+  // must be positive. A store whose writes' outcome became unknown claims nothing.
+  Result<LeaseState> claim_lease(std::string_view instance,
+                                 std::chrono::milliseconds lease) override;
+  Status release_lease(std::string_view instance) override;
+  void fence(std::string_view instance, std::int64_t epoch) override;
+  // One read: the job view joined with its queued pages.
+  Result<EnqueuedJob> queued_job(JobId job) override;
+  // load_lanes()'s read without its requeue: pages in flight stay in flight, not in a lane.
+  Result<std::vector<Lane>> lanes_view() override;
 
   // Statements sent to the server since open (migrations included), for tests of how many
   // round trips an operation costs.
@@ -69,6 +92,8 @@ class PgStore final : public Store {
       : connection_(std::move(connection)), options_(std::move(options)) {}
 
   Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
+  // The queued pages of every lane, with their owners' weights, as they stand.
+  Result<std::vector<Lane>> read_lanes();
   // Records a failed write's status in write_health_ when the disk or server is to blame.
   void note(const Status& status);
   // `status`, unless the connection broke while a write was out (io_error): then the write's
@@ -86,6 +111,9 @@ class PgStore final : public Store {
   Status write_health_;
   // Set when a write's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
+  // The fence every page transition carries (fence()); epoch 0: unfenced.
+  std::string fence_instance_;
+  std::int64_t fence_epoch_ = 0;
   // Constant after construction.
   const StoreOptions options_;
 };

@@ -85,6 +85,7 @@ TEST_CASE("PostgreSQL's SQLSTATEs map to the store's status codes") {
   CHECK(code("XX001") == StatusCode::corrupt);
   CHECK(code("58030") == StatusCode::io_error);
   CHECK(code("42601") == StatusCode::internal);  // a syntax error is a bug
+  CHECK(code("FL001") == StatusCode::fenced);    // fairlane_apply: this instance was deposed
   const auto status = status_for("53100", "postgresql://db/x", "enqueueing", "No space left");
   CHECK(status.message() ==
         "enqueueing: the disk of the PostgreSQL server at postgresql://db/x is full (No space "

@@ -34,7 +34,9 @@ struct LeaseState {
   std::chrono::milliseconds remaining{0};  // until it expires, in server time (0: expired)
 };
 
-// The channels the store notifies (LISTEN/NOTIFY), each payload a job's id in decimal.
+// The channels the store notifies (LISTEN/NOTIFY), each payload a job's id in decimal,
+// delivered when the transaction that made the change commits. (PostgreSQL's store writes
+// these names in its SQL too: src/store/pg_queries.hpp and schema/pg/0003_cluster.sql.)
 inline constexpr std::string_view kJobEnqueuedChannel = "fairlane_job_enqueued";
 inline constexpr std::string_view kJobChangedChannel = "fairlane_job_changed";
 
