@@ -378,7 +378,7 @@ Result<std::unique_ptr<PgNotifications>> PgNotifications::open(asio::io_context&
   return std::unique_ptr<PgNotifications>(new PgNotifications(std::move(state)));
 }
 
-// As ~State.
+// As ~State (and the declaration says).
 // NOLINTNEXTLINE(bugprone-exception-escape)
 PgNotifications::~PgNotifications() {
   state_->stop();

@@ -36,11 +36,13 @@ class PgNotifications {
   // One notification: its channel and payload, valid only during the call.
   using Handler = std::function<void(std::string_view channel, std::string_view payload)>;
 
-  // Starts connecting to `uri` (any libpq URI or key=value string) and returns at once; from
-  // then on the io_context does the work. The connection's application_name is
-  // "fairlane-notifications" unless the URI names one. A URI that does not parse, no channel,
-  // or a channel that is empty, holds a NUL or is longer than PostgreSQL's 63 bytes is
-  // invalid_argument. A server that cannot be reached is not an error here: it is tried
+  // Starts connecting to `uri` (any libpq URI or key=value string) and returns at once (only
+  // the lookup of a host name, inside libpq, may block); from then on the io_context does the
+  // work. `handler` and `resync` run on the io_context's thread and must not throw: an
+  // exception would leave the listener deaf, with no wait pending. The connection's
+  // application_name is "fairlane-notifications" unless the URI names one. A URI that does not
+  // parse, no channel, or a channel that is empty, holds a NUL or is longer than PostgreSQL's 63
+  // bytes is invalid_argument. A server that cannot be reached is not an error here: it is tried
   // again, with the pauses above, until it answers (listening() and last_error() tell).
   static Result<std::unique_ptr<PgNotifications>> open(boost::asio::io_context& io,
                                                        const std::string& uri,
@@ -51,7 +53,9 @@ class PgNotifications {
   PgNotifications(const PgNotifications&) = delete;
   PgNotifications& operator=(const PgNotifications&) = delete;
   // Closes the connection and stops waiting: no handler or resync runs once it returns, even
-  // when destroyed from inside one of them.
+  // when destroyed from inside one of them. (Asio's cancel() and release() throw only when the
+  // reactor itself fails: std::terminate is right then.)
+  // NOLINTNEXTLINE(bugprone-exception-escape)
   ~PgNotifications();
 
   // Connected, and every LISTEN has taken effect.
