@@ -145,13 +145,13 @@ void PgNotifications::State::wait(bool write) {
     fail("waiting", tidy(PQerrorMessage(conn)));
     return;
   }
-  // While connecting libpq may close its socket and open another (the next host, a retry
-  // without SSL), perhaps under the same number: the descriptor is made afresh for each step
-  // then, and whenever the number changed.
-  if (!socket || socket->native_handle() != fd || phase == Phase::connecting) {
-    if (socket) socket->release();
-    socket.emplace(io, fd);
-  }
+  // The descriptor is made afresh for every wait. While connecting, libpq may close its
+  // socket and open another (the next host, a retry without SSL), perhaps under the same
+  // number. And Asio's reactor is edge-triggered and does not look at a socket before waiting
+  // on it, while PQconsumeInput reads at most a buffer's worth: what it left in the socket
+  // would wait for more to arrive. Registering the socket again reports it readable at once.
+  if (socket) socket->release();
+  socket.emplace(io, fd);
   using Wait = asio::posix::stream_descriptor::wait_type;
   socket->async_wait(write ? Wait::wait_write : Wait::wait_read,
                      [weak = weak_from_this(), attempt = attempt](boost::system::error_code error) {
