@@ -274,3 +274,32 @@ TEST_CASE("PostgreSQL: a notifications listener destroyed by its own handler hea
   CHECK(listener == nullptr);
   CHECK(heard == std::vector<std::string>{"1"});
 }
+
+TEST_CASE("PostgreSQL: a burst of notifications larger than one read all arrive, in order") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  const PgTestDatabase db(*server);
+  boost::asio::io_context io;
+  Heard heard;
+  const auto listener = listen(io, db.uri(), {"jobs"}, heard);
+  REQUIRE(run_until(io, [&] { return listener->listening(); }));
+
+  // About 1 MB in one commit, far more than libpq reads at once: what one read leaves in the
+  // socket must not wait for more to arrive.
+  Connection sender = connect(db.uri());
+  constexpr int kCount = 4000;
+  const auto sent = sender.query(
+      "SELECT pg_notify('jobs', lpad(g::text, 250, '0')) FROM generate_series(1, $1) AS g",
+      {Param::int64(kCount)}, "notifying");
+  REQUIRE_MESSAGE(sent.ok(), sent.status().message());
+  REQUIRE(run_until(io, [&] { return heard.notifications.size() == kCount; }));
+  bool in_order = true;
+  for (int i = 0; i < kCount; ++i) {
+    const std::string& payload = heard.notifications[static_cast<std::size_t>(i)].second;
+    in_order = in_order && payload.size() == 250 && std::stoi(payload) == i + 1;
+  }
+  CHECK(in_order);
+}
