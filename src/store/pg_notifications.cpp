@@ -133,7 +133,7 @@ void PgNotifications::State::connect() {
     const auto self = weak.lock();
     if (!self || error || self->attempt != attempt) return;
     if (self->phase == Phase::listening || self->phase == Phase::stopped) return;
-    self->fail("connecting", "no answer within 10 s");
+    self->fail("connecting", fmt::format("no answer within {} s", kConnectDeadline.count()));
   });
   // libpq's rule for a fresh PQconnectStart: act as if PQconnectPoll said "writing".
   wait(true);
