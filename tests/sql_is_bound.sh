@@ -3,13 +3,15 @@
 # ever built from strings, so no input can become SQL. Fails, naming the line, when
 #  1. something other than a string literal or a src/store/queries.hpp or pg_queries.hpp
 #     constant (Sql::..., PgSql::...) is handed to SQLite or PostgreSQL to run or prepare
-#     (sqlite3_exec, sqlite3_prepare*, Database::exec, Statement::prepare, PQexec*, PQprepare,
+#     (sqlite3_exec, sqlite3_prepare*, Database::exec, Statement::prepare, PQexec*, PQsendQuery*,
+#     PQprepare,
 #     pg::Connection::exec and query), outside the wrappers that pass those on; or
 #  2. a string with SQL in it is formatted (fmt::format, std::format, *printf) or
 #     concatenated with `+`.
-# The one exception: a migration's own SQL, compiled in from schema/sql, is run with the
+# The exceptions: a migration's own SQL, compiled in from schema/sql, is run with the
 # integer of its version (PRAGMA user_version cannot take a bound parameter); schema/pg's is
-# run as it is.
+# run as it is; and the notifications' LISTENs (LISTEN takes an identifier, not a parameter)
+# are built from the channel names quoted by PQescapeIdentifier.
 #
 #   sql_is_bound.sh SRC_DIR
 set -euo pipefail
@@ -28,7 +30,7 @@ while IFS= read -r hit; do
   line=${rest%%:*}
   code=${rest#*:}
   arg=$(sed -E 's/.*(sqlite3_exec|sqlite3_prepare(_v[23])?)\(\s*[^,]+,\s*([^,)]+).*/\3/; t
-                s/.*(PQexec|PQexecParams|PQprepare)\(\s*[^,]+,\s*([^,)]+).*/\2/; t
+                s/.*(PQexec|PQexecParams|PQsendQuery|PQsendQueryParams|PQprepare)\(\s*[^,]+,\s*([^,)]+).*/\2/; t
                 s/.*Statement::prepare\(\s*[^,]+,\s*([^,)]+).*/\1/; t
                 s/.*(\.|->)(exec|query)\(\s*([^,)]+).*/\3/' <<<"$code")
   case $arg in
@@ -39,10 +41,11 @@ while IFS= read -r hit; do
     # store preparing each Sql:: constant in turn.
     "store/sqlite.cpp:std::string(sql" | "store/sqlite.cpp:sql.data(" | \
       "store/migrations.cpp:sql.c_str(" | "store/store.cpp:sql" | \
-      "store/pg.cpp:std::string(sql" | "store/pg_migrations.cpp:migration.sql") continue ;;
+      "store/pg.cpp:std::string(sql" | "store/pg_migrations.cpp:migration.sql" | \
+      "store/pg_notifications.cpp:listens.c_str(") continue ;;
   esac
   bad "$file:$line gives the database SQL that is not a constant ($arg): put the statement in src/store/queries.hpp (pg_queries.hpp) and bind its values"
-done < <(grep -rnE '((sqlite3_exec|sqlite3_prepare(_v[23])?|PQexec(Params)?|PQprepare|Statement::prepare|(\.|->)exec)\(|(\.|->)query\([^)])' "$src" \
+done < <(grep -rnE '((sqlite3_exec|sqlite3_prepare(_v[23])?|PQexec(Params)?|PQsendQuery(Params)?|PQprepare|Statement::prepare|(\.|->)exec)\(|(\.|->)query\([^)])' "$src" \
   --include='*.cpp' --include='*.hpp')
 
 # 2. SQL formatted or concatenated: each formatting call is read whole, to its semicolon.
