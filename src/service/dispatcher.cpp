@@ -1,6 +1,7 @@
 #include "service/dispatcher.hpp"
 
 #include "fairlane/core/promise_order.hpp"
+#include "fairlane/store/cluster.hpp"
 #include "provider/listen.hpp"
 
 #include <fmt/format.h>
@@ -137,16 +138,28 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   // Places under the in-flight cap held for a previous process's calls, until they end.
   std::unordered_set<asio::steady_timer*> inherited_timers;
-  Status commit_error;  // the last flush's failure, ok after a flush that went through
-  bool dead = false;    // the Dispatcher is gone: touch neither the store nor the provider
+  Status commit_error;   // the last flush's failure, ok after a flush that went through
+  bool dead = false;     // the Dispatcher is gone: touch neither the store nor the provider
+  bool leading = false;  // the loop was started (start, lead); a follower's view has none
   bool looping = false;
   bool stopping = false;
   std::function<void(Status)> stopped;
   DispatcherCounters counters;
   JobChanged job_changed;
+  Deposed deposed;
+  bool deposed_told = false;
   std::vector<JobView> restored_promises;  // start()'s promised jobs
 
   void signal() { wake.cancel(); }
+
+  // Loads the lanes and starts: as a leader (the lanes as load_lanes() leaves them, the
+  // loop running) or as a follower's view (ClusterStore::lanes_view(), no loop).
+  Status begin(bool lead);
+  // Stops at once: nothing more is sent or committed; calls still out are abandoned (their
+  // pages stay in flight in the store, for the next start or the next leader).
+  void kill();
+  // After a flush: keeps its outcome, says so, and tells the owner once if it was fenced.
+  void note_flush(Status status);
 
   // The door's promise of a job, if it made one, from the wall clock to the loop's.
   void promise(const JobView& job) {
@@ -357,11 +370,24 @@ void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit:
   flush_when_due();
 }
 
+void Dispatcher::Impl::note_flush(Status status) {
+  commit_error = std::move(status);
+  if (commit_error.ok()) return;
+  std::cerr << "fairlane: " << commit_error.message() << '\n';
+  if (commit_error.code() != StatusCode::fenced || deposed_told || !deposed) return;
+  // Another instance leads: told from the executor, since the owner replaces this state.
+  deposed_told = true;
+  asio::post(io, [self = shared_from_this()] {
+    if (self->dead || !self->deposed) return;
+    // Copies: the owner replaces this state (and its callback) from inside the call.
+    const Deposed told = self->deposed;
+    const Status why = self->commit_error;
+    told(why);
+  });
+}
+
 void Dispatcher::Impl::flush_when_due() {
-  if (commits.due()) {
-    commit_error = commits.flush();
-    if (!commit_error.ok()) std::cerr << "fairlane: " << commit_error.message() << '\n';
-  }
+  if (commits.due()) note_flush(commits.flush());
   const auto deadline = commits.deadline();
   if (!deadline || commit_timer_armed) return;
   commit_timer_armed = true;
@@ -419,20 +445,24 @@ Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
 // Asio's cancel() throws only when the reactor itself fails: std::terminate is right then.
 // NOLINTNEXTLINE(bugprone-exception-escape)
 Dispatcher::~Dispatcher() {
-  Impl& d = *impl_;
-  d.stopping = true;
-  d.stopped = {};
-  d.job_changed = {};
-  d.wake.cancel();
-  d.commit_timer.cancel();
-  d.stop_timer.cancel();
-  d.cancel_timers();
-  if (d.commits.pending() > 0) (void)d.commits.flush();
-  d.dead = true;
+  impl_->kill();
+}
+
+void Dispatcher::Impl::kill() {
+  stopping = true;
+  stopped = {};
+  job_changed = {};
+  deposed = {};
+  wake.cancel();
+  commit_timer.cancel();
+  stop_timer.cancel();
+  cancel_timers();
+  if (commits.pending() > 0 && commit_error.code() != StatusCode::fenced) (void)commits.flush();
+  dead = true;
   // Whatever could not be committed is dropped with the coroutines waiting on it, which
   // would otherwise keep the state alive forever; the store requeues those pages at the
   // next start.
-  d.commits.abandon();
+  commits.abandon();
 }
 
 Status Dispatcher::Impl::restore_promises(const std::vector<Lane>& lanes) {
@@ -450,44 +480,96 @@ Status Dispatcher::Impl::restore_promises(const std::vector<Lane>& lanes) {
   return {};
 }
 
-Status Dispatcher::start() {
-  Impl& d = *impl_;
+Status Dispatcher::Impl::begin(bool lead) {
   // Before load_lanes, which turns the pages of those calls back to queued.
-  if (Status inherited = d.inherit_calls_out(); !inherited.ok()) return inherited;
-  auto lanes = d.store.load_lanes();
+  if (Status inherited = inherit_calls_out(); !inherited.ok()) return inherited;
+  ClusterStore* cluster = store.cluster();
+  if (!lead && cluster == nullptr) {
+    return Status{StatusCode::internal, "only a cluster's store has a follower's view"};
+  }
+  auto lanes = lead ? store.load_lanes() : cluster->lanes_view();
   if (!lanes.ok()) return lanes.status();
   for (const Lane& lane : lanes.value()) {
-    d.scheduler.set_weight(lane.user_id, lane.weight);
+    scheduler.set_weight(lane.user_id, lane.weight);
     for (const LanePage& p : lane.pages) {
       // Into its lane, or held back while its backoff still runs.
-      d.policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens},
-                       p.attempts, p.not_before);
+      policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens}, p.attempts,
+                     p.not_before);
     }
   }
-  if (Status promised = d.restore_promises(lanes.value()); !promised.ok()) return promised;
+  // A follower's view is rebuilt every second or so: its promises are the leader's to keep.
+  if (lead) {
+    if (Status promised = restore_promises(lanes.value()); !promised.ok()) return promised;
+  }
   // The provider counted what was sent in the last minute: start the buckets without it.
-  auto spend = d.store.recent_spend(std::chrono::minutes(1));
+  auto spend = store.recent_spend(std::chrono::minutes(1));
   if (!spend.ok()) return spend.status();
-  const BudgetLimits& limits = d.config.limits;
+  const BudgetLimits& limits = config.limits;
   if (limits.requests_per_minute > 0) {
-    d.budget.requests().sync_down(limits.requests_per_minute - spend->requests);
+    budget.requests().sync_down(limits.requests_per_minute - spend->requests);
   }
   if (limits.tokens_per_minute > 0) {
-    d.budget.tokens().sync_down(limits.tokens_per_minute - spend->tokens);
+    budget.tokens().sync_down(limits.tokens_per_minute - spend->tokens);
   }
-  asio::co_spawn(d.io, d.loop(impl_), report_failure);
+  if (lead) {
+    leading = true;
+    asio::co_spawn(io, loop(shared_from_this()), report_failure);
+  }
   return {};
 }
 
-void Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
+Status Dispatcher::start() {
+  return impl_->begin(true);
+}
+
+void Dispatcher::replace() {
+  Impl& old = *impl_;
+  auto fresh = std::make_shared<Impl>(old.io, old.store, old.provider, old.config);
+  fresh->counters = old.counters;
+  fresh->job_changed = std::move(old.job_changed);
+  fresh->deposed = std::move(old.deposed);
+  old.kill();
+  impl_ = std::move(fresh);
+}
+
+Status Dispatcher::follow() {
+  replace();
+  return impl_->begin(false);
+}
+
+Status Dispatcher::lead(std::string_view instance, std::int64_t epoch) {
+  ClusterStore* cluster = impl_->store.cluster();
+  if (cluster == nullptr) {
+    return Status{StatusCode::internal, "only a cluster's store has a leader to fence"};
+  }
+  replace();
+  cluster->fence(instance, epoch);
+  return impl_->begin(true);
+}
+
+bool Dispatcher::dispatching() const {
+  return impl_->leading && !impl_->dead;
+}
+
+void Dispatcher::on_deposed(Deposed callback) {
+  impl_->deposed = std::move(callback);
+}
+
+bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
-  d.estimator.record_arrival(job.job.user_id, static_cast<std::int64_t>(job.pages.size()));
+  std::int64_t joined = 0;
   for (const LanePage& p : job.pages) {
-    (void)d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
+    joined += d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens})
+                  ? 1
+                  : 0;
   }
+  // A job heard of twice (its upload here, then the store's notification) arrives once.
+  if (joined == 0 && !job.pages.empty()) return false;
+  d.estimator.record_arrival(job.job.user_id, joined);
   d.promise(job.job);
   d.signal();
+  return true;
 }
 
 Status Dispatcher::cancel(UserId user, JobId job) {
@@ -498,8 +580,7 @@ Status Dispatcher::cancel(UserId user, JobId job) {
   d.signal();
   // Its owner is told: committed now (fully synced, with everything queued before it in
   // the same transaction), not on the group commit's timer.
-  d.commit_error = d.commits.flush();
-  if (!d.commit_error.ok()) std::cerr << "fairlane: " << d.commit_error.message() << '\n';
+  d.note_flush(d.commits.flush());
   return d.commit_error;
 }
 

@@ -27,6 +27,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fairlane/core/budget.hpp"
@@ -89,6 +90,8 @@ class Dispatcher {
  public:
   // Called after a change to a job has committed (a page dispatched, done, failed...).
   using JobChanged = std::function<void(JobId)>;
+  // Called once a commit was fenced: another instance of the cluster leads now.
+  using Deposed = std::function<void(const Status&)>;
 
   // The store and the provider must outlive the dispatcher. Destroying it stops the loop,
   // commits what it can, and leaves calls still out to be requeued at the next start.
@@ -105,8 +108,25 @@ class Dispatcher {
   // the last ten minutes after its dispatch, at most call_timeout), and starts the loop.
   Status start();
 
-  // Pages of a job just enqueued join their lane; `weight` is its user's.
-  void add(const EnqueuedJob& job, std::int64_t weight);
+  // In a cluster (a store with cluster(), DESIGN.md section 10), instead of start():
+  //
+  // follow() stops dispatching at once if this one did (calls still out are abandoned: the
+  // instance that leads next holds their places and requeues their pages), and holds the
+  // lanes as the store has them (ClusterStore::lanes_view) with the calls out, for the
+  // door's answers and the positions. Called again, it reads them afresh.
+  Status follow();
+  // lead() fences every transition with (instance, epoch), then starts as start() does:
+  // the previous leader's pages in flight go back to the heads of their lanes, its calls
+  // hold places under the cap until they could have ended, the buckets warm-start from the
+  // spend of the last minute.
+  Status lead(std::string_view instance, std::int64_t epoch);
+  // Whether the loop runs here (start() or lead(), not deposed or stopped since).
+  [[nodiscard]] bool dispatching() const;
+  void on_deposed(Deposed callback);
+
+  // Pages of a job just enqueued join their lane; `weight` is its user's. Returns false,
+  // changing nothing, when its pages are known already (a job heard of twice).
+  bool add(const EnqueuedJob& job, std::int64_t weight);
 
   // Cancels a job: its queued pages leave the lanes and are cancelled in the store, in
   // order with the transitions before it, committed (fully synced) before this returns;
@@ -154,6 +174,8 @@ class Dispatcher {
 
  private:
   struct Impl;
+  // A fresh state for follow() and lead(), the old one killed; counters and callbacks kept.
+  void replace();
   // Shared with the loop's and the calls' coroutines, which may outlive the dispatcher.
   std::shared_ptr<Impl> impl_;
 };

@@ -171,6 +171,8 @@ class DispatchPolicy {
   // Pages known (queued, held or out), and cancelled jobs remembered because some of their
   // pages are still out: bounded by the pages in the lanes and out.
   [[nodiscard]] std::size_t tracked_pages() const { return pages_.size(); }
+  // Whether the page is known (queued, held or out).
+  [[nodiscard]] bool knows(PageId page) const { return pages_.contains(page); }
   [[nodiscard]] std::size_t cancelled_jobs() const { return cancelled_jobs_.size(); }
 
  private:
