@@ -163,6 +163,13 @@ CommandLine::CommandLine()
                    "Seconds a provider call may take before it is given up and retried")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
+  serve_command->add_option("--instance", serve.instance,
+                            "This instance's id in a cluster (default: host name and process id)");
+  serve_command
+      ->add_option("--lease-s", serve.lease_s,
+                   "Seconds within which a follower takes over from a dead leader (a cluster's)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 600.0));
   serve_command
       ->add_option("--stop-deadline", serve.stop_deadline,
                    "Seconds calls in flight get to finish on SIGTERM")

@@ -1,21 +1,28 @@
 #include "cli/serve.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "fairlane/provider/curl_provider.hpp"
+#include "fairlane/store/cluster.hpp"
 #include "fairlane/store/store.hpp"
 #include "service/dispatcher.hpp"
 #include "service/http_server.hpp"
+#include "service/leadership.hpp"
 #include "service/router.hpp"
+#include "store/pg_notifications.hpp"
 
 namespace fairlane::cli {
 namespace {
@@ -26,6 +33,15 @@ constexpr std::size_t kMinAdminKeyChars = 32;
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
   return kExitFailure;
+}
+
+// --instance, or the host's name and this process's id: unique among the instances of a
+// cluster, and new at every start (a restarted leader is a new instance).
+std::string instance_id(const ServeOptions& o) {
+  if (!o.instance.empty()) return o.instance;
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  return fmt::format("{}-{}", host.data()[0] != '\0' ? host.data() : "fairlane", getpid());
 }
 
 }  // namespace
@@ -49,16 +65,6 @@ int serve(const ServeOptions& o) {
   if (!dialect) {
     std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
               << "'\n";
-    return kExitUsage;
-  }
-  if (fairlane::Store::is_postgresql_uri(o.db)) {
-    // The PostgreSQL store exists (user add takes it), but a cluster needs leader election
-    // and fencing (DESIGN.md section 10), which do not: two instances on one database would
-    // both dispatch. A single node belongs on SQLite meanwhile.
-    std::cerr << "fairlane: serve cannot run on PostgreSQL yet: the cluster's leader election "
-                 "and fencing do not exist, so two instances on one database would both "
-                 "dispatch (docs/postgresql.md); use an SQLite database meanwhile (--db PATH, "
-                 "such as --db fairlane.db)\n";
     return kExitUsage;
   }
   // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
@@ -109,13 +115,43 @@ int serve(const ServeOptions& o) {
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
   fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
-  if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
-    return fail(started.message());
+  // A store several instances share (PostgreSQL) makes a cluster: the lease decides who
+  // dispatches (Leadership, below). A single node dispatches from the start.
+  fairlane::ClusterStore* cluster = store.value()->cluster();
+  fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
+  if (cluster == nullptr) {
+    membership.leader = membership.instance;
+    if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
+      return fail(started.message());
+    }
   }
   fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
                                                 o.max_page_kb * 1024};
   router_config.dialect = *dialect;
+  router_config.membership = &membership;
   fairlane::service::Router router(*store.value(), dispatcher, router_config);
+  std::optional<fairlane::service::Leadership> leadership;
+  std::unique_ptr<fairlane::store::PgNotifications> notifications;
+  if (cluster != nullptr) {
+    leadership.emplace(
+        io, *store.value(), dispatcher, router, membership,
+        fairlane::service::LeadershipConfig{membership.instance,
+                                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::duration<double>(o.lease_s))});
+    // Listening before the lanes are read: nothing accepted elsewhere in between is missed.
+    auto listening = fairlane::store::PgNotifications::open(
+        io, o.db,
+        {std::string(fairlane::kJobEnqueuedChannel), std::string(fairlane::kJobChangedChannel)},
+        [&](std::string_view channel, std::string_view payload) {
+          leadership->notified(channel, payload);
+        },
+        [&] { leadership->resync(); });
+    if (!listening.ok()) return fail(listening.status().message());
+    notifications = std::move(listening).value();
+    if (const fairlane::Status started = leadership->start(); !started.ok()) {
+      return fail(started.message());
+    }
+  }
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
   limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
@@ -161,7 +197,8 @@ int serve(const ServeOptions& o) {
     promises_timer.expires_after(std::chrono::seconds(1));
     promises_timer.async_wait([&](const boost::system::error_code& error) {
       if (error) return;
-      router.tick();
+      // The leader keeps the promises; a follower's view is only a view.
+      if (membership.leading) router.tick();
       keep_promises();
     });
   };
@@ -181,6 +218,9 @@ int serve(const ServeOptions& o) {
         std::cerr << "fairlane: " << status.message() << '\n';
         exit_status = kExitFailure;
       }
+      // Once what was out is stored: a follower may lead at once.
+      if (leadership) leadership->stop();
+      notifications.reset();
       io.stop();
     });
   });

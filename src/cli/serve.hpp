@@ -40,6 +40,10 @@ struct ServeOptions {
   std::int64_t pdf_memory_mb = 2048;  // memory a PDF's reader may use
   std::string page_input = "auto";    // auto|text|image: how a PDF's pages go to the provider
   double render_dpi = 150.0;          // the resolution pages are rendered at, as images
+  // A cluster's (--db postgresql://...): this instance's id (empty: host name and process
+  // id), and the lease's length, the bound on a takeover after the leader's death.
+  std::string instance;
+  double lease_s = 5.0;
 };
 
 // Runs the service; returns the exit status (README.md, "Exit codes").

@@ -59,11 +59,14 @@ struct Writer {
 }  // namespace
 
 std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals,
-                           const Promises& promises) {
+                           const Promises& promises, bool leading) {
   std::string out;
   Writer w{out};
   const DispatcherCounters& c = dispatcher.counters();
 
+  w.one("fairlane_leader", "gauge",
+        "1 while this instance is the one that dispatches (the cluster's leader).",
+        leading ? 1 : 0);
   w.one("fairlane_pages_queued", "gauge", "Pages waiting in the lanes.",
         dispatcher.scheduler().size());
   w.one("fairlane_pages_held", "gauge", "Pages held back until their retry backoff ends.",

@@ -42,8 +42,9 @@ class Histogram {
 using RefusalCounts = std::map<std::string, std::int64_t, std::less<>>;
 
 // The whole exposition: text/plain; version=0.0.4.
+// `leading`: whether this instance dispatches (fairlane_leader; always on a single node).
 [[nodiscard]] std::string render_metrics(const Dispatcher& dispatcher,
                                          const RefusalCounts& door_refusals,
-                                         const Promises& promises);
+                                         const Promises& promises, bool leading = true);
 
 }  // namespace fairlane::service

@@ -55,6 +55,10 @@ Router::~Router() {
   dispatcher_.on_job_changed({});
 }
 
+void Router::watch(const JobView& job) {
+  if (job.promised_eta_at) promises_.promised(job);
+}
+
 void Router::tick() {
   if (!promises_.check().empty()) watchers_.notify();
 }

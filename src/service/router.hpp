@@ -76,6 +76,9 @@ class Router {
   // longer be kept, and wakes their watchers (Promises).
   void tick();
   [[nodiscard]] const Promises& promises() const { return promises_; }
+  // A job another instance accepted (or one a new leader restored), whose promise this
+  // instance keeps from now on, as if its door had made it.
+  void watch(const JobView& job);
 
   // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
   [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text,

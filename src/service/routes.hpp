@@ -16,6 +16,7 @@
 #include "fairlane/store/store.hpp"
 #include "service/api.hpp"
 #include "service/dispatcher.hpp"
+#include "service/membership.hpp"
 #include "service/metrics.hpp"
 #include "service/promises.hpp"
 #include "service/stream_slots.hpp"
@@ -36,6 +37,9 @@ struct RouterConfig {
   // Live-event streams one user may hold open; more get 429 too_many_streams.
   std::size_t max_event_streams_per_user = 16;
   Dialect dialect = Dialect::openai;  // the provider's, whose rule prices an image
+  // This instance's place in a cluster, kept by its Leadership; nullptr on a single node,
+  // which /v1/queue shows as its own leader.
+  const Membership* membership = nullptr;
 };
 
 // What every route works over. The references outlive the routes' calls.

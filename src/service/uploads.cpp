@@ -111,7 +111,9 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   if (!enqueued.ok()) return response_for(answer_for(enqueued.status()));
   if (enqueued->created) {
     context.dispatcher.add(enqueued.value(), upload.weight);
-    context.promises.promised(enqueued->job);
+    // The leader keeps the promises; a follower's (Membership) hears it adopt the job.
+    const Membership* m = context.config.membership;
+    if (m == nullptr || m->leading) context.promises.promised(enqueued->job);
     context.watchers.notify();  // the positions and ETAs of the jobs behind it move
   }
   return accepted(context, enqueued->job);

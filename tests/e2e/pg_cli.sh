@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # End to end on PostgreSQL (the tests' server, CTest fixture `postgres`): `fairlane user add
 # --db postgresql://...` (and postgres://) writes the user to a database of its own, migrated
-# on the way, and a taken name is refused; `fairlane serve --db postgresql://...` is refused
-# with a usage error (status 2) naming what is missing and what to use meanwhile, before it
-# connects to anything.
+# on the way, and a taken name is refused; `fairlane serve` on a server that is not there
+# fails naming it (tests/e2e/pg_cluster.sh runs a cluster).
 #
 #   pg_cli.sh FAIRLANE URI_FILE
 set -euo pipefail
@@ -59,11 +58,9 @@ grep -q "exists already" "$err" || fail "a taken name: $(cat "$err")"
 run 0 user add bob --weight 3 --db "postgres://${uri#postgresql://}"
 [[ $(sql "$uri" "SELECT weight FROM users WHERE name = 'bob'") == 3 ]] || fail "bob's weight"
 
-# serve refuses PostgreSQL, on a URI where no server listens: it never gets to connecting.
-run 2 serve --db "postgresql://fairlane@127.0.0.1:1/nowhere" --provider-url http://127.0.0.1:1
-grep -q "serve cannot run on PostgreSQL yet" "$err" || fail "no reason: $(cat "$err")"
-grep -q "leader election and fencing" "$err" || fail "not what is missing: $(cat "$err")"
-grep -q "use an SQLite database meanwhile" "$err" || fail "not what to use: $(cat "$err")"
-run 2 serve --db "$uri" --provider-url http://127.0.0.1:1
-[[ $(sql "$uri" "SELECT count(*) FROM users") == 2 ]] || fail "serve changed the users"
+# serve on a server that is not there: status 1, naming the server and the remedy.
+run 1 serve --db "postgresql://fairlane@127.0.0.1:1/nowhere" --provider-url http://127.0.0.1:1
+grep -q "connecting to PostgreSQL at postgresql://fairlane@127.0.0.1:1/nowhere" "$err" ||
+  fail "the server is not named: $(cat "$err")"
+grep -q "Check that the server is running" "$err" || fail "no remedy: $(cat "$err")"
 echo "ok"

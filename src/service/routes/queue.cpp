@@ -24,6 +24,12 @@ ApiResponse queue(RouteContext& context, bool admin) {
                     {"buckets", json::object{{"requests", level(budget.requests())},
                                              {"tokens", level(budget.tokens())}}},
                     {"paused", dispatcher.paused_until().has_value()}};
+  // Who this is and who dispatches (DESIGN.md section 10): a single node leads itself.
+  if (const Membership* m = context.config.membership) {
+    body["instance"] = m->instance;
+    body["role"] = m->leading ? "leader" : "follower";
+    body["leader"] = m->leader.empty() ? json::value(nullptr) : json::value(m->leader);
+  }
   // How well the door's promises were kept lately (the last finished jobs).
   const PromiseAccuracy accuracy = context.promises.accuracy();
   const auto number = [](std::optional<double> v) -> json::value {
@@ -64,7 +70,9 @@ ApiResponse queue(RouteContext& context, bool admin) {
 ApiResponse metrics(RouteContext& context) {
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4";
-  response.body = render_metrics(context.dispatcher, context.door_refusals, context.promises);
+  const Membership* m = context.config.membership;
+  response.body = render_metrics(context.dispatcher, context.door_refusals, context.promises,
+                                 m == nullptr || m->leading);
   return response;
 }
 

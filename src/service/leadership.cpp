@@ -1,0 +1,221 @@
+#include "service/leadership.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/asio.hpp>
+#include <charconv>
+#include <iostream>
+#include <optional>
+#include <unordered_set>
+
+namespace fairlane::service {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+// How long a claim holds the lease, how often its holder renews it, how often a follower
+// tries: the header's table.
+milliseconds held_for(milliseconds lease) {
+  return lease * 3 / 4;
+}
+milliseconds renew_every(milliseconds lease) {
+  return lease / 4;
+}
+milliseconds try_every(milliseconds lease) {
+  return lease / 10;
+}
+
+std::optional<JobId> job_id_of(std::string_view payload) {
+  JobId id = 0;
+  const auto [end, error] = std::from_chars(payload.data(), payload.data() + payload.size(), id);
+  if (error != std::errc{} || end != payload.data() + payload.size() || id <= 0)
+    return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
+Leadership::Leadership(asio::io_context& io, Store& store, Dispatcher& dispatcher, Router& router,
+                       Membership& membership, LeadershipConfig config)
+    : store_(store),
+      cluster_(*store.cluster()),
+      dispatcher_(dispatcher),
+      router_(router),
+      membership_(membership),
+      config_(std::move(config)),
+      timer_(io),
+      view_timer_(io) {
+  membership_.instance = config_.instance;
+  dispatcher_.on_deposed([this](const Status& why) {
+    if (membership_.leading) become_follower(why.message());
+  });
+}
+
+Status Leadership::start() {
+  auto lease = cluster_.claim_lease(config_.instance, held_for(config_.lease));
+  if (!lease.ok()) return lease.status();
+  membership_.leader = lease->leader;
+  membership_.epoch = lease->epoch;
+  Status status;
+  if (lease->held) {
+    renewed_at_ = std::chrono::steady_clock::now();
+    status = become_leader(lease->epoch);
+  } else {
+    status = dispatcher_.follow();
+    if (status.ok()) {
+      std::cerr << fmt::format("fairlane: instance {} follows; {} leads (epoch {})\n",
+                               config_.instance, lease->leader, lease->epoch);
+    }
+  }
+  if (status.ok()) schedule();
+  return status;
+}
+
+void Leadership::stop() {
+  stopped_ = true;
+  timer_.cancel();
+  view_timer_.cancel();
+  if (!membership_.leading) return;
+  if (Status released = cluster_.release_lease(config_.instance); !released.ok()) {
+    std::cerr << "fairlane: the lease could not be given up (a follower takes over when it "
+                 "runs out): "
+              << released.message() << '\n';
+  }
+}
+
+void Leadership::schedule() {
+  if (stopped_) return;
+  timer_.expires_after(membership_.leading ? renew_every(config_.lease) : try_every(config_.lease));
+  timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) claim();
+  });
+}
+
+void Leadership::claim() {
+  const auto asked = std::chrono::steady_clock::now();
+  auto lease = cluster_.claim_lease(config_.instance, held_for(config_.lease));
+  if (!lease.ok()) {
+    // The database cannot be reached: a leader keeps going while its lease may still run,
+    // and stops before another instance could have taken it.
+    if (membership_.leading && asked - renewed_at_ >= held_for(config_.lease)) {
+      become_follower(fmt::format("the lease could not be renewed: {}", lease.status().message()));
+    }
+    schedule();
+    return;
+  }
+  membership_.leader = lease->leader;
+  membership_.epoch = lease->epoch;
+  if (lease->held) {
+    renewed_at_ = asked;
+    if (!membership_.leading) {
+      if (Status led = become_leader(lease->epoch); !led.ok()) {
+        // Not leading after all: give the lease up so that another instance can.
+        std::cerr << "fairlane: could not start leading: " << led.message() << '\n';
+        (void)cluster_.release_lease(config_.instance);
+        become_follower(led.message());
+      }
+    }
+  } else if (membership_.leading) {
+    become_follower(
+        fmt::format("instance {} holds the lease now (epoch {})", lease->leader, lease->epoch));
+  }
+  schedule();
+}
+
+Status Leadership::become_leader(std::int64_t epoch) {
+  const auto began = std::chrono::steady_clock::now();
+  if (Status led = dispatcher_.lead(config_.instance, epoch); !led.ok()) return led;
+  membership_.leading = true;
+  membership_.leader = config_.instance;
+  ++takeovers_;
+  // The jobs it found promised are its to keep now, as are those of the jobs it adopts.
+  for (const JobView& job : dispatcher_.restored_promises()) router_.watch(job);
+  const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began);
+  std::cerr << fmt::format(
+      "fairlane: instance {} leads (epoch {}): {} pages queued, {} calls of the previous "
+      "leader held under the cap; started in {:.3f} s\n",
+      config_.instance, epoch, dispatcher_.scheduler().size(), dispatcher_.inherited_in_flight(),
+      took.count());
+  router_.watchers().notify();
+  return {};
+}
+
+void Leadership::become_follower(std::string_view why) {
+  membership_.leading = false;
+  std::cerr << fmt::format("fairlane: instance {} stops dispatching: {}\n", config_.instance, why);
+  if (Status followed = dispatcher_.follow(); !followed.ok()) {
+    std::cerr << "fairlane: the lanes could not be read: " << followed.message() << '\n';
+    view_stale_ = true;
+    refresh_view_soon();
+  }
+  router_.watchers().notify();
+}
+
+void Leadership::notified(std::string_view channel, std::string_view payload) {
+  router_.watchers().notify();
+  if (!membership_.leading) {
+    view_stale_ = true;
+    refresh_view_soon();
+    return;
+  }
+  if (channel != kJobEnqueuedChannel) return;
+  if (const auto job = job_id_of(payload)) adopt(*job);
+}
+
+void Leadership::resync() {
+  router_.watchers().notify();
+  if (!membership_.leading) {
+    view_stale_ = true;
+    refresh_view_soon();
+    return;
+  }
+  // Jobs accepted elsewhere while nobody listened: the lanes as the store has them. A page
+  // the dispatcher knows is not added twice.
+  auto lanes = cluster_.lanes_view();
+  if (!lanes.ok()) {
+    std::cerr << "fairlane: the lanes could not be read again: " << lanes.status().message()
+              << '\n';
+    return;
+  }
+  std::unordered_set<JobId> jobs;
+  for (const Lane& lane : lanes.value()) {
+    for (const LanePage& page : lane.pages) {
+      if (!dispatcher_.policy().knows(page.page_id) && jobs.insert(page.job_id).second) {
+        adopt(page.job_id);
+      }
+    }
+  }
+}
+
+void Leadership::adopt(JobId job) {
+  auto queued = cluster_.queued_job(job);
+  if (!queued.ok()) {
+    if (queued.status().code() != StatusCode::not_found) {
+      std::cerr << fmt::format("fairlane: job {} accepted elsewhere could not be read: {}\n", job,
+                               queued.status().message());
+    }
+    return;
+  }
+  auto user = store_.find_user_by_name(queued->job.user_name);
+  const std::int64_t weight = user.ok() ? user->weight : 1;
+  if (dispatcher_.add(queued.value(), weight)) router_.watch(queued->job);
+}
+
+void Leadership::refresh_view_soon() {
+  if (view_timer_armed_ || stopped_) return;
+  view_timer_armed_ = true;
+  view_timer_.expires_after(config_.view_refresh);
+  view_timer_.async_wait([this](const boost::system::error_code& error) {
+    view_timer_armed_ = false;
+    if (error || membership_.leading || !view_stale_) return;
+    view_stale_ = false;
+    if (Status read = dispatcher_.follow(); !read.ok()) {
+      std::cerr << "fairlane: the lanes could not be read: " << read.message() << '\n';
+      view_stale_ = true;
+      refresh_view_soon();
+    }
+  });
+}
+
+}  // namespace fairlane::service

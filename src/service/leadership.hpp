@@ -1,0 +1,95 @@
+// Leadership: which instance of a cluster dispatches (DESIGN.md section 10), decided through
+// the store's lease (ClusterStore) and carried out on the Dispatcher.
+//
+// Every instance claims the lease on a timer. The one that holds it leads: its Dispatcher
+// runs lead() with the lease's epoch, so that every page transition it writes is fenced by
+// it. The others follow: their Dispatcher holds a view of the lanes (follow()), read again
+// when the store notifies a change (at most once a second), for the door's answers and the
+// positions; their uploads and cancellations are written to the store like the leader's,
+// and the leader adopts the jobs others accepted when it hears of them.
+//
+// The times, for a lease of L = --lease-s (5 s by default):
+//   - the lease is claimed for 3/4 L and renewed every L/4 by its holder;
+//   - a follower tries to claim it every L/10, so it leads within 3/4 L + L/10 of the
+//     leader's last renewal, inside L of the leader's death;
+//   - a leader that could not renew for 3/4 L (the database away, a long pause) deposes
+//     itself before anyone could have taken over; a commit refused as fenced deposes it at
+//     once. Either way it stops dispatching: calls still out are abandoned, and the next
+//     leader holds their places under the cap and requeues their pages.
+//
+// Thread safety: the io_context's thread, like the store and the dispatcher.
+#pragma once
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fairlane/core/status.hpp"
+#include "fairlane/store/cluster.hpp"
+#include "fairlane/store/store.hpp"
+#include "service/dispatcher.hpp"
+#include "service/membership.hpp"
+#include "service/router.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace fairlane::service {
+
+struct LeadershipConfig {
+  std::string instance;                           // this instance's id, unique in the cluster
+  std::chrono::milliseconds lease{5'000};         // --lease-s: the bound on a takeover
+  std::chrono::milliseconds view_refresh{1'000};  // a follower's view, at most this often
+};
+
+class Leadership {
+ public:
+  // All must outlive it; `store.cluster()` must not be null. It keeps `membership` (which
+  // the Router shows) up to date.
+  Leadership(boost::asio::io_context& io, Store& store, Dispatcher& dispatcher, Router& router,
+             Membership& membership, LeadershipConfig config);
+  Leadership(const Leadership&) = delete;
+  Leadership& operator=(const Leadership&) = delete;
+
+  // Claims the lease once, leads or follows accordingly, and starts the timer.
+  Status start();
+  // Stops the timer and, when leading, gives the lease up so a follower leads at once. The
+  // Dispatcher's own stop() finishes what is out.
+  void stop();
+
+  // A notification from the store (PgNotifications): a job enqueued or changed elsewhere.
+  void notified(std::string_view channel, std::string_view payload);
+  // Notifications may have been missed (the listener reconnected): read everything again.
+  void resync();
+
+  [[nodiscard]] const Membership& membership() const { return membership_; }
+  [[nodiscard]] std::int64_t takeovers() const { return takeovers_; }
+
+ private:
+  void claim();
+  void schedule();
+  Status become_leader(std::int64_t epoch);
+  void become_follower(std::string_view why);
+  void refresh_view_soon();
+  void adopt(JobId job);
+
+  Store& store_;
+  ClusterStore& cluster_;
+  Dispatcher& dispatcher_;
+  Router& router_;
+  Membership& membership_;
+  const LeadershipConfig config_;
+  boost::asio::steady_timer timer_;
+  boost::asio::steady_timer view_timer_;
+  bool view_timer_armed_ = false;
+  bool view_stale_ = false;
+  bool stopped_ = false;
+  // When the last renewal that went through was asked for.
+  std::chrono::steady_clock::time_point renewed_at_{};
+  std::int64_t takeovers_ = 0;
+};
+
+}  // namespace fairlane::service

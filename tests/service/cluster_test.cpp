@@ -1,0 +1,244 @@
+// A cluster's dispatch on the tests' PostgreSQL server (DESIGN.md section 10): two instances
+// in one process, each with its own store connection, dispatcher and router, on one database
+// and one provider stand-in on loopback. Every wait is bounded.
+#include <doctest/doctest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fairlane/provider/curl_provider.hpp"
+#include "fairlane/store/cluster.hpp"
+#include "provider_sim.hpp"
+#include "service/dispatcher.hpp"
+#include "service/leadership.hpp"
+#include "service/router.hpp"
+#include "support/store_home.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::JobRequest;
+using fairlane::JobState;
+using fairlane::PageInput;
+using fairlane::StatusCode;
+using fairlane::service::Dispatcher;
+using fairlane::service::DispatcherConfig;
+namespace sim = fairlane::provider_sim;
+
+namespace {
+
+constexpr std::int64_t kCap = 3;
+
+DispatcherConfig config() {
+  DispatcherConfig c;
+  c.limits = {.requests_per_minute = 60'000, .tokens_per_minute = 6'000'000, .max_in_flight = kCap};
+  c.backoff_base = 20ms;
+  c.seed = 11;
+  return c;
+}
+
+// One instance: its connection to the database, its dispatcher and its router.
+struct Instance {
+  Instance(boost::asio::io_context& io, fairlane::testing::StoreHome& home, std::uint16_t port,
+           std::string id)
+      : name(std::move(id)), store(home.open()) {
+    fairlane::CurlProviderConfig client;
+    client.base_url = "http://127.0.0.1:" + std::to_string(port);
+    client.max_connections = kCap;
+    provider = std::move(fairlane::make_curl_provider(io, client)).value();
+    dispatcher = std::make_unique<Dispatcher>(io, *store, *provider, config());
+    fairlane::service::RouterConfig router_config;
+    router_config.membership = &membership;
+    membership.instance = name;
+    router = std::make_unique<fairlane::service::Router>(*store, *dispatcher, router_config);
+  }
+
+  fairlane::ClusterStore& cluster() { return *store->cluster(); }
+
+  std::string name;
+  fairlane::service::Membership membership;
+  std::unique_ptr<fairlane::Store> store;
+  std::unique_ptr<fairlane::Provider> provider;
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::unique_ptr<fairlane::service::Router> router;
+};
+
+struct Cluster {
+  Cluster() : stand_in(io, provider_config()) {
+    auto listening = stand_in.listen("127.0.0.1", 0);
+    REQUIRE(listening.ok());
+    port = listening.value();
+  }
+
+  static sim::Config provider_config() {
+    sim::Config c;
+    c.requests_per_minute = 60'000;
+    c.tokens_per_minute = 6'000'000;
+    c.max_in_flight = kCap;
+    c.latency_ms = 30;
+    c.output_tokens = 20;
+    return c;
+  }
+
+  bool run_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
+    return done();
+  }
+
+  boost::json::object stats() const {
+    return boost::json::parse(stand_in.stats_json()).as_object();
+  }
+
+  boost::asio::io_context io;
+  sim::Server stand_in;
+  std::uint16_t port = 0;
+};
+
+fairlane::EnqueuedJob enqueue(fairlane::Store& store, fairlane::UserId user, int pages,
+                              const std::string& name) {
+  std::vector<PageInput> inputs;
+  for (int i = 1; i <= pages; ++i) inputs.push_back({name + "-p" + std::to_string(i), 300});
+  auto job = store.enqueue_job(JobRequest{user, name, inputs, 100});
+  REQUIRE_MESSAGE(job.ok(), job.status().message());
+  return std::move(job).value();
+}
+
+std::int64_t done_pages(fairlane::Store& store, fairlane::JobId job) {
+  const auto view = store.job(job);
+  return view.ok() ? view->pages.done : -1;
+}
+
+// Every page of the job done, with its own text as output, once.
+void check_done_once(fairlane::Store& store, const fairlane::EnqueuedJob& job, int pages) {
+  const auto results = store.results(job.job.id);
+  REQUIRE(results.ok());
+  REQUIRE(results->size() == static_cast<std::size_t>(pages));
+  for (int i = 0; i < pages; ++i) {
+    const auto& page = (*results)[static_cast<std::size_t>(i)];
+    CHECK(page.state == fairlane::PageState::done);
+    CHECK(page.output.value_or("") == job.job.name + "-p" + std::to_string(i + 1));
+  }
+}
+
+std::unique_ptr<fairlane::testing::StoreHome> postgresql() {
+  auto home = fairlane::testing::StoreHome::postgresql();
+  if (!home) MESSAGE(fairlane::testing::kNoPgServer);
+  return home;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "PostgreSQL: a deposed leader stops at its first fenced commit, and the new leader "
+    "finishes every page once") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto user = a.store->add_user("alice")->user.id;
+  const auto job = enqueue(*a.store, user, 30, "book");
+
+  const auto first = a.cluster().claim_lease("a", 60s);
+  REQUIRE(first.ok());
+  REQUIRE(first->held);
+  REQUIRE(a.dispatcher->lead("a", first->epoch).ok());
+  std::vector<fairlane::Status> deposed;
+  a.dispatcher->on_deposed([&](const fairlane::Status& why) {
+    deposed.push_back(why);
+    REQUIRE(a.dispatcher->follow().ok());
+  });
+  REQUIRE(cluster.run_until([&] { return done_pages(*b.store, job.job.id) >= 5; }));
+
+  // b takes the lease over (as a follower would once a's ran out) and leads with its epoch.
+  REQUIRE(b.cluster().release_lease("a").ok());
+  const auto second = b.cluster().claim_lease("b", 60s);
+  REQUIRE(second.ok());
+  REQUIRE(second->held);
+  CHECK(second->epoch > first->epoch);
+  REQUIRE(b.dispatcher->lead("b", second->epoch).ok());
+
+  // a's next commit is refused: it is told once, and stops dispatching.
+  REQUIRE(cluster.run_until([&] { return !deposed.empty(); }));
+  CHECK(deposed.front().code() == StatusCode::fenced);
+  CHECK_FALSE(a.dispatcher->dispatching());
+  CHECK(b.dispatcher->dispatching());
+
+  REQUIRE(cluster.run_until([&] { return done_pages(*b.store, job.job.id) == 30; }));
+  check_done_once(*b.store, job, 30);
+  CHECK(deposed.size() == 1);
+  const auto stats = cluster.stats();
+  CHECK(stats.at("rejected_503").as_int64() == 0);
+  CHECK(stats.at("max_in_flight_seen").as_int64() <= kCap);
+}
+
+TEST_CASE(
+    "PostgreSQL: a follower's dispatcher holds the lanes as the store has them and sends "
+    "nothing") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance follower(cluster.io, *home, cluster.port, "f");
+  const auto user = follower.store->add_user("alice")->user.id;
+  const auto job = enqueue(*follower.store, user, 12, "book");
+  REQUIRE(follower.dispatcher->follow().ok());
+  CHECK_FALSE(follower.dispatcher->dispatching());
+  CHECK(follower.dispatcher->scheduler().size() == 12);
+  // Its door answers from that view: a second book waits behind the first.
+  const auto estimate = follower.dispatcher->door().estimate(user, 12, 400);
+  const auto* accepted = std::get_if<fairlane::DoorAccepted>(&estimate);
+  REQUIRE(accepted != nullptr);
+  CHECK(accepted->estimate.position == 12);
+  // Run the loop as long as a leader would need for the book: nothing goes out.
+  cluster.io.run_for(300ms);
+  CHECK(cluster.stats().at("requests").as_int64() == 0);
+  CHECK(done_pages(*follower.store, job.job.id) == 0);
+}
+
+TEST_CASE(
+    "PostgreSQL: Leadership: the first instance leads, the second follows and adopts "
+    "nothing, and takes over once the leader gives the lease up") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 1'000ms};
+  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+                                       lease);
+  fairlane::service::LeadershipConfig lease_b = lease;
+  lease_b.instance = "b";
+  fairlane::service::Leadership lead_b(cluster.io, *b.store, *b.dispatcher, *b.router, b.membership,
+                                       lease_b);
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(lead_b.start().ok());
+  CHECK(a.membership.leading);
+  CHECK_FALSE(b.membership.leading);
+  CHECK(b.membership.leader == "a");
+
+  // A book accepted by the follower: the leader adopts it when told, and does it.
+  const auto user = b.store->add_user("bob")->user.id;
+  const auto job = enqueue(*b.store, user, 6, "notes");
+  lead_a.notified(fairlane::kJobEnqueuedChannel, std::to_string(job.job.id));
+  // (The loop has not run since: all six are queued.)
+  CHECK(a.dispatcher->scheduler().size() == 6);
+  // Told twice (its own notification as well), it adds nothing.
+  lead_a.notified(fairlane::kJobEnqueuedChannel, std::to_string(job.job.id));
+  CHECK(a.dispatcher->scheduler().size() == 6);
+  CHECK(a.dispatcher->tracked_pages() == 6);
+  REQUIRE(cluster.run_until([&] { return done_pages(*a.store, job.job.id) == 6; }));
+  check_done_once(*a.store, job, 6);
+
+  // A clean stop gives the lease up: b leads within its next try (a tenth of the lease).
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+  REQUIRE(cluster.run_until([&] { return b.membership.leading; }, 5s));
+  CHECK(b.membership.leader == "b");
+  CHECK(b.dispatcher->dispatching());
+  CHECK(lead_b.takeovers() == 1);
+}
