@@ -133,8 +133,12 @@ class Estimator {
   // Seconds until the last of `waiting` pages that cannot start at once starts, calls going
   // out at `burst_rate` (pages a second) once they flow.
   [[nodiscard]] double after_free(double waiting, double burst_rate) const;
-  // Seconds until the n-th page from now is answered.
-  [[nodiscard]] double seconds_for(double pages) const;
+  // Seconds until the last of `pages` pages is sent when reservations exceed usage: calls go
+  // in waves a latency apart, each as many as the tokens level holds at the reservation.
+  [[nodiscard]] double reservation_waves(double pages, double competing = 0.0) const;
+  // Seconds until the n-th page from now is answered, with `competing` pages a second
+  // arriving ahead of it meanwhile.
+  [[nodiscard]] double seconds_for(double pages, double competing = 0.0) const;
   // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
   // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
   // Deficit round robin shares tokens: while u sends pages worth t average pages, another
