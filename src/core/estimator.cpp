@@ -43,22 +43,30 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
       avg_tokens_(config.initial_tokens_per_page),
       avg_reserved_(config.initial_tokens_per_page),
       avg_latency_s_(config.initial_latency_s) {
-  if (clock != nullptr) arrivals_.emplace(*clock, config.arrival_window);
+  if (clock != nullptr) {
+    arrivals_.emplace(*clock, config.arrival_window);
+    if (config.arrival_window / Arrivals::kSlots >= Arrivals::kSlots * Clock::duration(1)) {
+      warmup_.emplace(*clock, config.arrival_window / Arrivals::kSlots, 3);
+    }
+  }
 }
 
 void Estimator::record_arrival(UserId user, std::int64_t pages) {
   if (!arrivals_ || pages <= 0) return;
   const auto weight = static_cast<double>(scheduler_.weight(user));
   const auto queued = static_cast<double>(scheduler_.lane_length(user));
-  arrivals_->record(queued / weight, (queued + static_cast<double>(pages)) / weight,
-                    static_cast<double>(pages));
+  const double first = queued / weight;
+  const double last = (queued + static_cast<double>(pages)) / weight;
+  arrivals_->record(first, last, static_cast<double>(pages));
+  if (warmup_ && !arrivals_->measuring()) warmup_->record(first, last, static_cast<double>(pages));
 }
 
 double Estimator::competition(double rounds) const {
   if (!arrivals_) return 0.0;
   const double steady = mu();
   if (std::isinf(steady) || steady <= 0.0) return 0.0;
-  return std::min(arrivals_->competing_rate(rounds) / steady, config_.max_competition);
+  const Arrivals& measured = arrivals_->measuring() || !warmup_ ? *arrivals_ : *warmup_;
+  return std::min(measured.competing_rate(rounds) / steady, config_.max_competition);
 }
 
 void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,

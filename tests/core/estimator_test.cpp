@@ -294,6 +294,43 @@ TEST_CASE("Work arriving ahead of a job stretches its ETA by 1 / (1 - rho)") {
   CHECK(fresh.own_seconds == doctest::Approx(3.6));
 }
 
+TEST_CASE("Until two slots of the window have ended, arrivals are measured over a tenth of it") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  CHECK(estimator.competition(10.0) == 0.0);
+  // A newcomer's one-page book every 0.6 s for the first 6 s: each at round 0.5 of its lane,
+  // weighing 1 - 0.5 / 10 = 0.95 for a job 10 rounds out.
+  fairlane::UserId newcomer = 100;
+  for (int i = 0; i < 10; ++i) {
+    estimator.record_arrival(++newcomer, 1);
+    clock.advance(600ms);
+  }
+  // At 6 s the window's 6 s slots have not measured anything (one has ended). The warm-up's
+  // 0.6 s slots have: nine ended, the busiest left out, 8 x 0.95 pages in 8 x 0.6 s, so
+  // 1.5833 pages a second: rho = 1.5833 / 6.25 = 0.2533.
+  CHECK(estimator.competition(10.0) == doctest::Approx(0.95 / 0.6 / 6.25));
+  // At 12 s two slots of the window have ended (10 pages, then none): 9.5 / 12 s / 6.25.
+  clock.advance(6s);
+  CHECK(estimator.competition(10.0) == doctest::Approx(9.5 / 12.0 / 6.25));
+}
+
+TEST_CASE("The warm-up takes no burst for a rate: it needs three slots with arrivals") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  // Two books at once and one 3 s later (a heavy user's shelf, then a light user's book):
+  // two busy slots of 0.6 s, the busiest left out would leave one book as a rate.
+  estimator.record_arrival(100, 10);
+  estimator.record_arrival(101, 10);
+  clock.advance(3s);
+  estimator.record_arrival(102, 10);
+  clock.advance(3s);
+  CHECK(estimator.competition(10.0) == 0.0);
+}
+
 TEST_CASE("A user's own arrivals land behind its queued pages, where they delay nothing") {
   fairlane::FakeClock clock;
   FairScheduler scheduler;

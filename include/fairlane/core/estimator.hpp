@@ -157,6 +157,9 @@ class Estimator {
   const EstimatorConfig config_;
   const Budget* budget_;
   std::optional<Arrivals> arrivals_;  // with a clock
+  // The same over a tenth of the window, counted only until arrivals_ is measuring: the first
+  // minutes after a start would otherwise expect nothing to arrive.
+  std::optional<Arrivals> warmup_;
 
   // Only touched on the owning thread.
   double avg_tokens_;
