@@ -44,8 +44,11 @@ double straddling(double pages, double page_rounds, double low, double high, dou
 
 }  // namespace
 
-Arrivals::Arrivals(const Clock& clock, Clock::duration window)
-    : clock_(clock), slot_length_(window / kSlots), started_(clock.now()) {
+Arrivals::Arrivals(const Clock& clock, Clock::duration window, std::size_t min_busy_slots)
+    : clock_(clock),
+      slot_length_(window / kSlots),
+      started_(clock.now()),
+      min_busy_slots_(min_busy_slots) {
   if (slot_length_ <= Clock::duration::zero()) {
     throw std::invalid_argument("the arrivals' window must be positive");
   }
@@ -92,6 +95,8 @@ double Arrivals::weighed(const Slot& slot, double rounds) {
   return std::max(total, 0.0);
 }
 
+bool Arrivals::measuring() const { return slot_index(clock_.now()) >= 2; }
+
 double Arrivals::competing_rate(double rounds) const {
   if (!(rounds > 0.0)) return 0.0;
   const std::int64_t current = slot_index(clock_.now());
@@ -100,14 +105,17 @@ double Arrivals::competing_rate(double rounds) const {
   if (ended < 2) return 0.0;
   double sum = 0.0;
   double largest = 0.0;
+  std::size_t busy = 0;
   for (std::size_t back = 1; back <= ended; ++back) {
     const Slot& slot =
         slots_[static_cast<std::size_t>(current - static_cast<std::int64_t>(back)) % kSlots];
     if (slot.index != current - static_cast<std::int64_t>(back)) continue;  // nothing arrived
     const double w = weighed(slot, rounds);
+    if (w > 0.0) ++busy;
     sum += w;
     largest = std::max(largest, w);
   }
+  if (busy < min_busy_slots_) return 0.0;
   std::size_t counted = ended;
   if (ended >= 3) {
     sum -= largest;

@@ -43,22 +43,30 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
       avg_tokens_(config.initial_tokens_per_page),
       avg_reserved_(config.initial_tokens_per_page),
       avg_latency_s_(config.initial_latency_s) {
-  if (clock != nullptr) arrivals_.emplace(*clock, config.arrival_window);
+  if (clock != nullptr) {
+    arrivals_.emplace(*clock, config.arrival_window);
+    if (config.arrival_window / Arrivals::kSlots >= Arrivals::kSlots * Clock::duration(1)) {
+      warmup_.emplace(*clock, config.arrival_window / Arrivals::kSlots, 3);
+    }
+  }
 }
 
 void Estimator::record_arrival(UserId user, std::int64_t pages) {
   if (!arrivals_ || pages <= 0) return;
   const auto weight = static_cast<double>(scheduler_.weight(user));
   const auto queued = static_cast<double>(scheduler_.lane_length(user));
-  arrivals_->record(queued / weight, (queued + static_cast<double>(pages)) / weight,
-                    static_cast<double>(pages));
+  const double first = queued / weight;
+  const double last = (queued + static_cast<double>(pages)) / weight;
+  arrivals_->record(first, last, static_cast<double>(pages));
+  if (warmup_ && !arrivals_->measuring()) warmup_->record(first, last, static_cast<double>(pages));
 }
 
 double Estimator::competition(double rounds) const {
   if (!arrivals_) return 0.0;
   const double steady = mu();
   if (std::isinf(steady) || steady <= 0.0) return 0.0;
-  return std::min(arrivals_->competing_rate(rounds) / steady, config_.max_competition);
+  const Arrivals& measured = arrivals_->measuring() || !warmup_ ? *arrivals_ : *warmup_;
+  return std::min(measured.competing_rate(rounds) / steady, config_.max_competition);
 }
 
 void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,
@@ -149,7 +157,52 @@ double Estimator::after_free(double waiting, double burst_rate) const {
   return avg_latency_s_ + (waiting - out) / burst_rate;
 }
 
-double Estimator::seconds_for(double pages) const {
+double Estimator::reservation_waves(double pages, double competing) const {
+  if (budget_ == nullptr) return 0.0;
+  const TokenBucket& tokens = budget_->tokens();
+  const double reserved = avg_reserved_;
+  const double used = avg_tokens_;
+  const double latency = avg_latency_s_;
+  if (tokens.unlimited() || used <= 0.0 || latency <= 0.0 || reserved <= used * 1.01) return 0.0;
+  const auto capacity = static_cast<double>(tokens.capacity());
+  const double refill = capacity / 60.0;  // tokens a second
+  // The calls out give back (reserved - used) each as they end, within the next latency.
+  const double out = static_cast<double>(budget_->in_flight().in_use());
+  const double level =
+      std::min(std::max(tokens.level(), 0.0) + (reserved - used) * out, capacity);
+  // Wave i sends level_i / reserved pages; a latency later their refunds are back and the
+  // refill has added refill x latency: level_{i+1} = level_i - used x wave_i + refill x
+  // latency, so the level tends geometrically (ratio q = 1 - used / reserved) to the one
+  // whose waves send mu x latency pages, and the pages of the first x waves are
+  //   S(x) = x a + (level_0 - level*) / used x (1 - q^x),  a = refill x latency / used.
+  const double q = 1.0 - used / reserved;
+  const double steady_wave = refill * latency / used;
+  const double steady_level = std::min(steady_wave * reserved, capacity);
+  const double excess = (level - steady_level) / used;
+  const auto sent_by = [&](double waves) {
+    return waves * steady_wave + excess * (1.0 - std::pow(q, waves));
+  };
+  // Work arriving ahead at `competing` pages a second goes in the same waves: the last page
+  // goes with the first wave x by which S(x) covers the pages and what arrived meanwhile.
+  // Arrivals at or above the steady rate would never be caught up with: their share is capped.
+  const double arriving =
+      std::min(std::max(competing, 0.0) * latency, steady_wave * config_.max_competition);
+  const auto short_of = [&](double waves) {
+    return sent_by(waves) < pages + arriving * (waves - 1.0);
+  };
+  if (!short_of(1.0)) return 0.0;
+  double low = 1.0;
+  double high = 2.0;
+  for (int i = 0; i < 40 && short_of(high); ++i) high *= 2.0;
+  for (int i = 0; i < 20; ++i) {  // to a millionth of the bracket
+    const double mid = (low + high) / 2.0;
+    (short_of(mid) ? low : high) = mid;
+  }
+  // The last page goes with wave ceil(x) - 1, that many latencies from now (interpolated).
+  return (high - 1.0) * latency;
+}
+
+double Estimator::seconds_for(double pages, double competing) const {
   const double steady = mu();
   double burst = 0.0;     // pages the buckets' credit pays for, at what pages use
   double free_now = 0.0;  // pages that can start at once
@@ -178,18 +231,29 @@ double Estimator::seconds_for(double pages) const {
     }
     if (!std::isinf(out_at_once) && avg_latency_s_ > 0) burst_rate = out_at_once / avg_latency_s_;
   }
+  // Work arriving ahead at `competing` pages a second takes its share of each bound at that
+  // bound's own rate (the fluid equation T = T0 + competing T / rate): of the refill at mu,
+  // and of the calls at the in-flight rate, which is the larger when reservations are far
+  // above usage or the buckets are full. Each share is capped at max_competition.
+  const auto stretch = [this, competing](double rate) {
+    if (!(competing > 0.0) || std::isinf(rate) || rate <= 0.0) return 1.0;
+    return 1.0 / (1.0 - std::min(competing / rate, config_.max_competition));
+  };
   // Two bounds, whichever is later: the credit and its refill (what is beyond the credit
   // goes at mu), and the calls (the free permits at once, the rest at the in-flight rate).
   // The refill goes on while the credit is spent, so the two do not add up.
   double paced = 0.0;
-  if (pages > burst && !std::isinf(steady)) paced = (pages - burst) / steady;
+  if (pages > burst && !std::isinf(steady)) paced = (pages - burst) / steady * stretch(steady);
   if (pages > free_now && !std::isinf(burst_rate)) {
-    paced = std::max(paced, after_free(pages - free_now, burst_rate));
+    paced = std::max(paced, after_free(pages - free_now, burst_rate) * stretch(burst_rate));
   }
+  // Reservations above usage send the calls in waves that the tokens level sets (what is
+  // out is bounded by the level, not only by the capacity): a third bound.
+  paced = std::max(paced, reservation_waves(pages, competing));
   // A bucket in debt (calls that used more than they reserved) lets nothing through until it
-  // has refilled to zero: everyone waits that off first.
+  // has refilled to zero: everyone waits that off first, and what arrives meanwhile queues.
   const double debt = budget_ != nullptr ? debt_seconds(*budget_) : 0.0;
-  return debt + paced;
+  return debt * stretch(steady) + paced;
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
@@ -202,8 +266,10 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
       pages_equivalent(others_ahead(user, units_to_last), k, units_to_last);
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
   const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
+  const double steady = mu();
+  const double competing = std::isinf(steady) ? 0.0 : rho * steady;
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
-                     seconds_for(ahead_with_last) / (1.0 - rho) + avg_latency_s_};
+                     seconds_for(ahead_with_last, competing) + avg_latency_s_};
 }
 
 double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page) const {

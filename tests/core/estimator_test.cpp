@@ -294,6 +294,43 @@ TEST_CASE("Work arriving ahead of a job stretches its ETA by 1 / (1 - rho)") {
   CHECK(fresh.own_seconds == doctest::Approx(3.6));
 }
 
+TEST_CASE("Until two slots of the window have ended, arrivals are measured over a tenth of it") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  CHECK(estimator.competition(10.0) == 0.0);
+  // A newcomer's one-page book every 0.6 s for the first 6 s: each at round 0.5 of its lane,
+  // weighing 1 - 0.5 / 10 = 0.95 for a job 10 rounds out.
+  fairlane::UserId newcomer = 100;
+  for (int i = 0; i < 10; ++i) {
+    estimator.record_arrival(++newcomer, 1);
+    clock.advance(600ms);
+  }
+  // At 6 s the window's 6 s slots have not measured anything (one has ended). The warm-up's
+  // 0.6 s slots have: nine ended, the busiest left out, 8 x 0.95 pages in 8 x 0.6 s, so
+  // 1.5833 pages a second: rho = 1.5833 / 6.25 = 0.2533.
+  CHECK(estimator.competition(10.0) == doctest::Approx(0.95 / 0.6 / 6.25));
+  // At 12 s two slots of the window have ended (10 pages, then none): 9.5 / 12 s / 6.25.
+  clock.advance(6s);
+  CHECK(estimator.competition(10.0) == doctest::Approx(9.5 / 12.0 / 6.25));
+}
+
+TEST_CASE("The warm-up takes no burst for a rate: it needs three slots with arrivals") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
+                      &clock);
+  // Two books at once and one 3 s later (a heavy user's shelf, then a light user's book):
+  // two busy slots of 0.6 s, the busiest left out would leave one book as a rate.
+  estimator.record_arrival(100, 10);
+  estimator.record_arrival(101, 10);
+  clock.advance(3s);
+  estimator.record_arrival(102, 10);
+  clock.advance(3s);
+  CHECK(estimator.competition(10.0) == 0.0);
+}
+
 TEST_CASE("A user's own arrivals land behind its queued pages, where they delay nothing") {
   fairlane::FakeClock clock;
   FairScheduler scheduler;
@@ -325,6 +362,56 @@ TEST_CASE("Arriving work never takes more than max_competition of the rate") {
   }
   CHECK(estimator.competition(10.0) == doctest::Approx(0.75));
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(1.6 / 0.25 + 2.0));
+}
+
+TEST_CASE("Arrivals take their share of each bound at that bound's rate, not all at mu") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 375);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, &budget,
+                      &clock);
+  // Full buckets, nothing arriving: the credit pays for all 375 (300,000 / 800), the calls
+  // send 200 at once and the other 175 from 2 s on at 100 a second: 2 + 1.75 + 2 = 5.75 s.
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(5.75));
+  clock.advance(1h);
+  // Three newcomers' books of 10 pages (rounds [0, 10]) every 6 s: for a job 375 rounds out
+  // each weighs 10 x (1 - 5 / 375) = 9.8667 pages, 3 x 9.8667 / 6 = 4.9333 pages a second.
+  fairlane::UserId newcomer = 100;
+  for (int slot = 0; slot < 10; ++slot) {
+    for (int book = 0; book < 3; ++book) estimator.record_arrival(++newcomer, 10);
+    clock.advance(6s);
+  }
+  const double competing = 3.0 * (10.0 - 50.0 / 375.0) / 6.0;
+  CHECK(estimator.competition(375.0) == doctest::Approx(competing / 6.25));
+  // The credit still covers the job at once: 375 + 4.9333 T <= 375 + 6.25 T for any T. The
+  // calls are shared at their own rate, 100 a second: 3.75 / (1 - 4.9333 / 100) + 2 = 5.945 s.
+  // (Stretching the whole by 1 / (1 - 4.9333 / 6.25), as before, said 3.75 / 0.2107 + 2 = 19.8 s.)
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(3.75 / (1.0 - competing / 100.0) + 2.0));
+}
+
+TEST_CASE("Reservations above usage: calls go in waves as large as the tokens level holds") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 6'400});
+  // With alpha 1 one settled call sets the averages: 6,400 reserved, 800 used, 2 s.
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 1.0}, &budget);
+  estimator.record_settled(800, 6'400, 2s);
+  // Leave 100,000 tokens in the bucket: a call that reserved and used 200,000.
+  std::get<fairlane::Lease>(budget.admit(200'000)).settle(200'000);
+  REQUIRE(budget.tokens().level() == doctest::Approx(100'000.0));
+  // The credit (100,000 / 800 = 125 pages) covers the book; the calls bound said 15.625 at
+  // once (100,000 / 6,400) and the rest at 46.875 per 2 s: 2 + 84.375 / 23.4375 + 2 = 7.6 s.
+  // But each wave is only what the level holds: level_{i+1} = level_i - 800 w_i + 10,000
+  // (refill 5,000 a second), w_i = level_i / 6,400, so the waves shrink from 15.6 towards the
+  // steady 12.5 (= mu x 2 s, level 80,000) with ratio q = 1 - 800 / 6,400 = 0.875, and x waves
+  // send S(x) = 12.5 x + (100,000 - 80,000) / 800 x (1 - 0.875^x). S(x) = 100 at x = 6.806
+  // (S(6) = 88.8, S(7) = 102.7, by hand), the last page goes (x - 1) x 2 s from now:
+  //   eta = 5.806 x 2 + 2 = 13.61 s.
+  // (Wave by wave: 15.6, 15.2, 14.9, 14.6, 14.3, 14.1, 13.9: the 100th goes with the 7th
+  // wave, at 12 s, and is answered at 14 s.)
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(13.612).epsilon(0.001));
 }
 
 TEST_CASE("Given the budget, mu follows the limits the provider announces") {

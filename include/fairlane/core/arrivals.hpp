@@ -42,8 +42,11 @@ class Arrivals {
   static constexpr std::size_t kBuckets = 42;
   static constexpr std::size_t kSlots = 10;
 
-  // `clock` must outlive the arrivals. `window` of at least kSlots nanoseconds.
-  explicit Arrivals(const Clock& clock, Clock::duration window = std::chrono::minutes(5));
+  // `clock` must outlive the arrivals. `window` of at least kSlots nanoseconds. With
+  // `min_busy_slots`, competing_rate is 0 until that many ended slots hold competing work (a
+  // short window would otherwise take one burst, the busiest slot left out, for a rate).
+  explicit Arrivals(const Clock& clock, Clock::duration window = std::chrono::minutes(5),
+                    std::size_t min_busy_slots = 0);
 
   // `pages` pages joined a lane, spread evenly over rounds [first_round, last_round] of it.
   void record(double first_round, double last_round, double pages);
@@ -51,6 +54,10 @@ class Arrivals {
   // Pages a second, of those arriving lately, that would go before a job's last page
   // `rounds` rounds from the front, averaged over its wait (the formula above).
   [[nodiscard]] double competing_rate(double rounds) const;
+
+  // Whether enough of the window has passed for competing_rate to measure anything (two
+  // slots ended); until then it says 0.
+  [[nodiscard]] bool measuring() const;
 
  private:
   struct Slot {
@@ -67,6 +74,7 @@ class Arrivals {
   const Clock& clock_;
   const Clock::duration slot_length_;
   const Clock::time_point started_;
+  const std::size_t min_busy_slots_;
 
   // Only touched on the owning thread: slot i % kSlots holds slot i.
   std::array<Slot, kSlots> slots_{};

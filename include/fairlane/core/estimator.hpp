@@ -30,12 +30,20 @@
 // weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
 // and only this one counts pages of heavier lanes correctly; see docs/architecture.md).
 //
+// When reservations exceed usage (R > U), a third bound: calls go in waves a latency apart,
+// each as many pages as the tokens level holds at R, and the level after a wave is
+// level - U x wave + refill x latency; the waves tend geometrically (ratio 1 - U / R) to
+// mu x latency pages, so the pages of the first x waves have a closed form, S(x), and the
+// n-th page goes with the wave x at which S(x) covers n (docs/architecture.md, Estimator).
+//
 // Arrivals (when the estimator has a clock): work keeps arriving while a job waits, and the
 // part of it that fair order puts ahead of the job's last page (Arrivals::competing_rate at
-// the job's last round K = k / w_u) takes a share rho = competing_rate / mu of the rate. The
-// fluid equation T = T0 + rho T gives the processor-sharing correction
-//   eta_seconds = seconds_for(pages_ahead_of_last + 1) / (1 - rho) + avg_latency
-// with rho at most max_competition (docs/architecture.md, "Promises under arrivals").
+// the job's last round K = k / w_u, a pages-a-second rate lambda) takes its share of each
+// bound at that bound's own rate: the fluid equation T = T0 + lambda T / rate gives
+//   credit: (n - B) / (mu - lambda)   calls: ((n - F) / c) / (1 - lambda / c)
+//   waves: the first x with S(x) >= n + lambda x latency
+// each share at most max_competition (docs/architecture.md, "Promises under arrivals").
+// Until the arrivals' window has two ended slots, the rate is measured over a tenth of it.
 //
 // own_seconds is the job's own time as if nothing else were queued, from the buckets as they
 // are and without arrivals: the door bounds wait = eta_seconds - own_seconds, what the queue
@@ -133,8 +141,12 @@ class Estimator {
   // Seconds until the last of `waiting` pages that cannot start at once starts, calls going
   // out at `burst_rate` (pages a second) once they flow.
   [[nodiscard]] double after_free(double waiting, double burst_rate) const;
-  // Seconds until the n-th page from now is answered.
-  [[nodiscard]] double seconds_for(double pages) const;
+  // Seconds until the last of `pages` pages is sent when reservations exceed usage: calls go
+  // in waves a latency apart, each as many as the tokens level holds at the reservation.
+  [[nodiscard]] double reservation_waves(double pages, double competing = 0.0) const;
+  // Seconds until the n-th page from now is answered, with `competing` pages a second
+  // arriving ahead of it meanwhile.
+  [[nodiscard]] double seconds_for(double pages, double competing = 0.0) const;
   // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
   // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
   // Deficit round robin shares tokens: while u sends pages worth t average pages, another
@@ -153,6 +165,9 @@ class Estimator {
   const EstimatorConfig config_;
   const Budget* budget_;
   std::optional<Arrivals> arrivals_;  // with a clock
+  // The same over a tenth of the window, counted only until arrivals_ is measuring: the first
+  // minutes after a start would otherwise expect nothing to arrive.
+  std::optional<Arrivals> warmup_;
 
   // Only touched on the owning thread.
   double avg_tokens_;
