@@ -44,13 +44,14 @@ start_stand_in() {
 
 # start_serve ARGS...: `fairlane serve` on a free port against the stand-in; sets base and
 # serve_pid. Its output goes to $work/serve.N.out, N counting the starts. The admin key is
-# $admin_key (POST /v1/users, /metrics).
+# $admin_key (POST /v1/users, /metrics). The database is $work/fairlane.db, or $serve_db when
+# set (a PostgreSQL URI, say); add_user writes there too.
 admin_key=admin-secret
 serve_starts=0
 start_serve() {
   serve_starts=$((serve_starts + 1))
   local out="$work/serve.$serve_starts.out"
-  FAIRLANE_ADMIN_KEY=$admin_key "$fairlane" serve --listen 127.0.0.1:0 --db "$work/fairlane.db" \
+  FAIRLANE_ADMIN_KEY=$admin_key "$fairlane" serve --listen 127.0.0.1:0 --db "${serve_db:-$work/fairlane.db}" \
     --provider-url "$stand_in_url" "$@" >"$out" 2>&1 &
   serve_pid=$!
   pids+=("$serve_pid")
@@ -70,7 +71,7 @@ wait_exit() {
   wait "$1" || exited=$?
 }
 
-add_user() { "$fairlane" user add "$1" --db "$work/fairlane.db"; }
+add_user() { "$fairlane" user add "$1" --db "${serve_db:-$work/fairlane.db}"; }
 
 # upload KEY NAME PAGE...: a JSON upload; prints the job id or fails with the answer.
 upload() {
