@@ -95,7 +95,9 @@ double Arrivals::weighed(const Slot& slot, double rounds) {
   return std::max(total, 0.0);
 }
 
-bool Arrivals::measuring() const { return slot_index(clock_.now()) >= 2; }
+bool Arrivals::measuring() const {
+  return slot_index(clock_.now()) >= 2;
+}
 
 double Arrivals::competing_rate(double rounds) const {
   if (!(rounds > 0.0)) return 0.0;

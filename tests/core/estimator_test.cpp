@@ -387,7 +387,8 @@ TEST_CASE("Arrivals take their share of each bound at that bound's rate, not all
   // The credit still covers the job at once: 375 + 4.9333 T <= 375 + 6.25 T for any T. The
   // calls are shared at their own rate, 100 a second: 3.75 / (1 - 4.9333 / 100) + 2 = 5.945 s.
   // (Stretching the whole by 1 / (1 - 4.9333 / 6.25), as before, said 3.75 / 0.2107 + 2 = 19.8 s.)
-  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(3.75 / (1.0 - competing / 100.0) + 2.0));
+  CHECK(estimator.job(1, 10)->eta_seconds ==
+        doctest::Approx(3.75 / (1.0 - competing / 100.0) + 2.0));
 }
 
 TEST_CASE("Reservations above usage: calls go in waves as large as the tokens level holds") {
