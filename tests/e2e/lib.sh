@@ -124,3 +124,27 @@ check_pdf_book() {
       fail "page $k of job $2 is not 'Page $k of $3' in: ${result:0:600}"
   done
 }
+
+# pg_database URI_FILE NAME: a fresh database NAME on the tests' PostgreSQL server (CTest
+# fixture `postgres`, whose URI is in URI_FILE), dropped on exit after every process started
+# is killed. Sets `server` (the server's URI), `uri` (the new database's) and sql URI QUERY.
+pg_database() {
+  server=$(cat "$1") || fail "no URI in $1: did pg.server_start fail?"
+  [[ -n $server ]] || fail "no URI in $1: did pg.server_start fail?"
+  psql_bin=$(pg_config --bindir)/psql
+  pg_db=$2
+  uri=${server%/*}/$pg_db
+  sql "$server" "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)"
+  sql "$server" "CREATE DATABASE $pg_db"
+  trap drop_pg_database EXIT
+}
+sql() { "$psql_bin" -X -q -A -t -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+drop_pg_database() {
+  local status=$?
+  set +e
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  sql "$server" "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)"
+  (exit "$status")
+  cleanup
+}

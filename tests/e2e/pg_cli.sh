@@ -11,22 +11,7 @@ uri_file=$2
 stand_in=unused
 source "$(dirname "$0")/lib.sh"
 
-server=$(cat "$uri_file") || fail "no URI in $uri_file: did pg.server_start fail?"
-[[ -n $server ]] || fail "no URI in $uri_file: did pg.server_start fail?"
-psql_bin=$(pg_config --bindir)/psql
-db=fairlane_cli_$$
-uri=${server%/*}/$db
-sql() { "$psql_bin" -X -q -A -t -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
-sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
-sql "$server" "CREATE DATABASE $db"
-drop_db() {
-  local status=$?
-  set +e
-  sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
-  (exit "$status")
-  cleanup
-}
-trap drop_db EXIT
+pg_database "$uri_file" fairlane_cli_$$
 
 # run EXPECTED-EXIT ARGS...: `fairlane ARGS`, stdout to $work/N.out and stderr to $work/N.err.
 calls=0

@@ -18,24 +18,7 @@ stand_in=$2
 uri_file=$3
 source "$(dirname "$0")/lib.sh"
 
-server=$(cat "$uri_file") || fail "no URI in $uri_file: did pg.server_start fail?"
-[[ -n $server ]] || fail "no URI in $uri_file: did pg.server_start fail?"
-psql_bin=$(pg_config --bindir)/psql
-db=fairlane_cluster_$$
-uri=${server%/*}/$db
-sql() { "$psql_bin" -X -q -A -t -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
-sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
-sql "$server" "CREATE DATABASE $db"
-drop_db() {
-  local status=$?
-  set +e
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null
-  sql "$server" "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
-  (exit "$status")
-  cleanup
-}
-trap drop_db EXIT
+pg_database "$uri_file" fairlane_cluster_$$
 
 cap=4
 lease_s=2
