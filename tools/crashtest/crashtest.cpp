@@ -201,6 +201,10 @@ std::vector<std::string> serve_args(const Config& config, const std::string& db,
     args.emplace_back("--lease-s");
     args.emplace_back(fmt::format("{}", config.lease_s));
   }
+  if (config.call_timeout_s > 0.0) {
+    args.emplace_back("--call-timeout");
+    args.emplace_back(fmt::format("{}", config.call_timeout_s));
+  }
   return args;
 }
 

@@ -74,6 +74,11 @@ int main(int argc, char** argv) try {
                  "one's lease has run out")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 600.0));
+  app.add_option("--call-timeout", config.call_timeout_s,
+                 "serve's --call-timeout (default: serve's own). It also bounds how long a "
+                 "restarted serve holds places under the cap for the killed one's calls when "
+                 "no call has ended yet")
+      ->check(CLI::Range(0.0, 3'600.0));
   app.add_option("--work-dir", config.work_dir,
                  "Folder for the database and serve.log (default: a temporary one, removed "
                  "when every check holds)");
