@@ -193,7 +193,7 @@ Findings check(const std::vector<UploadRecord>& uploads, const std::vector<KillR
       ++f.integrity_checks;
       if (kill.integrity != "ok") {
         ++f.integrity_failures;
-        problems.add("after kill {} PRAGMA integrity_check said: {}", k + 1, kill.integrity);
+        problems.add("after kill {} the integrity check said: {}", k + 1, kill.integrity);
       }
       if (kill.partial_jobs > 0) {
         problems.add("after kill {} the database held {} partial jobs", k + 1, kill.partial_jobs);
@@ -208,7 +208,7 @@ Findings check(const std::vector<UploadRecord>& uploads, const std::vector<KillR
     ++f.integrity_checks;
     if (observed.final_integrity != "ok") {
       ++f.integrity_failures;
-      problems.add("at the end PRAGMA integrity_check said: {}", observed.final_integrity);
+      problems.add("at the end the integrity check said: {}", observed.final_integrity);
     }
   }
   return f;

@@ -4,7 +4,6 @@
 // collecting what the service and the stand-in hold at the end.
 #include "crashtest.hpp"
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -28,6 +27,7 @@
 #include "cli/http_client.hpp"
 #include "document/pdf_writer.hpp"
 #include "provider_sim.hpp"
+#include "reader.hpp"
 #include "serve_process.hpp"
 
 namespace fairlane::crashtest {
@@ -38,57 +38,6 @@ using SteadyClock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr const char* kAdminKey = "crashtest-admin-key";
-
-// The database, read-only, through SQLite itself.
-class Database {
- public:
-  explicit Database(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-      error_ = fmt::format("cannot open {} read-only: {}", path, sqlite3_errmsg(db_));
-    }
-  }
-  ~Database() { sqlite3_close(db_); }
-  Database(const Database&) = delete;
-  Database& operator=(const Database&) = delete;
-
-  // Runs `sql`, calling `row` for each row; false (and error()) when it fails.
-  bool query(const char* sql, const std::function<void(sqlite3_stmt*)>& row) {
-    if (!error_.empty()) return false;
-    sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db_, sql, -1, &statement, nullptr) != SQLITE_OK) {
-      error_ = sqlite3_errmsg(db_);
-      return false;
-    }
-    int step = SQLITE_ROW;
-    while ((step = sqlite3_step(statement)) == SQLITE_ROW) row(statement);
-    if (step != SQLITE_DONE) error_ = sqlite3_errmsg(db_);
-    sqlite3_finalize(statement);
-    return error_.empty();
-  }
-
-  [[nodiscard]] const std::string& error() const { return error_; }
-
-  static std::string text(sqlite3_stmt* statement, int column) {
-    const auto* bytes = sqlite3_column_text(statement, column);
-    return bytes == nullptr
-               ? std::string()
-               : std::string(reinterpret_cast<const char*>(bytes),
-                             static_cast<std::size_t>(sqlite3_column_bytes(statement, column)));
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  std::string error_;
-};
-
-std::string integrity_of(Database& db) {
-  std::string said;
-  const bool ran = db.query("PRAGMA integrity_check", [&](sqlite3_stmt* row) {
-    if (!said.empty()) said += "; ";
-    said += Database::text(row, 0);
-  });
-  return ran ? said : "could not run: " + db.error();
-}
 
 // The stand-in on its own io_context thread; what it holds is read on that thread.
 class StandIn {
@@ -225,28 +174,38 @@ void upload_books(const Config& config, int user, const std::string& key,
 
 std::vector<std::string> serve_args(const Config& config, const std::string& db,
                                     std::uint16_t stand_in_port) {
-  return {config.fairlane,
-          "serve",
-          "--listen",
-          "127.0.0.1:0",
-          "--db",
-          db,
-          "--provider-url",
-          fmt::format("http://127.0.0.1:{}", stand_in_port),
-          "--rpm",
-          "60000",
-          "--tpm",
-          "100000000",
-          "--max-in-flight",
-          std::to_string(config.max_in_flight),
-          "--max-tokens",
-          "64",
-          "--max-wait",
-          "86400",
-          "--max-queued-pages-per-user",
-          "1000000",
-          "--stop-deadline",
-          "10"};
+  std::vector<std::string> args{config.fairlane,
+                                "serve",
+                                "--listen",
+                                "127.0.0.1:0",
+                                "--db",
+                                db,
+                                "--provider-url",
+                                fmt::format("http://127.0.0.1:{}", stand_in_port),
+                                "--rpm",
+                                "60000",
+                                "--tpm",
+                                "100000000",
+                                "--max-in-flight",
+                                std::to_string(config.max_in_flight),
+                                "--max-tokens",
+                                "64",
+                                "--max-wait",
+                                "86400",
+                                "--max-queued-pages-per-user",
+                                "1000000",
+                                "--stop-deadline",
+                                "10"};
+  // A restarted serve is a new instance: it leads once the killed one's lease has run out.
+  if (is_postgresql(db)) {
+    args.emplace_back("--lease-s");
+    args.emplace_back(fmt::format("{}", config.lease_s));
+  }
+  if (config.call_timeout_s > 0.0) {
+    args.emplace_back("--call-timeout");
+    args.emplace_back(fmt::format("{}", config.call_timeout_s));
+  }
+  return args;
 }
 
 // Every job of a user: (id, state), following the pages of the list.
@@ -303,7 +262,7 @@ Summary run(const Config& config) {
     fs::remove(dir / name, fs_error);
   }
   summary.work_dir = dir.string();
-  const std::string db_path = (dir / "crash.db").string();
+  const std::string db_path = config.db.empty() ? (dir / "crash.db").string() : config.db;
   const std::string log = (dir / "serve.log").string();
 
   // The stand-in, without faults or limits: every call past a page's first is a kill's.
@@ -494,17 +453,17 @@ Summary run(const Config& config) {
     std::this_thread::sleep_for(50ms);
     const Calls settled = stand_in.calls();
     {
-      Database db(db_path);
-      kill.integrity = integrity_of(db);
-      db.query(
+      const auto db = open_reader(db_path);
+      kill.integrity = db->integrity();
+      db->query(
           "SELECT t.text FROM pages p JOIN page_texts t ON t.page_id = p.id "
           "WHERE p.state = 'in_flight'",
-          [&](sqlite3_stmt* row) { kill.in_flight.insert(Database::text(row, 0)); });
-      db.query(
+          [&](const Row& row) { kill.in_flight.insert(row.text(0)); });
+      db->query(
           "SELECT count(*) FROM jobs j WHERE j.page_count != "
           "(SELECT count(*) FROM pages p WHERE p.job_id = j.id)",
-          [&](sqlite3_stmt* row) { kill.partial_jobs = sqlite3_column_int64(row, 0); });
-      if (!db.error().empty()) kill.integrity += " (reading it: " + db.error() + ")";
+          [&](const Row& row) { kill.partial_jobs = row.int64(0); });
+      if (!db->error().empty()) kill.integrity += " (reading it: " + db->error() + ")";
     }
     // Per text, the calls of this run of serve: answered by the kill, and open at it (sent
     // and not answered, counting those still in transit). The stand-in's latency is fixed,
@@ -611,29 +570,27 @@ Summary run(const Config& config) {
 
   // What the database says, with serve stopped.
   {
-    Database db(db_path);
-    observed.final_integrity = integrity_of(db);
-    db.query(
+    const auto db = open_reader(db_path);
+    observed.final_integrity = db->integrity();
+    db->query(
         "SELECT j.public_id, u.name, coalesce(j.idempotency_key, ''), j.page_count, "
         "(SELECT count(*) FROM pages p WHERE p.job_id = j.id) "
         "FROM jobs j JOIN users u ON u.id = j.user_id",
-        [&](sqlite3_stmt* row) {
-          observed.jobs.push_back(JobRow{Database::text(row, 0), Database::text(row, 1),
-                                         Database::text(row, 2), sqlite3_column_int64(row, 3),
-                                         sqlite3_column_int64(row, 4)});
+        [&](const Row& row) {
+          observed.jobs.push_back(
+              JobRow{row.text(0), row.text(1), row.text(2), row.int64(3), row.int64(4)});
         });
-    db.query(
+    db->query(
         "SELECT j.public_id, p.seq, p.state, t.text, p.output FROM pages p "
         "JOIN jobs j ON j.id = p.job_id JOIN page_texts t ON t.page_id = p.id",
-        [&](sqlite3_stmt* row) {
+        [&](const Row& row) {
           std::optional<std::string> output;
-          if (sqlite3_column_type(row, 4) != SQLITE_NULL) output = Database::text(row, 4);
-          observed.pages.push_back(PageRow{Database::text(row, 0), sqlite3_column_int64(row, 1),
-                                           Database::text(row, 2), Database::text(row, 3),
-                                           std::move(output)});
+          if (!row.is_null(4)) output = row.text(4);
+          observed.pages.push_back(
+              PageRow{row.text(0), row.int64(1), row.text(2), row.text(3), std::move(output)});
         });
-    if (!db.error().empty() && summary.error.empty()) {
-      summary.error = "could not read the database at the end: " + db.error();
+    if (!db->error().empty() && summary.error.empty()) {
+      summary.error = "could not read the database at the end: " + db->error();
     }
   }
 

@@ -28,7 +28,10 @@ struct Config {
   double kill_gap_s = 0.6;        // mean time from a restart to the next kill's aim
   double upload_gap_s = 0.5;      // mean pause between a user's books
   double deadline_s = 600.0;      // the whole run; past it, the run fails
-  std::string work_dir;           // the database and serve.log; empty: a temporary folder
+  std::string db;                 // serve's --db; empty: a SQLite file in the work folder
+  double lease_s = 1.0;           // serve's --lease-s, on PostgreSQL only
+  double call_timeout_s = 0.0;    // serve's --call-timeout; 0: serve's default
+  std::string work_dir;           // serve.log (and the SQLite file); empty: a temporary folder
   bool keep = false;              // keep the work folder even when every check holds
   bool require_landings = false;  // fail unless kills landed in upload, dispatch and completion
 };

@@ -20,7 +20,9 @@ int main(int argc, char** argv) try {
       "moments (during uploads, dispatch and completion) and restarted on the same database\n"
       "until everything has ended. Then: every page of every upload answered 202 is done\n"
       "exactly once; no job is partial; the stand-in saw at most one extra call per page per\n"
-      "kill that found it in flight; PRAGMA integrity_check passed after every kill.",
+      "kill that found it in flight; the database's integrity check passed after every kill\n"
+      "(SQLite's PRAGMA integrity_check; on PostgreSQL, every job's counters against its\n"
+      "pages' states).",
       "fairlane-crashtest"};
   app.set_version_flag("--version", std::string("fairlane-crashtest ") + fairlane::kVersion);
   fairlane::crashtest::Config config;
@@ -64,6 +66,19 @@ int main(int argc, char** argv) try {
   app.add_option("--deadline", config.deadline_s, "Seconds the whole run may take")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 86'400.0));
+  app.add_option("--db", config.db,
+                 "The database serve runs on and the checks read: a postgresql:// URI of an "
+                 "empty database, or a SQLite file (default: one in the work folder)");
+  app.add_option("--lease-s", config.lease_s,
+                 "On PostgreSQL, serve's --lease-s: a restarted serve leads once the killed "
+                 "one's lease has run out")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 600.0));
+  app.add_option("--call-timeout", config.call_timeout_s,
+                 "serve's --call-timeout (default: serve's own). It also bounds how long a "
+                 "restarted serve holds places under the cap for the killed one's calls when "
+                 "no call has ended yet")
+      ->check(CLI::Range(0.0, 3'600.0));
   app.add_option("--work-dir", config.work_dir,
                  "Folder for the database and serve.log (default: a temporary one, removed "
                  "when every check holds)");

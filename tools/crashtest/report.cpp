@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "crashtest.hpp"
+#include "reader.hpp"
 
 namespace fairlane::crashtest {
 namespace {
@@ -45,8 +46,9 @@ std::vector<std::pair<std::string, std::string>> figures(const Config& config, c
        fmt::format("{} of {} asked; landed during upload {}, dispatch {}, completion {}, "
                    "idle {} (one kill can land in several)",
                    s.kills.size(), config.kills, c.upload, c.dispatch, c.completion, c.idle)},
-      {"serve", fmt::format("{} starts on one database; the last stopped by SIGTERM, exit {}",
-                            s.starts, s.last_exit)},
+      {"serve",
+       fmt::format("{} starts on one {} database; the last stopped by SIGTERM, exit {}", s.starts,
+                   is_postgresql(config.db) ? "PostgreSQL" : "SQLite", s.last_exit)},
       {"uploads",
        fmt::format("{}: {} got a 202, {} abandoned after a kill ({} of them committed "
                    "whole before it), {} sent again after a kill; {} requests cut by "
@@ -67,8 +69,11 @@ std::vector<std::pair<std::string, std::string>> figures(const Config& config, c
                             f.calls, s.rejected, f.extra_calls, f.in_flight_at_kills,
                             f.pages_over_bound, f.calls_for_no_page)},
       {"integrity_check",
-       fmt::format("{} of {} ok (after every kill and at the end)",
-                   f.integrity_checks - f.integrity_failures, f.integrity_checks)},
+       fmt::format("{} of {} ok (after every kill and at the end){}",
+                   f.integrity_checks - f.integrity_failures, f.integrity_checks,
+                   is_postgresql(config.db)
+                       ? "; on PostgreSQL: every job's counters against its pages' states"
+                       : "")},
       {"time", fmt::format("{:.1f} s", s.duration_s)},
   };
 }
