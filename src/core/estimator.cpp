@@ -167,7 +167,7 @@ double Estimator::reservation_waves(double pages, double competing) const {
   const auto capacity = static_cast<double>(tokens.capacity());
   const double refill = capacity / 60.0;  // tokens a second
   // The calls out give back (reserved - used) each as they end, within the next latency.
-  const double out = static_cast<double>(budget_->in_flight().in_use());
+  const auto out = static_cast<double>(budget_->in_flight().in_use());
   const double level = std::min(std::max(tokens.level(), 0.0) + (reserved - used) * out, capacity);
   // Wave i sends level_i / reserved pages; a latency later their refunds are back and the
   // refill has added refill x latency: level_{i+1} = level_i - used x wave_i + refill x
