@@ -99,10 +99,12 @@ start_instance 3
 [[ $(queue 2 | field role) == follower && $(queue 3 | field role) == follower ]] ||
   fail "the newcomers are not followers: $(queue 2) $(queue 3)"
 [[ $(queue 2 | field instance) == node2 ]] || fail "instance 2 does not name itself: $(queue 2)"
-curl -sS --max-time 5 "${url[2]}/metrics" -H "Authorization: Bearer $admin_key" |
-  grep -qx 'fairlane_leader 0' || fail "a follower's fairlane_leader is not 0"
-curl -sS --max-time 5 "${url[1]}/metrics" -H "Authorization: Bearer $admin_key" |
-  grep -qx 'fairlane_leader 1' || fail "the leader's fairlane_leader is not 1"
+# (Read whole before grep: grep -q leaving early would fail curl's write under pipefail.)
+metrics() { curl -sS --max-time 5 "${url[$1]}/metrics" -H "Authorization: Bearer $admin_key"; }
+follower_metrics=$(metrics 2)
+grep -qx 'fairlane_leader 0' <<<"$follower_metrics" || fail "a follower's fairlane_leader is not 0"
+leader_metrics=$(metrics 1)
+grep -qx 'fairlane_leader 1' <<<"$leader_metrics" || fail "the leader's fairlane_leader is not 1"
 
 declare -A owner pages_of
 heavy_jobs=()
