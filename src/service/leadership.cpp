@@ -207,8 +207,9 @@ void Leadership::refresh_view_soon() {
   view_timer_armed_ = true;
   view_timer_.expires_after(config_.view_refresh);
   view_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;  // cancelled: by stop(), or with the Leadership itself
     view_timer_armed_ = false;
-    if (error || membership_.leading || !view_stale_) return;
+    if (membership_.leading || !view_stale_) return;
     view_stale_ = false;
     if (Status read = dispatcher_.follow(); !read.ok()) {
       std::cerr << "fairlane: the lanes could not be read: " << read.message() << '\n';
