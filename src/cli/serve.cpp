@@ -114,10 +114,19 @@ int serve(const ServeOptions& o) {
   config.door.max_wait_s = o.max_wait;
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
-  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config);
   // A store several instances share (PostgreSQL) makes a cluster: the lease decides who
   // dispatches (Leadership, below). A single node dispatches from the start.
   fairlane::ClusterStore* cluster = store.value()->cluster();
+  // A server database's commits take milliseconds: they go on a connection and a thread of
+  // their own, off the io thread (Dispatcher, CommitThread).
+  std::unique_ptr<fairlane::Store> commit_store;
+  if (cluster != nullptr) {
+    auto second = fairlane::Store::open(o.db, store_options);
+    if (!second.ok()) return fail(second.status().message());
+    commit_store = std::move(second).value();
+  }
+  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config,
+                                           std::move(commit_store));
   fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
   if (cluster == nullptr) {
     membership.leader = membership.instance;

@@ -3,12 +3,16 @@
 #include "fairlane/core/promise_order.hpp"
 #include "fairlane/store/cluster.hpp"
 #include "provider/listen.hpp"
+#include "service/commit_thread.hpp"
 
 #include <fmt/format.h>
 
 #include <boost/asio.hpp>
 #include <cassert>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 #include <variant>
@@ -101,10 +105,20 @@ CallOutcome core_outcome(const ProviderOutcome& o) {
 
 }  // namespace
 
+// A group-commit batch out on the CommitThread, and its answer once committed.
+struct BatchOut {
+  std::vector<PageTransition> batch;
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::optional<Result<std::vector<std::int64_t>>> answer;  // under mutex
+};
+
 struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& context, Store& s, Provider& p, DispatcherConfig c)
+  Impl(asio::io_context& context, Store& s, Provider& p, DispatcherConfig c,
+       CommitThread* commit_thread)
       : io(context),
         store(s),
+        committer(commit_thread),
         provider(p),
         config(std::move(c)),
         budget(clock, config.limits),
@@ -120,6 +134,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   asio::io_context& io;
   Store& store;
+  CommitThread* committer;  // null: batches commit on the io thread, with `store`
   Provider& provider;
   const DispatcherConfig config;
   SteadyClock clock;
@@ -134,6 +149,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer wake;  // the loop sleeps on it; signal() cuts the sleep short
   asio::steady_timer commit_timer;
   bool commit_timer_armed = false;
+  std::shared_ptr<BatchOut> batch_out;  // the batch on the CommitThread, until settled
   asio::steady_timer stop_timer;
 
   // Places under the in-flight cap held for a previous process's calls, until they end.
@@ -192,6 +208,11 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   // once it has committed.
   void submit(PageTransition transition, JobId job, GroupCommit::Committed done = {});
   void flush_when_due();
+  // Hands the queued batch to the CommitThread; settle() takes its answer on the io thread.
+  void commit_elsewhere();
+  void settle(std::shared_ptr<BatchOut> out);  // by value: often batch_out itself
+  // Commits everything queued now, after the batch out (waited for): for cancel() and stops.
+  Status flush_now();
   awaitable<std::int64_t> commit(PageTransition transition, JobId job);
   awaitable<ProviderOutcome> call_provider(ProviderRequest request);
 
@@ -387,7 +408,13 @@ void Dispatcher::Impl::note_flush(Status status) {
 }
 
 void Dispatcher::Impl::flush_when_due() {
-  if (commits.due()) note_flush(commits.flush());
+  if (commits.due()) {
+    if (committer != nullptr) {
+      commit_elsewhere();
+    } else {
+      note_flush(commits.flush());
+    }
+  }
   const auto deadline = commits.deadline();
   if (!deadline || commit_timer_armed) return;
   commit_timer_armed = true;
@@ -396,6 +423,50 @@ void Dispatcher::Impl::flush_when_due() {
     self->commit_timer_armed = false;
     if (!self->dead) self->flush_when_due();
   });
+}
+
+void Dispatcher::Impl::commit_elsewhere() {
+  auto out = std::make_shared<BatchOut>();
+  out->batch = commits.begin_flush();
+  batch_out = out;
+  // The task holds no share of this state: its last owner must go on the io thread.
+  committer->post([out, &context = io, weak = weak_from_this()](Store& commit_store) {
+    auto answer = commit_store.apply(out->batch);
+    {
+      const std::lock_guard lock(out->mutex);
+      out->answer = std::move(answer);
+    }
+    out->answered.notify_all();
+    asio::post(context, [out, weak] {
+      const auto self = weak.lock();
+      if (self && !self->dead) self->settle(out);
+    });
+  });
+}
+
+// `out` is a copy: the caller often passes batch_out itself, which this resets.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
+void Dispatcher::Impl::settle(std::shared_ptr<BatchOut> out) {
+  if (batch_out != out) return;  // settled already, by a flush that waited for it
+  batch_out.reset();
+  std::unique_lock lock(out->mutex);
+  out->answered.wait(lock, [&] { return out->answer.has_value(); });
+  Result<std::vector<std::int64_t>> answer = std::move(*out->answer);
+  lock.unlock();
+  note_flush(commits.end_flush(std::move(out->batch), std::move(answer)));
+  flush_when_due();
+}
+
+Status Dispatcher::Impl::flush_now() {
+  if (committer == nullptr) return commits.flush();
+  // Settling may hand over the next batch (a callback submits, a batch is due): wait again.
+  while (batch_out) settle(batch_out);
+  if (commits.pending() == 0) return commit_error;
+  std::vector<PageTransition> batch = commits.begin_flush();
+  Result<std::vector<std::int64_t>> answer =
+      Status{StatusCode::internal, "the commit thread did not answer"};
+  committer->run([&](Store& commit_store) { answer = commit_store.apply(batch); });
+  return commits.end_flush(std::move(batch), std::move(answer));
 }
 
 // (The transition and the request are captured by the initiation rather than passed
@@ -430,8 +501,8 @@ void Dispatcher::Impl::finish_stop() {
   commit_timer.cancel();
   cancel_timers();
   Status status;
-  if (commits.pending() > 0) {
-    status = commits.flush();
+  if (commits.pending() > 0 || batch_out) {
+    status = flush_now();
     if (!status.ok()) commit_error = status;
   }
   auto done = std::exchange(stopped, {});
@@ -439,8 +510,9 @@ void Dispatcher::Impl::finish_stop() {
 }
 
 Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
-                       DispatcherConfig config)
-    : impl_(std::make_shared<Impl>(io, store, provider, std::move(config))) {}
+                       DispatcherConfig config, std::unique_ptr<Store> commit_store)
+    : committer_(commit_store ? std::make_unique<CommitThread>(std::move(commit_store)) : nullptr),
+      impl_(std::make_shared<Impl>(io, store, provider, std::move(config), committer_.get())) {}
 
 // Asio's cancel() throws only when the reactor itself fails: std::terminate is right then.
 // NOLINTNEXTLINE(bugprone-exception-escape)
@@ -457,7 +529,9 @@ void Dispatcher::Impl::kill() {
   commit_timer.cancel();
   stop_timer.cancel();
   cancel_timers();
-  if (commits.pending() > 0 && commit_error.code() != StatusCode::fenced) (void)commits.flush();
+  // The batch out commits (or not) before anything after this state touches the store.
+  while (batch_out) settle(batch_out);
+  if (commits.pending() > 0 && commit_error.code() != StatusCode::fenced) (void)flush_now();
   dead = true;
   // Whatever could not be committed is dropped with the coroutines waiting on it, which
   // would otherwise keep the state alive forever; the store requeues those pages at the
@@ -524,7 +598,7 @@ Status Dispatcher::start() {
 
 void Dispatcher::replace() {
   Impl& old = *impl_;
-  auto fresh = std::make_shared<Impl>(old.io, old.store, old.provider, old.config);
+  auto fresh = std::make_shared<Impl>(old.io, old.store, old.provider, old.config, old.committer);
   fresh->counters = old.counters;
   fresh->job_changed = std::move(old.job_changed);
   fresh->deposed = std::move(old.deposed);
@@ -544,6 +618,11 @@ Status Dispatcher::lead(std::string_view instance, std::int64_t epoch) {
   }
   replace();
   cluster->fence(instance, epoch);
+  if (committer_) {
+    committer_->run([&](Store& commit_store) {
+      if (ClusterStore* own = commit_store.cluster()) own->fence(instance, epoch);
+    });
+  }
   return impl_->begin(true);
 }
 
@@ -579,8 +658,8 @@ Status Dispatcher::cancel(UserId user, JobId job) {
   d.submit(PageTransition::job_cancelled(job), job);
   d.signal();
   // Its owner is told: committed now (fully synced, with everything queued before it in
-  // the same transaction), not on the group commit's timer.
-  d.note_flush(d.commits.flush());
+  // the same transaction, after the batch out), not on the group commit's timer.
+  d.note_flush(d.flush_now());
   return d.commit_error;
 }
 

@@ -16,7 +16,8 @@
 // of the last minute. The outcome table itself is the policy's header comment and
 // docs/architecture.md's.
 //
-// Thread safety: everything runs on the io_context's one thread.
+// Thread safety: everything runs on the io_context's one thread, but for the commits of a
+// CommitThread, when it has one (the constructor).
 #pragma once
 
 #include <chrono>
@@ -47,6 +48,8 @@ class io_context;
 }
 
 namespace fairlane::service {
+
+class CommitThread;
 
 // The policy's settings (max_attempts ... call_timeout, seed) are passed on to it.
 struct DispatcherConfig {
@@ -95,8 +98,12 @@ class Dispatcher {
 
   // The store and the provider must outlive the dispatcher. Destroying it stops the loop,
   // commits what it can, and leaves calls still out to be requeued at the next start.
-  Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider,
-             DispatcherConfig config);
+  // With `commit_store` (a second connection to the same database), the group commit's
+  // batches are committed on a thread of their own (CommitThread) instead of on the io
+  // thread, which goes on meanwhile: what a server database (PostgreSQL) needs; an embedded
+  // one (SQLite) commits in microseconds and goes without.
+  Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider, DispatcherConfig config,
+             std::unique_ptr<Store> commit_store = nullptr);
   // NOLINTNEXTLINE(bugprone-exception-escape): see the definition
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
@@ -176,6 +183,8 @@ class Dispatcher {
   struct Impl;
   // A fresh state for follow() and lead(), the old one killed; counters and callbacks kept.
   void replace();
+  // Where batches commit when not on the io thread; before impl_, so it outlives its use.
+  std::unique_ptr<CommitThread> committer_;
   // Shared with the loop's and the calls' coroutines, which may outlive the dispatcher.
   std::shared_ptr<Impl> impl_;
 };

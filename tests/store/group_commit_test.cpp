@@ -104,3 +104,62 @@ TEST_CASE("Abandoning drops the queued transitions without committing or telling
   CHECK_FALSE(told);
   CHECK(job_view(*f.store, f.job.job.id).pages.in_flight == 0);
 }
+
+TEST_CASE("A batch out is not due again, and what comes meanwhile waits for the next one") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock, GroupCommitOptions{.max_batch = 100, .max_delay = 5ms});
+  std::vector<std::int64_t> heard;
+  commits.submit(PageTransition::dispatched(f.page(0), 100),
+                 [&](std::int64_t changed) { heard.push_back(changed); });
+  f.clock.advance(5ms);
+  REQUIRE(commits.due());
+  std::vector<PageTransition> batch = commits.begin_flush();
+  REQUIRE(batch.size() == 1);
+  CHECK(commits.flushing());
+  CHECK(commits.pending() == 0);
+  CHECK_FALSE(commits.due());
+
+  commits.submit(PageTransition::dispatched(f.page(1), 100),
+                 [&](std::int64_t changed) { heard.push_back(changed + 10); });
+  f.clock.advance(5ms);
+  CHECK_FALSE(commits.due());  // one batch out at a time
+  CHECK_FALSE(commits.deadline().has_value());
+  auto changed = f.store->apply(batch);
+  REQUIRE(commits.end_flush(std::move(batch), std::move(changed)).ok());
+  CHECK(heard == std::vector<std::int64_t>{1});
+  CHECK_FALSE(commits.flushing());
+  CHECK(commits.pending() == 1);
+  CHECK(commits.due());
+  CHECK(commits.deadline() == f.clock.now());  // submitted 5 ms ago
+  REQUIRE(commits.flush().ok());
+  CHECK(heard == std::vector<std::int64_t>{1, 11});
+  CHECK(job_view(*f.store, f.job.job.id).pages.in_flight == 2);
+}
+
+TEST_CASE("A batch out that failed goes back in front of what came meanwhile, in order") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock,
+                      GroupCommitOptions{.max_batch = 100, .max_delay = 5ms, .retry_delay = 100ms});
+  std::vector<std::int64_t> heard;
+  const auto record = [&heard](std::int64_t tag) {
+    return [&heard, tag](std::int64_t changed) { heard.push_back(tag * 10 + changed); };
+  };
+  commits.submit(PageTransition::dispatched(f.page(0), 100), record(1));
+  commits.submit(PageTransition::dispatched(f.page(1), 100), record(2));
+  std::vector<PageTransition> batch = commits.begin_flush();
+  commits.submit(PageTransition::completed(f.page(0), "out", Usage{1, 2}), record(3));
+
+  const fairlane::Status broken{fairlane::StatusCode::io_error, "the disk is gone"};
+  CHECK(commits.end_flush(std::move(batch), broken).message() == "the disk is gone");
+  CHECK(heard.empty());
+  CHECK(commits.pending() == 3);
+  CHECK_FALSE(commits.due());  // the retry waits its backoff
+  f.clock.advance(100ms);
+  REQUIRE(commits.due());
+  REQUIRE(commits.flush().ok());
+  // Dispatched first, then the completion that needs it: as submitted.
+  CHECK(heard == std::vector<std::int64_t>{11, 21, 31});
+  const auto view = job_view(*f.store, f.job.job.id);
+  CHECK(view.pages.done == 1);
+  CHECK(view.pages.in_flight == 1);
+}

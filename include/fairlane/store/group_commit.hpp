@@ -10,6 +10,12 @@
 // commits; the next attempt is due only after a backoff (retry_delay, doubling up to
 // max_retry_delay), so a broken disk is not hammered in a tight loop.
 //
+// An owner that commits elsewhere (on a thread of its own, with a connection of its own,
+// so that its event loop goes on meanwhile) flushes in two halves: begin_flush() takes the
+// queued batch, end_flush() gives it back with what the store answered. In between one
+// batch is out: due() is false, submit() queues for the next one, and a batch that failed
+// goes back in front of what was queued since, in order.
+//
 // Thread safety: none; it lives on the thread that owns the Store.
 #pragma once
 
@@ -51,12 +57,22 @@ class GroupCommit {
 
   [[nodiscard]] std::size_t pending() const { return transitions_.size(); }
   [[nodiscard]] bool due() const;
-  // When the oldest queued transition is due; std::nullopt when none is queued.
+  // When the oldest queued transition is due; std::nullopt when none is queued, or while a
+  // batch is out (ask again after end_flush()).
   [[nodiscard]] std::optional<Clock::time_point> deadline() const;
 
   // Commits every queued transition in one transaction, then runs their callbacks in
   // order. On error nothing is committed, everything stays queued, and the Status says why.
+  // Not while a batch is out (flushing()).
   Status flush();
+  // The first half of a flush elsewhere: the queued batch, to commit with Store::apply.
+  // Not while a batch is out; empty when nothing is queued.
+  [[nodiscard]] std::vector<PageTransition> begin_flush();
+  // The second half: `batch` (what begin_flush() gave) and what Store::apply answered for
+  // it. Then as flush(): the callbacks run in order, or the batch is queued again, first.
+  Status end_flush(std::vector<PageTransition> batch, Result<std::vector<std::int64_t>> changed);
+  // A batch is out, between begin_flush() and end_flush().
+  [[nodiscard]] bool flushing() const { return flushing_; }
 
   // Drops every queued transition and its callback, uncommitted and untold (the owner is
   // shutting down and the store cannot take them). Returns how many were dropped.
@@ -71,6 +87,10 @@ class GroupCommit {
   // Only touched on the owning thread. transitions_[i] goes with callbacks_[i].
   std::vector<PageTransition> transitions_;
   std::vector<Committed> callbacks_;
+  // The callbacks of the batch that is out (flushing_), in its order.
+  std::vector<Committed> out_callbacks_;
+  bool flushing_ = false;
+  Clock::time_point out_oldest_;
   Clock::time_point oldest_;
   // After a failed flush: not due again before retry_at_; the next failure waits longer.
   std::optional<Clock::time_point> retry_at_;
