@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ int main(int argc, char** argv) try {
   bool ignore_promises = false;
   app.add_flag("--ignore-promises", ignore_promises,
                "Plain deficit round robin: no job goes first when its promise is at risk");
+  std::optional<double> promise_window;
+  app.add_option("--promise-window", promise_window,
+                 "Seconds a promise waits for the uploads that come with it (PromiseWindow)")
+      ->check(CLI::Range(0.0, 60.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -45,6 +50,7 @@ int main(int argc, char** argv) try {
     if (scheduler == "fifo") scenario->schedulers = {SchedulerKind::fifo};
     if (scheduler == "both") scenario->schedulers = {SchedulerKind::fair, SchedulerKind::fifo};
     if (ignore_promises) scenario->fairlane.keep_promises = false;
+    if (promise_window) scenario->fairlane.promise_window_s = *promise_window;
     std::vector<fairlane::sim::Metrics> runs;
     try {
       for (const SchedulerKind kind : scenario->schedulers) {

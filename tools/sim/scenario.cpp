@@ -226,6 +226,7 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
     f.number("max_in_flight", c.max_in_flight, 0.0, 1e9);
     f.number("max_tokens", c.max_tokens, 1.0, 1e9);
     f.number("max_wait_s", c.max_wait_s, 0.0, 1e18);
+    f.number("promise_window_s", c.promise_window_s, 0.0, 60.0);
     f.number("max_queued_pages_per_user", c.max_queued_pages_per_user, 1.0, 1e15);
     f.number("quantum", c.quantum, 0.0, 1e10);
     f.number("initial_tokens_per_page", c.initial_tokens_per_page, 1.0, 1e9);

@@ -57,6 +57,9 @@ struct FairlaneSettings {
   // The fair scheduler lets a job whose promise is at risk go first (PromiseOrder); false:
   // plain deficit round robin, for comparison (fairlane-sim --ignore-promises).
   bool keep_promises = true;
+  // How long the door's promise waits for the uploads that come with it (PromiseWindow); 0:
+  // promised at once (fairlane-sim --promise-window).
+  double promise_window_s = 0.0;
 };
 
 struct UserSpec {

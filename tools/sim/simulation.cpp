@@ -22,6 +22,7 @@
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/page_order.hpp"
 #include "fairlane/core/promise_order.hpp"
+#include "fairlane/core/promise_window.hpp"
 #include "provider.hpp"
 
 namespace fairlane::sim {
@@ -49,7 +50,7 @@ struct Book {
   std::optional<std::size_t> result;  // index into Metrics::books once accepted
 };
 
-enum class EventKind { arrival, completion, wake, snapshot };
+enum class EventKind { arrival, completion, wake, snapshot, promise_window };
 
 struct Event {
   Ns at;
@@ -197,7 +198,10 @@ class Run {
               DoorConfig{.max_wait_s = scenario.fairlane.max_wait_s,
                          .max_queued_pages_per_user = scenario.fairlane.max_queued_pages_per_user,
                          .tokens_per_minute = scenario.fairlane.tokens_per_minute}),
-        policy_(clock_, wall_clock_, budget_, order(), estimator_, policy_config(scenario)) {
+        policy_(clock_, wall_clock_, budget_, order(), estimator_, policy_config(scenario)),
+        promise_window_(clock_,
+                        std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(scenario.fairlane.promise_window_s))) {
     metrics_.scheduler = kind;
   }
 
@@ -371,6 +375,9 @@ class Run {
       case EventKind::snapshot:
         snapshot();
         break;
+      case EventKind::promise_window:
+        close_promise_windows();
+        break;
     }
   }
 
@@ -418,12 +425,33 @@ class Run {
       page_books_.push_back(index);
       policy_.enqueue(QueuedPage{page, job, book.user, cost});
     }
-    if (predicted) {
+    if (predicted && promise_window_.window() > Clock::duration::zero()) {
+      // The promise waits out its window (PromiseWindow): made when it closes.
+      promise_window_.accepted(job, std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(*predicted)));
+      push(now() + promise_window_.window().count(), EventKind::promise_window, index);
+    } else if (predicted) {
       policy_.promise(book.user, job,
                       clock_.now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(*predicted)));
     }
     queued_changed(book.user, book.pages);
+  }
+
+  // The windows that have closed: each job's promise, the door's or made again.
+  void close_promise_windows() {
+    while (const auto closed = promise_window_.take_closed()) {
+      const Book& book = books_[static_cast<std::size_t>(closed->job - 1)];
+      std::optional<Clock::duration> eta_now;
+      if (const auto estimate = estimator_.job(book.user, closed->job)) {
+        eta_now = std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(estimate->eta_seconds));
+      }
+      const Clock::time_point promised = PromiseWindow::promise(*closed, clock_.now(), eta_now);
+      metrics_.books[*book.result].predicted_eta_s =
+          to_s((promised - Clock::time_point{}).count()) - book.arrival_s;
+      policy_.promise(book.user, closed->job, promised);
+    }
   }
 
   // The service's loop on virtual time: the policy's next step, until it is a wait.
@@ -592,6 +620,7 @@ class Run {
   PromiseOrder fair_order_;
   Door door_;
   DispatchPolicy policy_;
+  PromiseWindow promise_window_;  // 0 unless the scenario or --promise-window sets it
 
   Metrics metrics_;
   std::vector<Book> books_;
