@@ -192,7 +192,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   // once it has committed.
   void submit(PageTransition transition, JobId job, GroupCommit::Committed done = {});
   // Tells whoever watches `job` that it changed.
-  void changed(JobId job);
+  void changed(JobId job) const;
   void flush_when_due();
   awaitable<std::int64_t> commit(PageTransition transition, JobId job);
   awaitable<ProviderOutcome> call_provider(ProviderRequest request);
@@ -367,7 +367,7 @@ void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit:
   flush_when_due();
 }
 
-void Dispatcher::Impl::changed(JobId job) {
+void Dispatcher::Impl::changed(JobId job) const {
   if (!job_changed) return;
   try {
     job_changed(job);
