@@ -265,6 +265,11 @@ TEST_CASE(
   REQUIRE(a.dispatcher->scheduler().size() == 12);
   // A new job of bob's would wait behind his four pages and the book's turns between them.
   CHECK(a.dispatcher->estimator().estimate_new(bob, 1).position > 4);
+  // A change that is not a cancel (the leader's own transitions are notified too) drops
+  // nothing.
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(book.job.id));
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(notes.job.id));
+  CHECK(a.dispatcher->scheduler().size() == 12);
 
   // The follower's router cancels through its own dispatcher: written to the store at once.
   REQUIRE(b.dispatcher->cancel(alice, book.job.id).ok());
