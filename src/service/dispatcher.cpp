@@ -207,6 +207,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   // Submits a transition to the group commit; `done` (and the job's watchers) hear of it
   // once it has committed.
   void submit(PageTransition transition, JobId job, GroupCommit::Committed done = {});
+  // Tells whoever watches `job` that it changed.
+  void changed(JobId job) const;
   void flush_when_due();
   // Hands the queued batch to the CommitThread; settle() takes its answer on the io thread.
   void commit_elsewhere();
@@ -381,14 +383,18 @@ void Dispatcher::Impl::fail(const QueuedPage& page, std::int64_t call, const std
 void Dispatcher::Impl::submit(PageTransition transition, JobId job, GroupCommit::Committed done) {
   commits.submit(std::move(transition), [this, job, done = std::move(done)](std::int64_t outcome) {
     if (done) done(outcome);
-    if (!job_changed) return;
-    try {
-      job_changed(job);
-    } catch (const std::exception& e) {
-      std::cerr << "fairlane: a watcher of job " << job << " failed: " << e.what() << '\n';
-    }
+    changed(job);
   });
   flush_when_due();
+}
+
+void Dispatcher::Impl::changed(JobId job) const {
+  if (!job_changed) return;
+  try {
+    job_changed(job);
+  } catch (const std::exception& e) {
+    std::cerr << "fairlane: a watcher of job " << job << " failed: " << e.what() << '\n';
+  }
 }
 
 void Dispatcher::Impl::note_flush(Status status) {
@@ -661,6 +667,18 @@ Status Dispatcher::cancel(UserId user, JobId job) {
   // the same transaction, after the batch out), not on the group commit's timer.
   d.note_flush(d.flush_now());
   return d.commit_error;
+}
+
+std::size_t Dispatcher::cancelled_elsewhere(UserId user, JobId job) {
+  Impl& d = *impl_;
+  const std::size_t left = d.policy.cancel_job(user, job).size();
+  d.signal();
+  d.changed(job);
+  return left;
+}
+
+bool Dispatcher::tracks_job(JobId job) const {
+  return impl_->policy.tracks_job(job);
 }
 
 void Dispatcher::set_weight(UserId user, std::int64_t weight) {

@@ -140,6 +140,14 @@ class Dispatcher {
   // pages in flight finish. Returns the commit's outcome: on an error the cancellation
   // stays queued, in effect here, and commits with the next batch that goes through.
   Status cancel(UserId user, JobId job);
+  // A job another instance cancelled (the store has its pages cancelled already): its
+  // queued pages leave the lanes and its pages still out are forgotten as they come back,
+  // as for cancel(), but nothing is written. Whoever watches the job is told. Returns how
+  // many queued pages left.
+  std::size_t cancelled_elsewhere(UserId user, JobId job);
+  // Whether some page of `job` is known here (queued, held or out) and the job was not
+  // cancelled since: what a notification about it could change.
+  [[nodiscard]] bool tracks_job(JobId job) const;
 
   // A user's weight, for the door's estimates before their lane has ever held a page.
   void set_weight(UserId user, std::int64_t weight);

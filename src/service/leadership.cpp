@@ -159,8 +159,13 @@ void Leadership::notified(std::string_view channel, std::string_view payload) {
     refresh_view_soon();
     return;
   }
-  if (channel != kJobEnqueuedChannel) return;
-  if (const auto job = job_id_of(payload)) adopt(*job);
+  const auto job = job_id_of(payload);
+  if (!job) return;
+  if (channel == kJobEnqueuedChannel) {
+    adopt(*job);
+  } else if (channel == kJobChangedChannel) {
+    withdraw_if_cancelled(*job);
+  }
 }
 
 void Leadership::resync() {
@@ -200,6 +205,25 @@ void Leadership::adopt(JobId job) {
   auto user = store_.find_user_by_name(queued->job.user_name);
   const std::int64_t weight = user.ok() ? user->weight : 1;
   if (dispatcher_.add(queued.value(), weight)) router_.watch(queued->job);
+}
+
+void Leadership::withdraw_if_cancelled(JobId job) {
+  // A job it holds no page of has nothing to drop and is not read; one it holds pages of is
+  // read at each notification (its own commits notify too, once a job a batch).
+  if (!dispatcher_.tracks_job(job)) return;
+  auto view = store_.job(job);
+  if (!view.ok()) {
+    if (view.status().code() != StatusCode::not_found) {
+      std::cerr << fmt::format("fairlane: job {} changed elsewhere could not be read: {}\n", job,
+                               view.status().message());
+    }
+    return;
+  }
+  // Only a cancellation is another instance's to write; the job's other changes are this
+  // one's (a page the leader has requeued may still be in flight in the store until its
+  // commit goes through, so "no longer queued" alone would drop it).
+  if (view->state != JobState::cancelled) return;
+  dispatcher_.cancelled_elsewhere(view->user_id, job);
 }
 
 void Leadership::refresh_view_soon() {

@@ -5,8 +5,9 @@
 // runs lead() with the lease's epoch, so that every page transition it writes is fenced by
 // it. The others follow: their Dispatcher holds a view of the lanes (follow()), read again
 // when the store notifies a change (at most once a second), for the door's answers and the
-// positions; their uploads and cancellations are written to the store like the leader's,
-// and the leader adopts the jobs others accepted when it hears of them.
+// positions; their uploads and cancellations are written to the store like the leader's.
+// The leader adopts the jobs others accepted when it hears of them, and drops the queued
+// pages of a job another instance cancelled when it hears the job changed.
 //
 // The times, for a lease of L = --lease-s (5 s by default):
 //   - the lease is claimed for 3/4 L and renewed every L/4 by its holder;
@@ -75,6 +76,9 @@ class Leadership {
   void become_follower(std::string_view why);
   void refresh_view_soon();
   void adopt(JobId job);
+  // A job the leader holds pages of changed elsewhere: if it was cancelled, its pages leave
+  // the lanes (nothing is written: the store has them cancelled already).
+  void withdraw_if_cancelled(JobId job);
 
   Store& store_;
   ClusterStore& cluster_;

@@ -243,3 +243,70 @@ TEST_CASE(
   CHECK(b.dispatcher->dispatching());
   CHECK(lead_b.takeovers() == 1);
 }
+
+TEST_CASE(
+    "PostgreSQL: Leadership: a cancel written on a follower leaves the leader's lanes when the "
+    "leader is notified, with nothing dispatched or written") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto alice = a.store->add_user("alice")->user.id;
+  const auto bob = a.store->add_user("bob")->user.id;
+  const auto book = enqueue(*a.store, alice, 8, "book");
+  const auto notes = enqueue(*a.store, bob, 4, "notes");
+  const fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 60'000ms};
+  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+                                       lease);
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(a.membership.leading);
+  REQUIRE(b.dispatcher->follow().ok());
+  // (The loop has not run: the leader has dispatched nothing, all twelve are queued.)
+  REQUIRE(a.dispatcher->scheduler().size() == 12);
+  // A new job of bob's would wait behind his four pages and the book's turns between them.
+  CHECK(a.dispatcher->estimator().estimate_new(bob, 1).position > 4);
+  // A change that is not a cancel (the leader's own transitions are notified too) drops
+  // nothing.
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(book.job.id));
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(notes.job.id));
+  CHECK(a.dispatcher->scheduler().size() == 12);
+
+  // The follower's router cancels through its own dispatcher: written to the store at once.
+  REQUIRE(b.dispatcher->cancel(alice, book.job.id).ok());
+  const auto cancelled = a.store->job(book.job.id);
+  REQUIRE(cancelled.ok());
+  CHECK(cancelled->state == JobState::cancelled);
+  CHECK(cancelled->pages.cancelled == 8);
+  // The leader still counts the book until it hears of it.
+  CHECK(a.dispatcher->scheduler().size() == 12);
+
+  bool woken = false;
+  a.router->watchers().park([&] { woken = true; });
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(book.job.id));
+  CHECK(woken);
+  CHECK(a.dispatcher->scheduler().size() == 4);
+  CHECK(a.dispatcher->scheduler().lane_length(alice) == 0);
+  CHECK(a.dispatcher->tracked_pages() == 4);
+  CHECK_FALSE(a.dispatcher->estimator().job(alice, book.job.id).has_value());
+  const auto notes_place = a.dispatcher->estimator().job(bob, notes.job.id);
+  REQUIRE(notes_place.has_value());
+  CHECK(notes_place->position == 0);
+  CHECK(a.dispatcher->estimator().estimate_new(bob, 1).position == 4);
+  // Told again (the follower's own notification, a later change), it changes nothing.
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(book.job.id));
+  CHECK(a.dispatcher->scheduler().size() == 4);
+
+  // Only the notes go out; the book's pages stay cancelled, as the follower wrote them.
+  REQUIRE(cluster.run_until([&] { return done_pages(*a.store, notes.job.id) == 4; }));
+  check_done_once(*a.store, notes, 4);
+  CHECK(cluster.stats().at("requests").as_int64() == 4);
+  CHECK(a.dispatcher->counters().dispatched == 4);
+  const auto book_after = a.store->job(book.job.id);
+  REQUIRE(book_after.ok());
+  CHECK(book_after->state == JobState::cancelled);
+  CHECK(book_after->pages.cancelled == 8);
+  CHECK(book_after->pages.done == 0);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}

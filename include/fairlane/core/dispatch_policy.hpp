@@ -173,6 +173,10 @@ class DispatchPolicy {
   [[nodiscard]] std::size_t tracked_pages() const { return pages_.size(); }
   // Whether the page is known (queued, held or out).
   [[nodiscard]] bool knows(PageId page) const { return pages_.contains(page); }
+  // Whether some page of `job` is known (queued, held or out) and the job not cancelled here.
+  [[nodiscard]] bool tracks_job(JobId job) const {
+    return job_pages_.contains(job) && !cancelled_jobs_.contains(job);
+  }
   [[nodiscard]] std::size_t cancelled_jobs() const { return cancelled_jobs_.size(); }
 
  private:
