@@ -116,6 +116,12 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   serve_command
+      ->add_option("--promise-window", serve.promise_window,
+                   "Seconds an accepted upload's promise waits for the uploads that come with "
+                   "it, before its 202 (0: promised at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  serve_command
       ->add_option("--max-attempts", serve.max_attempts, "Failed attempts before a page fails")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

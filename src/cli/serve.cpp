@@ -137,6 +137,8 @@ int serve(const ServeOptions& o) {
   fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
                                                 o.max_page_kb * 1024};
   router_config.dialect = *dialect;
+  router_config.promise_window = std::chrono::duration_cast<fairlane::Clock::duration>(
+      std::chrono::duration<double>(o.promise_window));
   router_config.membership = &membership;
   fairlane::service::Router router(*store.value(), dispatcher, router_config);
   std::optional<fairlane::service::Leadership> leadership;

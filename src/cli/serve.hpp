@@ -22,6 +22,7 @@ struct ServeOptions {
   std::int64_t max_tokens = 1'000;
   double max_wait = 60.0;
   double max_job_seconds = 0.0;  // 0: no limit
+  double promise_window = 0.25;  // seconds a 202 waits for the uploads that come with it
   std::int64_t max_attempts = 5;
   std::int64_t max_queued_pages_per_user = 10'000;
   std::int64_t max_body_mb = 100;

@@ -13,6 +13,10 @@ void PromiseWindow::accepted(JobId job, Clock::duration door_eta) {
   open_.push_back(Open{job, now + window_, now + door_eta, accepted_});
 }
 
+void PromiseWindow::accepted_at_once() {
+  ++accepted_;
+}
+
 std::optional<Clock::time_point> PromiseWindow::next_close() const {
   if (open_.empty()) return std::nullopt;
   return open_.front().closes_at;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "fairlane/core/clock.hpp"
 #include "fairlane/core/ids.hpp"
 #include "fairlane/core/text.hpp"
 #include "fairlane/store/job.hpp"
@@ -57,6 +58,16 @@ struct DocumentUpload {
   std::int64_t default_max_tokens = 0;  // the service's, named when a JSON's is refused
   // Its reading slot (ReadSlots), to hold on the io thread until the read has ended.
   std::shared_ptr<const void> slot;
+  // Counts it among the uploads on their way (JSON or PDF) until it has been read, as the
+  // slot does: an upload accepted meanwhile waits for it (PromiseWindow).
+  std::shared_ptr<const void> on_its_way;
+};
+
+// An accepted upload whose answer waits out its promise window (PromiseWindow): after
+// `wait`, the transport answers with Router::close_promise(job).
+struct PromiseHold {
+  JobId job = 0;
+  Clock::duration wait{};
 };
 
 struct ApiResponse {
@@ -67,6 +78,8 @@ struct ApiResponse {
   std::optional<EventStream> events;  // set: stream the job's events instead of the body
   // Set: read the upload's body (read_upload), then answer with Router::finish_upload().
   std::optional<DocumentUpload> document;
+  // Set: the upload was accepted and committed; its 202 waits for its promise window.
+  std::optional<PromiseHold> promise_hold;
 };
 
 // Who sent a request, once its key was checked: the admin, or a user.

@@ -681,6 +681,10 @@ bool Dispatcher::tracks_job(JobId job) const {
   return impl_->policy.tracks_job(job);
 }
 
+void Dispatcher::promise(const JobView& job) {
+  impl_->promise(job);
+}
+
 void Dispatcher::set_weight(UserId user, std::int64_t weight) {
   impl_->scheduler.set_weight(user, weight);
 }

@@ -149,6 +149,10 @@ class Dispatcher {
   // cancelled since: what a notification about it could change.
   [[nodiscard]] bool tracks_job(JobId job) const;
 
+  // The door's promise of a job already added, made again (a promise window's, PromiseWindow):
+  // the order keeps it in place of the one add() took from the job.
+  void promise(const JobView& job);
+
   // A user's weight, for the door's estimates before their lane has ever held a page.
   void set_weight(UserId user, std::int64_t weight);
 

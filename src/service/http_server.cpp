@@ -268,16 +268,28 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
-      // reading slot is held here, and given back on this thread.
+      // reading slot is held here, and given back on this thread once the body is read, so
+      // that the router counts only the other uploads still being read (PromiseWindow).
       DocumentUpload upload = std::move(*answer.document);
-      const auto slot = std::exchange(upload.slot, {});
+      auto slot = std::exchange(upload.slot, {});
+      auto on_its_way = std::exchange(upload.on_its_way, {});
       const Upload who = upload.upload;
       std::optional<UploadRead> read;
       co_await asio::co_spawn(workers,
                               read_on_worker(std::move(upload), limits.documents, processes, read),
                               use_awaitable);
+      slot.reset();
+      on_its_way.reset();
       if (stopped) break;
       answer = router.finish_upload(who, std::move(*read));
+    }
+    if (answer.promise_hold) {
+      // Accepted and committed: the 202 waits for the uploads that come with it, so that
+      // its promise counts them (PromiseWindow). A stop does not cut it short: it is brief.
+      asio::steady_timer hold(stream->get_executor(), answer.promise_hold->wait);
+      boost::system::error_code ignored;
+      co_await hold.async_wait(asio::redirect_error(use_awaitable, ignored));
+      answer = router.close_promise(answer.promise_hold->job);
     }
     if (answer.events) {
       const bool reusable = co_await stream_events(*stream, router, *answer.events, version,

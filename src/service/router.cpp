@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
+#include <limits>
 
 namespace fairlane::service {
 namespace {
@@ -44,8 +45,11 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       auth_(store, config_.admin_key),
       streams_(config_.max_event_streams_per_user),
       reads_(config_.max_pending_documents),
+      on_their_way_(std::numeric_limits<std::size_t>::max()),
       promises_(store_, dispatcher_),
-      context_{store_, dispatcher_, watchers_, config_, door_refusals_, streams_, promises_} {
+      windows_(config_.clock != nullptr ? *config_.clock : steady_, config_.promise_window),
+      context_{store_,         dispatcher_, watchers_, config_,
+               door_refusals_, streams_,    promises_, windows_} {
   dispatcher_.on_job_changed([this](JobId) { watchers_.notify(); });
   // Jobs promised before a restart are projected again, and revised when late, as new ones.
   for (const JobView& job : dispatcher_.restored_promises()) promises_.promised(job);
@@ -60,7 +64,12 @@ void Router::watch(const JobView& job) {
 }
 
 void Router::tick() {
+  close_promise_windows(context_);
   if (!promises_.check().empty()) watchers_.notify();
+}
+
+ApiResponse Router::close_promise(JobId job) {
+  return service::close_promise(context_, job);
 }
 
 std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
@@ -132,7 +141,7 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
   }
   const User& user = caller.user;
   if (path == "/v1/jobs" && method == "POST") {
-    return begin_upload(context_, reads_, std::move(request), user);
+    return begin_upload(context_, reads_, on_their_way_, std::move(request), user);
   }
   if (path == "/v1/jobs" && method == "GET") {
     return routes::list_jobs(context_, user, target->param("limit"), target->param("cursor"));
@@ -154,7 +163,8 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
 }
 
 ApiResponse Router::finish_upload(const Upload& upload, UploadRead read) {
-  return service::finish_upload(context_, upload, std::move(read));
+  // The uploads still being read come with this one: its promise waits for them.
+  return service::finish_upload(context_, upload, std::move(read), on_their_way_.taken());
 }
 
 std::optional<JobEvent> Router::job_event(const EventStream& stream) {

@@ -63,8 +63,12 @@ class Router {
   // admit(), then handle(): for a request read whole.
   ApiResponse handle(ApiRequest request);
 
-  // The answer to an upload once its body was read (read_upload), or failed to be read.
+  // The answer to an upload once its body was read (read_upload), or failed to be read: the
+  // 202, a refusal, or a PromiseHold (RouterConfig::promise_window) while other uploads are
+  // on their way. The caller has let go of this one's DocumentUpload::on_its_way.
   ApiResponse finish_upload(const Upload& upload, UploadRead read);
+  // The 202 of an upload held for its promise window, once the hold's wait has passed.
+  ApiResponse close_promise(JobId job);
 
   // The job of a stream as it stands now; nullopt when it cannot be read (the stream ends).
   [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream);
@@ -72,8 +76,9 @@ class Router {
   // Who waits for the next change.
   [[nodiscard]] Watchers& watchers() { return watchers_; }
 
-  // Once a second: projects the running jobs' promises again, revises those that can no
-  // longer be kept, and wakes their watchers (Promises).
+  // Once a second: makes the promises whose windows have closed (should their uploads' answers
+  // be late), projects the running jobs' promises again, revises those that can no longer be
+  // kept, and wakes their watchers (Promises).
   void tick();
   [[nodiscard]] const Promises& promises() const { return promises_; }
   // A job another instance accepted (or one a new leader restored), whose promise this
@@ -93,7 +98,10 @@ class Router {
   Watchers watchers_;
   StreamSlots streams_;
   ReadSlots reads_;
+  ReadSlots on_their_way_;  // uploads being read, JSON or PDF: no cap, a count
   Promises promises_;
+  SteadyClock steady_;
+  PromiseWindow windows_;
   RouteContext context_;
 };
 

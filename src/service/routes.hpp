@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "fairlane/core/clock.hpp"
+#include "fairlane/core/promise_window.hpp"
 #include "fairlane/document/document.hpp"
 #include "fairlane/provider/provider.hpp"
 #include "fairlane/store/store.hpp"
@@ -40,6 +42,11 @@ struct RouterConfig {
   // This instance's place in a cluster, kept by its Leadership; nullptr on a single node,
   // which /v1/queue shows as its own leader.
   const Membership* membership = nullptr;
+  // How long an accepted upload's promise waits for the uploads that come with it
+  // (PromiseWindow): its 202 is sent when the window ends. 0: promised and answered at once.
+  Clock::duration promise_window = Clock::duration::zero();
+  // The windows' clock; nullptr: the steady clock (tests give a FakeClock).
+  const Clock* clock = nullptr;
 };
 
 // What every route works over. The references outlive the routes' calls.
@@ -51,6 +58,7 @@ struct RouteContext {
   RefusalCounts& door_refusals;
   StreamSlots& streams;
   Promises& promises;
+  PromiseWindow& windows;
 };
 
 // The job object of the API, with its position and ETA now.

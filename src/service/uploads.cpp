@@ -4,6 +4,8 @@
 
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
+#include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "fairlane/document/document.hpp"
@@ -44,6 +46,14 @@ ApiResponse accepted(RouteContext& context, const JobView& job) {
   return response;
 }
 
+using Seconds = std::chrono::duration<double>;
+
+// The leader keeps the promises; a follower's (Membership) hears it adopt the job.
+bool keeps_promises(const RouteContext& context) {
+  const Membership* m = context.config.membership;
+  return m == nullptr || m->leading;
+}
+
 // The first job of a retried upload (same Idempotency-Key), or nullopt.
 std::optional<ApiResponse> uploaded_before(RouteContext& context, const Upload& upload) {
   if (!upload.idempotency_key) return std::nullopt;
@@ -77,7 +87,27 @@ std::optional<ApiResponse> page_too_long(const RouterConfig& config,
 
 // The pages against the limits, the door, the store, the dispatcher; the answer. Blank pages
 // are written done and make no call: the door sees only the pages that will.
-ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages) {
+// A job just committed joins its lane; then its 202, or, while other uploads that came with
+// it are still being read, a PromiseHold (its promise waits for them; the job goes on).
+ApiResponse committed(RouteContext& context, const EnqueuedJob& enqueued, std::int64_t weight,
+                      double door_eta_s, std::size_t others_reading) {
+  if (!enqueued.created) return accepted(context, enqueued.job);
+  context.dispatcher.add(enqueued, weight);
+  context.watchers.notify();  // the positions and ETAs of the jobs behind it move
+  if (others_reading > 0 && context.windows.window() > Clock::duration::zero()) {
+    context.windows.accepted(enqueued.job.id,
+                             std::chrono::duration_cast<Clock::duration>(Seconds(door_eta_s)));
+    ApiResponse held;
+    held.promise_hold = PromiseHold{enqueued.job.id, context.windows.window()};
+    return held;
+  }
+  context.windows.accepted_at_once();  // the windows still open count it
+  if (keeps_promises(context)) context.promises.promised(enqueued.job);
+  return accepted(context, enqueued.job);
+}
+
+ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages,
+                    std::size_t others_reading) {
   const RouterConfig& config = context.config;
   if (pages.empty()) return error_response(400, "invalid_document", "the upload has no pages");
   if (static_cast<std::int64_t>(pages.size()) > config.max_pages) {
@@ -109,14 +139,7 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   job.promised_eta_s = std::get<DoorAccepted>(decision).estimate.eta_seconds;
   auto enqueued = context.store.enqueue_job(job);
   if (!enqueued.ok()) return response_for(answer_for(enqueued.status()));
-  if (enqueued->created) {
-    context.dispatcher.add(enqueued.value(), upload.weight);
-    // The leader keeps the promises; a follower's (Membership) hears it adopt the job.
-    const Membership* m = context.config.membership;
-    if (m == nullptr || m->leading) context.promises.promised(enqueued->job);
-    context.watchers.notify();  // the positions and ETAs of the jobs behind it move
-  }
-  return accepted(context, enqueued->job);
+  return committed(context, enqueued.value(), upload.weight, *job.promised_eta_s, others_reading);
 }
 
 }  // namespace
@@ -216,8 +239,8 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   return std::nullopt;
 }
 
-ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
-                         const User& user) {
+ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ReadSlots& on_their_way,
+                         ApiRequest request, const User& user) {
   const std::string type = request.header("Content-Type").value_or("");
   const bool json_pages = format_of(type) == Format::json_pages;
   Upload upload{user.id,
@@ -245,12 +268,14 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest req
     return busy;
   }
   ApiResponse read;
-  read.document = DocumentUpload{std::move(upload), type, std::move(request.body),
-                                 context.config.max_tokens, std::move(slot)};
+  read.document = DocumentUpload{std::move(upload),       type,
+                                 std::move(request.body), context.config.max_tokens,
+                                 std::move(slot),         on_their_way.take()};
   return read;
 }
 
-ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read) {
+ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read,
+                          std::size_t others_reading) {
   // The same upload may have been retried and committed while this one was being read.
   if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
@@ -260,7 +285,45 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   if (document.name) named.name = std::move(*document.name);
   if (!named.name_given && !document.filename.empty()) named.name = document.filename;
   if (document.max_tokens) named.max_tokens = *document.max_tokens;
-  return enqueue(context, named, std::move(document.pages));
+  return enqueue(context, named, std::move(document.pages), others_reading);
+}
+
+void close_promise_windows(RouteContext& context) {
+  PromiseWindow& windows = context.windows;
+  while (const auto closed = windows.take_closed()) {
+    auto job = context.store.job(closed->job);
+    if (!job.ok()) {
+      std::cerr << fmt::format("fairlane: the promise of job {} could not be made: {}\n",
+                               closed->job, job.status().message());
+      continue;
+    }
+    std::optional<Clock::duration> eta_now;
+    if (const auto estimate = context.dispatcher.estimator().job(job->user_id, closed->job)) {
+      eta_now = std::chrono::duration_cast<Clock::duration>(Seconds(estimate->eta_seconds));
+    }
+    const Clock::time_point now = windows.clock().now();
+    const Clock::time_point promised = PromiseWindow::promise(*closed, now, eta_now);
+    if (promised > closed->door_promise) {
+      const WallTime at = std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<WallTime::duration>(promised - now);
+      if (const Status recorded = context.store.set_promise(closed->job, at); !recorded.ok()) {
+        // The door's promise, written with the job, stands.
+        std::cerr << fmt::format("fairlane: the promise of job {} could not be recorded: {}\n",
+                                 closed->job, recorded.message());
+      } else {
+        job->promised_eta_at = at;
+        context.dispatcher.promise(job.value());
+      }
+    }
+    if (keeps_promises(context)) context.promises.promised(job.value());
+  }
+}
+
+ApiResponse close_promise(RouteContext& context, JobId job) {
+  close_promise_windows(context);
+  auto view = context.store.job(job);
+  if (!view.ok()) return response_for(answer_for(view.status()));
+  return accepted(context, view.value());
 }
 
 }  // namespace fairlane::service

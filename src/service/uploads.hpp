@@ -88,12 +88,26 @@ class ReadSlots {
                                                               const User& user);
 
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
-// read_upload on a worker, in `slot`), or the answer now.
-[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
+// read_upload on a worker, in `slot`, counted in `on_their_way` until read), or the answer
+// now.
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots,
+                                       ReadSlots& on_their_way, ApiRequest request,
                                        const User& user);
 
-// The answer to an upload once its body was read: 202 with the job, or the refusal.
+// The answer to an upload once its body was read: 202 with the job, or the refusal. With a
+// promise window (RouterConfig::promise_window) and `others_reading` uploads still being
+// read (they come with it), an accepted upload's answer is a PromiseHold instead: the job is
+// committed and in its lane, and its 202 waits for close_promise(). Alone, it is answered at
+// once: its promise has nothing to wait for.
 [[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,
-                                        UploadRead read);
+                                        UploadRead read, std::size_t others_reading = 0);
+
+// Makes the promises whose windows have closed (PromiseWindow): the door's stands when no
+// other upload was accepted in a job's window; when one was, the promise is made again
+// from the lanes as they are now (never earlier), recorded in the store and given to the
+// dispatcher's order. Either way the job's promise is watched from now on (Promises).
+void close_promise_windows(RouteContext& context);
+// After a PromiseHold's wait: the windows closed by now, then the job's 202.
+[[nodiscard]] ApiResponse close_promise(RouteContext& context, JobId job);
 
 }  // namespace fairlane::service

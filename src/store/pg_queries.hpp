@@ -127,6 +127,10 @@ struct PgSql {
   static constexpr std::string_view revise_eta =
       "UPDATE jobs SET eta_revised_at = $2::bigint, eta_revised_reason = $3::text "
       "WHERE id = $1::bigint RETURNING pg_notify('fairlane_job_changed', id::text)";
+  // Notifies the job on fairlane_job_changed (kJobChangedChannel).
+  static constexpr std::string_view set_promise =
+      "UPDATE jobs SET promised_eta_at = $2::bigint "
+      "WHERE id = $1::bigint RETURNING pg_notify('fairlane_job_changed', id::text)";
   // The job view and, after its columns, its queued pages in lane order (page id, estimated
   // tokens, not_before, attempts), one row per page, or one row with a NULL page when none
   // is queued.

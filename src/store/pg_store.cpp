@@ -403,6 +403,13 @@ Status PgStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) 
   return updated.status();
 }
 
+Status PgStore::set_promise(JobId job, WallTime promised_eta_at) {
+  if (broken_) return *broken_;
+  const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(promised_eta_at))};
+  auto updated = connection_.query(PgSql::set_promise, params, "recording a job's promise");
+  return updated.status();
+}
+
 Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user() {
   auto rows = connection_.query(PgSql::in_flight_by_user, {}, "counting the pages in flight");
   if (!rows.ok()) return rows.status();

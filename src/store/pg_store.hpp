@@ -55,6 +55,7 @@ class PgStore final : public Store, public ClusterStore {
   Result<PageCall> page_call(PageId page) override;
   Status set_weight(std::string_view name, std::int64_t weight) override;
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
+  Status set_promise(JobId job, WallTime promised_eta_at) override;
   Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;

@@ -37,6 +37,8 @@ struct Sql {
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 - ?9, ?9, ?7, iif(?6 = ?9, ?7, NULL), ?8, ?10, ?9)";
   static constexpr std::string_view revise_eta =
       "UPDATE jobs SET eta_revised_at = ?2, eta_revised_reason = ?3 WHERE id = ?1";
+  static constexpr std::string_view set_promise =
+      "UPDATE jobs SET promised_eta_at = ?2 WHERE id = ?1";
   static constexpr std::string_view insert_page =
       // A blank page (?5) is written done, with an empty output: it makes no call.
       "INSERT INTO pages (job_id, user_id, seq, estimated_tokens, kind, state, output, "

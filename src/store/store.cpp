@@ -57,6 +57,7 @@ class SqliteStore final : public Store {
   Result<std::int64_t> cancel_job(JobId job) override;
   Result<JobView> job(JobId job) override;
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
+  Status set_promise(JobId job, WallTime promised_eta_at) override;
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
@@ -96,7 +97,7 @@ class SqliteStore final : public Store {
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
-  Statement calls_out_, longest_call_, revise_eta_;
+  Statement calls_out_, longest_call_, revise_eta_, set_promise_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -161,6 +162,7 @@ Status SqliteStore::prepare_all() {
       {&job_by_idempotency_key_, Sql::job_by_idempotency_key},
       {&insert_job_, Sql::insert_job},
       {&revise_eta_, Sql::revise_eta},
+      {&set_promise_, Sql::set_promise},
       {&insert_page_, Sql::insert_page},
       {&insert_text_, Sql::insert_text},
       {&insert_image_, Sql::insert_image},
@@ -629,6 +631,16 @@ Status SqliteStore::revise_eta(JobId job, WallTime eta_at, std::string_view reas
   update->bind(1, job).bind(2, to_ms(eta_at)).bind(3, reason);
   if (const int rc = update->run(); rc != SQLITE_DONE) {
     return db_.error(rc, "recording a revised ETA");
+  }
+  return {};
+}
+
+Status SqliteStore::set_promise(JobId job, WallTime promised_eta_at) {
+  if (broken_) return *broken_;
+  Use update(set_promise_);
+  update->bind(1, job).bind(2, to_ms(promised_eta_at));
+  if (const int rc = update->run(); rc != SQLITE_DONE) {
+    return db_.error(rc, "recording a job's promise");
   }
   return {};
 }

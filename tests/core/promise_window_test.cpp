@@ -87,3 +87,17 @@ TEST_CASE("A window of zero closes at once, with nothing in it") {
   PromiseWindow negative(clock, -5s);  // taken as zero
   CHECK(negative.window() == 0s);
 }
+
+TEST_CASE("A job promised at once still counts in the windows open when it came") {
+  FakeClock clock;
+  PromiseWindow window(clock, 250ms);
+  window.accepted(1, 10s);
+  clock.advance(5ms);
+  window.accepted_at_once();  // the last of a burst: nothing came with it
+  CHECK(window.open() == 1);
+  clock.advance(250ms);
+  const auto closed = window.take_closed();
+  REQUIRE(closed.has_value());
+  CHECK(closed->others_came);
+  CHECK_FALSE(window.take_closed().has_value());
+}

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fake_clock.hpp"
 #include "document/pdf_writer.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
@@ -41,6 +42,7 @@ ApiResponse answered(Router& router, ApiResponse response) {
   }
   auto document = std::move(*response.document);
   const auto who = document.upload;
+  document.on_its_way.reset();  // read: no longer on its way, as the transport does
   return router.finish_upload(who, fairlane::service::read_upload(std::move(document)));
 }
 
@@ -961,4 +963,97 @@ TEST_CASE("An image page reserves its dialect's image tokens, a blank page nothi
     CHECK(lanes[0].pages[0].estimated_tokens == 8 + 200 + image_tokens);
     CHECK(lanes[0].pages[1].estimated_tokens == 3 + 200);
   }
+}
+
+TEST_CASE(
+    "An upload accepted while another is read waits out its promise window, and is "
+    "promised with it") {
+  Api api;
+  fairlane::FakeClock clock;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.promise_window = 250ms;
+  config.clock = &clock;
+  api.router.reset();  // the next one takes the dispatcher's callback
+  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+
+  // Two books of 450 pages sent together: both bodies are being read (each holds a reading
+  // slot) before either is answered. 200 calls go at once, then 100 a second: alone the
+  // first would take a few seconds, the two together seconds more.
+  const auto begin = [&](const std::string& key) {
+    ApiRequest request{"POST",
+                       "/v1/jobs",
+                       {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}},
+                       Api::pages_json(450)};
+    ApiResponse reading = api.router->handle(request);
+    REQUIRE(reading.document.has_value());
+    return std::move(*reading.document);
+  };
+  const auto finish = [&](fairlane::service::DocumentUpload document) {
+    const auto who = document.upload;
+    document.on_its_way.reset();  // read: no longer on its way, as the transport does
+    return api.router->finish_upload(who, fairlane::service::read_upload(std::move(document)));
+  };
+  auto alice_upload = begin(api.alice);
+  auto bob_upload = begin(api.bob);
+
+  // Alice's is accepted while Bob's is still being read: committed and queued with the
+  // door's promise, and her answer waits.
+  const auto first = finish(std::move(alice_upload));
+  REQUIRE(first.promise_hold.has_value());
+  CHECK(first.promise_hold->wait == 250ms);
+  CHECK(first.body.empty());  // nothing is said before the window ends
+  const fairlane::JobId alice_job = first.promise_hold->job;
+  const auto door_alice = api.store->job(alice_job)->promised_eta_at;
+  REQUIRE(door_alice.has_value());
+
+  // Bob's, the last, has nothing on its way: answered at once, promised with Alice's book
+  // in the lanes.
+  const auto second = finish(std::move(bob_upload));
+  REQUIRE(second.status == 202);
+  CHECK_FALSE(second.promise_hold.has_value());
+  const auto bob_id = api.store->find_user_by_name("bob")->id;
+  const auto bob_view =
+      api.store->job_of(std::string(Api::body(second).at("id").as_string()), bob_id).value();
+  REQUIRE(bob_view.promised_eta_at.has_value());
+  CHECK(api.dispatcher->scheduler().size() == 900);
+  CHECK(*bob_view.promised_eta_at - *door_alice > 2s);  // Alice was quoted the provider alone
+
+  clock.advance(250ms);
+  const auto alice_answer = api.router->close_promise(alice_job);
+  REQUIRE(alice_answer.status == 202);
+  const auto alice_view = api.store->job(alice_job).value();
+  // Bob's book came in her window and shares the provider with hers: she is promised the end
+  // they reach together, later than the door first said; the 202 says what is stored, and a
+  // promise made is not a revision.
+  REQUIRE(alice_view.promised_eta_at.has_value());
+  CHECK(*alice_view.promised_eta_at - *door_alice > 2s);
+  CHECK(*bob_view.promised_eta_at - *alice_view.promised_eta_at < 1s);
+  CHECK_FALSE(alice_view.eta_revised_at.has_value());
+  const auto alice_now = api.send("GET", "/v1/jobs/" + alice_view.public_id, api.alice);
+  CHECK(Api::body(alice_answer).at("promised_eta_at") ==
+        Api::body(alice_now).at("promised_eta_at"));
+  // Bob's promise stands as it was said.
+  CHECK(api.store->job(bob_view.id)->promised_eta_at == bob_view.promised_eta_at);
+}
+
+TEST_CASE("An upload accepted while no other is read is answered at once, window or not") {
+  Api api;
+  fairlane::FakeClock clock;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.promise_window = 250ms;
+  config.clock = &clock;
+  api.router.reset();
+  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+  const auto answer = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3));
+  CHECK(answer.status == 202);
+  CHECK_FALSE(answer.promise_hold.has_value());
+  CHECK(Api::body(answer).at("promised_eta_at").is_string());
+}
+
+TEST_CASE("Without a promise window an upload is answered and promised at once") {
+  Api api;  // RouterConfig's promise_window is 0 unless set
+  const auto answer = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3));
+  CHECK(answer.status == 202);
+  CHECK_FALSE(answer.promise_hold.has_value());
+  CHECK(Api::body(answer).at("promised_eta_at").is_string());
 }

@@ -174,6 +174,7 @@ TEST_CASE(
                   "input_tokens": 560}]
   })";
   auto scenario = scenario_from(kStep);
+  scenario.fairlane.promise_window_s = 0.0;
   const auto late_books = [](const fairlane::sim::Metrics& m) {
     int late = 0;
     for (const auto& book : m.books) {

@@ -187,6 +187,26 @@ FAIRLANE_STORE_TEST_CASE("A repeated idempotency key returns the first job uncha
 }
 
 FAIRLANE_STORE_TEST_CASE(
+    "A job's promise is written with it, and set again in its place, durably and only its own",
+    sqlite_memory) {
+  Fixture f(home);
+  JobRequest request{f.alice, "book.pdf", fairlane::testing::numbered_pages(3), 100};
+  request.promised_eta_s = 30.0;
+  const auto first = f.store->enqueue_job(request);
+  REQUIRE(first.ok());
+  const auto other = f.store->enqueue_job(request);
+  REQUIRE(other.ok());
+  CHECK(first->job.promised_eta_at == f.wall.now + std::chrono::seconds(30));
+
+  const fairlane::WallTime later = f.wall.now + std::chrono::seconds(95);
+  REQUIRE(f.store->set_promise(first->job.id, later).ok());
+  const auto view = job_view(*f.store, first->job.id);
+  CHECK(view.promised_eta_at == later);
+  CHECK_FALSE(view.eta_revised_at.has_value());  // a promise made, not one broken
+  CHECK(job_view(*f.store, other->job.id).promised_eta_at == f.wall.now + std::chrono::seconds(30));
+}
+
+FAIRLANE_STORE_TEST_CASE(
     "Dispatch and completion: a job's counts, state, usage and cost after every transition",
     sqlite_memory) {
   Fixture f(home);

@@ -39,6 +39,9 @@ class ForwardingStore : public Store {
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override {
     return inner_->revise_eta(job, eta_at, reason);
   }
+  Status set_promise(JobId job, WallTime promised_eta_at) override {
+    return inner_->set_promise(job, promised_eta_at);
+  }
   Result<JobView> job_of(std::string_view public_id, UserId owner) override {
     return inner_->job_of(public_id, owner);
   }

@@ -57,9 +57,10 @@ struct FairlaneSettings {
   // The fair scheduler lets a job whose promise is at risk go first (PromiseOrder); false:
   // plain deficit round robin, for comparison (fairlane-sim --ignore-promises).
   bool keep_promises = true;
-  // How long the door's promise waits for the uploads that come with it (PromiseWindow); 0:
-  // promised at once (fairlane-sim --promise-window).
-  double promise_window_s = 0.0;
+  // How long the door's promise waits for the books that arrive with it (PromiseWindow), as
+  // `fairlane serve --promise-window` (its default); 0: promised at once
+  // (fairlane-sim --promise-window).
+  double promise_window_s = 0.25;
 };
 
 struct UserSpec {

@@ -425,12 +425,17 @@ class Run {
       page_books_.push_back(index);
       policy_.enqueue(QueuedPage{page, job, book.user, cost});
     }
-    if (predicted && promise_window_.window() > Clock::duration::zero()) {
-      // The promise waits out its window (PromiseWindow): made when it closes.
+    // Other books arriving in this instant are the simulator's uploads still being read: with
+    // them on their way the promise waits out its window (PromiseWindow), made when it closes.
+    const bool others_coming =
+        !events_.empty() && events_.top().at == now() && events_.top().kind == EventKind::arrival;
+    const bool windowed = promise_window_.window() > Clock::duration::zero();
+    if (predicted && windowed && others_coming) {
       promise_window_.accepted(job, std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(*predicted)));
       push(now() + promise_window_.window().count(), EventKind::promise_window, index);
     } else if (predicted) {
+      if (windowed) promise_window_.accepted_at_once();
       policy_.promise(book.user, job,
                       clock_.now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(*predicted)));

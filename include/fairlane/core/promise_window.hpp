@@ -2,8 +2,10 @@
 //
 // The door answers uploads one at a time. When several come together (a step of the lab's
 // ramp, fifty users at once), the first is quoted the provider as it stands and then shares
-// it with the rest: its promise is broken the moment the second one is accepted. So the
-// promise waits out a short window after the door accepted the job. At its end, if nothing
+// it with the rest: its promise is broken the moment the second one is accepted. So when
+// others are on their way (the service: other uploads still being read; the simulator:
+// other books arriving in the same instant) the promise waits out a short window after the
+// door accepted the job. At its end, if nothing
 // else was accepted meanwhile, the promise is the door's estimate, unchanged; if something
 // was, it is made again from the lanes as they are then (Estimator::job, which counts the
 // others that came), never earlier than the door's estimate. Refusals are not held: only
@@ -38,6 +40,9 @@ class PromiseWindow {
   // The door accepted `job` now, with an ETA `door_eta` from now: its window opens, and it
   // comes within the window of every job whose window is open.
   void accepted(JobId job, Clock::duration door_eta);
+  // The door accepted a job promised at once (nothing came with it): it comes within the
+  // window of every job whose window is open, and has none of its own.
+  void accepted_at_once();
   // When the next window closes; nullopt when none is open.
   [[nodiscard]] std::optional<Clock::time_point> next_close() const;
   // The next window that has closed by now, oldest first; nullopt when none has.
@@ -48,6 +53,7 @@ class PromiseWindow {
   [[nodiscard]] static Clock::time_point promise(const Closed& closed, Clock::time_point now,
                                                  std::optional<Clock::duration> eta_now);
   [[nodiscard]] Clock::duration window() const { return window_; }
+  [[nodiscard]] const Clock& clock() const { return clock_; }
   [[nodiscard]] std::size_t open() const { return open_.size(); }
 
  private:

@@ -166,6 +166,10 @@ class Store {
 
   // Records that `job` will now finish at `eta_at`, later than promised, and why.
   virtual Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) = 0;
+  // Records the door's promise for `job` as `promised_eta_at`, in place of the one written
+  // with it: the promise made once the uploads that came with it were known (PromiseWindow),
+  // before its answer was sent.
+  virtual Status set_promise(JobId job, WallTime promised_eta_at) = 0;
   // The job with this public id if `owner` owns it; not_found otherwise (whether it
   // exists or not, so ids of other users' jobs cannot be probed).
   virtual Result<JobView> job_of(std::string_view public_id, UserId owner) = 0;
