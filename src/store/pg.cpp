@@ -256,7 +256,8 @@ Result<Connection> Connection::open(const std::string& uri) {
 Connection::Connection(Connection&& other) noexcept
     : conn_(std::exchange(other.conn_, nullptr)),
       server_(std::move(other.server_)),
-      round_trips_(other.round_trips_) {}
+      round_trips_(other.round_trips_),
+      prepared_(std::move(other.prepared_)) {}
 
 Connection::~Connection() {
   if (conn_ != nullptr) PQfinish(conn_);
@@ -286,6 +287,19 @@ Status Connection::exec(std::string_view sql, std::string_view doing) {
   return status;
 }
 
+Status Connection::prepare(std::string_view sql, std::string_view doing) {
+  std::string text(sql);
+  if (prepared_.contains(text)) return {};
+  std::string name = fmt::format("fairlane_{}", prepared_.size() + 1);
+  ++round_trips_;
+  // No types given: each parameter's is the cast where the statement first uses it.
+  PGresult* result = PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr);
+  Status status = check(result, doing);
+  PQclear(result);
+  if (status.ok()) prepared_.emplace(std::move(text), std::move(name));
+  return status;
+}
+
 Result<Rows> Connection::query(std::string_view sql, std::span<const Param> params,
                                std::string_view doing) {
   std::vector<const char*> values;
@@ -307,8 +321,14 @@ Result<Rows> Connection::query(std::string_view sql, std::span<const Param> para
     formats.push_back(param.binary() ? 1 : 0);
   }
   ++round_trips_;
-  PGresult* result = PQexecParams(conn_, std::string(sql).c_str(), static_cast<int>(params.size()),
-                                  nullptr, values.data(), lengths.data(), formats.data(), 0);
+  const std::string text(sql);
+  const auto prepared = prepared_.find(text);
+  PGresult* result =
+      prepared != prepared_.end()
+          ? PQexecPrepared(conn_, prepared->second.c_str(), static_cast<int>(params.size()),
+                           values.data(), lengths.data(), formats.data(), 0)
+          : PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), nullptr,
+                         values.data(), lengths.data(), formats.data(), 0);
   Status status = check(result, doing);
   if (!status.ok()) {
     PQclear(result);

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "fairlane/core/result.hpp"
 #include "fairlane/core/status.hpp"
@@ -121,8 +122,16 @@ class Connection {
   // Runs one or more statements without parameters, ignoring what they return.
   Status exec(std::string_view sql, std::string_view doing);
 
-  // Runs one statement with `params` bound to $1, $2, ... A text parameter holding a NUL
-  // byte is refused (invalid_argument) before anything is sent.
+  // Prepares the one statement `sql` on this connection (PQprepare, one round trip): from
+  // then on query() of the same text runs it as the prepared statement (PQexecPrepared), so
+  // the server parses it once and plans it as it sees fit (a generic plan once it pays),
+  // rather than parsing and planning it on every call. A connection opened again prepares
+  // its statements again.
+  Status prepare(std::string_view sql, std::string_view doing);
+
+  // Runs one statement with `params` bound to $1, $2, ..., as its prepared statement if
+  // prepare() was given its text. A text parameter holding a NUL byte is refused
+  // (invalid_argument) before anything is sent.
   Result<Rows> query(std::string_view sql, std::span<const Param> params, std::string_view doing);
   Result<Rows> query(std::string_view sql, std::initializer_list<Param> params,
                      std::string_view doing) {
@@ -137,6 +146,8 @@ class Connection {
   pg_conn* conn_;
   std::string server_;
   std::int64_t round_trips_ = 0;
+  // The statements prepared on this connection: their text, and the name each has there.
+  std::unordered_map<std::string, std::string> prepared_;
 };
 
 // BEGIN on construction (check status()), ROLLBACK on destruction unless committed.
