@@ -37,11 +37,13 @@ while IFS= read -r hit; do
     \"* | Sql::* | PgSql::* | "std::string_view "*) continue ;; # a literal, a constant, a declaration
   esac
   case ${file#"$src"/}:$arg in
-    # The wrappers, handing on what their callers gave; the migrations' compiled-in SQL; the
-    # store preparing each Sql:: constant in turn.
+    # The wrappers, handing on what their callers gave (PQprepare's first argument after the
+    # connection is the statement's name); the migrations' compiled-in SQL; the store
+    # preparing each Sql:: constant in turn.
     "store/sqlite.cpp:std::string(sql" | "store/sqlite.cpp:sql.data(" | \
       "store/migrations.cpp:sql.c_str(" | "store/store.cpp:sql" | \
-      "store/pg.cpp:std::string(sql" | "store/pg_migrations.cpp:migration.sql" | \
+      "store/pg.cpp:std::string(sql" | "store/pg.cpp:text.c_str(" | \
+      "store/pg.cpp:name.c_str(" | "store/pg_migrations.cpp:migration.sql" | \
       "store/pg_notifications.cpp:listens.c_str(") continue ;;
   esac
   bad "$file:$line gives the database SQL that is not a constant ($arg): put the statement in src/store/queries.hpp (pg_queries.hpp) and bind its values"

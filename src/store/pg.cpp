@@ -64,14 +64,43 @@ std::string redact(const std::string& uri) {
 
 void ignore_notice(void* /*arg*/, const char* /*message*/) {}
 
-// One element of an array literal: quoted, with backslashes and double quotes escaped.
-void append_element(std::string& out, std::string_view value) {
-  out += '"';
-  for (const char c : value) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+// PostgreSQL's type ids of the array elements sent in binary (pg_type.oid).
+constexpr std::uint32_t kByteaOid = 17;
+constexpr std::uint32_t kTextOid = 25;
+
+void append_uint32(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out += static_cast<char>((value >> static_cast<unsigned>(shift)) & 0xffU);
   }
-  out += '"';
+}
+
+// A one-dimensional array of `element_oid` in the binary form array_recv reads: the number of
+// dimensions, whether any element is NULL, the element type, the length and lower bound, then
+// each element's length in bytes (-1: NULL) and bytes, every integer 4 bytes, big-endian.
+std::string binary_array(std::uint32_t element_oid,
+                         std::span<const std::optional<std::string_view>> values) {
+  std::size_t size = 20;
+  bool has_null = false;
+  for (const auto& v : values) {
+    size += 4 + (v ? v->size() : 0);
+    has_null = has_null || !v;
+  }
+  std::string out;
+  out.reserve(size);
+  append_uint32(out, 1);
+  append_uint32(out, has_null ? 1 : 0);
+  append_uint32(out, element_oid);
+  append_uint32(out, static_cast<std::uint32_t>(values.size()));
+  append_uint32(out, 1);
+  for (const auto& v : values) {
+    if (!v) {
+      append_uint32(out, 0xffffffffU);
+      continue;
+    }
+    append_uint32(out, static_cast<std::uint32_t>(v->size()));
+    out += *v;
+  }
+  return out;
 }
 
 template <typename T, typename Append>
@@ -175,31 +204,13 @@ Param Param::int64_array(std::span<const std::optional<std::int64_t>> values) {
 }
 
 Param Param::text_array(std::span<const std::optional<std::string_view>> values) {
-  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
-    if (v) {
-      append_element(out, *v);
-    } else {
-      out += "NULL";
-    }
-  }));
+  bool holds_nul = false;
+  for (const auto& v : values) holds_nul = holds_nul || (v && v->find('\0') != std::string::npos);
+  return {binary_array(kTextOid, values), true, holds_nul};
 }
 
 Param Param::bytes_array(std::span<const std::optional<std::string_view>> values) {
-  static constexpr std::string_view kHex = "0123456789abcdef";
-  return text(array_literal(values, [](std::string& out, const std::optional<std::string_view>& v) {
-    if (!v) {
-      out += "NULL";
-      return;
-    }
-    // BYTEA's hex form, \x0a1b..., its backslash escaped for the array.
-    out += R"("\\x)";
-    for (const char c : *v) {
-      const auto byte = static_cast<unsigned char>(c);
-      out += kHex[byte >> 4U];
-      out += kHex[byte & 0x0fU];
-    }
-    out += '"';
-  }));
+  return {binary_array(kByteaOid, values), true};
 }
 
 Result<Connection> Connection::open(const std::string& uri) {
@@ -256,7 +267,8 @@ Result<Connection> Connection::open(const std::string& uri) {
 Connection::Connection(Connection&& other) noexcept
     : conn_(std::exchange(other.conn_, nullptr)),
       server_(std::move(other.server_)),
-      round_trips_(other.round_trips_) {}
+      round_trips_(other.round_trips_),
+      prepared_(std::move(other.prepared_)) {}
 
 Connection::~Connection() {
   if (conn_ != nullptr) PQfinish(conn_);
@@ -286,6 +298,19 @@ Status Connection::exec(std::string_view sql, std::string_view doing) {
   return status;
 }
 
+Status Connection::prepare(std::string_view sql, std::string_view doing) {
+  std::string text(sql);
+  if (prepared_.contains(text)) return {};
+  std::string name = fmt::format("fairlane_{}", prepared_.size() + 1);
+  ++round_trips_;
+  // No types given: each parameter's is the cast where the statement first uses it.
+  PGresult* result = PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr);
+  Status status = check(result, doing);
+  PQclear(result);
+  if (status.ok()) prepared_.emplace(std::move(text), std::move(name));
+  return status;
+}
+
 Result<Rows> Connection::query(std::string_view sql, std::span<const Param> params,
                                std::string_view doing) {
   std::vector<const char*> values;
@@ -295,8 +320,9 @@ Result<Rows> Connection::query(std::string_view sql, std::span<const Param> para
   lengths.reserve(params.size());
   formats.reserve(params.size());
   for (const Param& param : params) {
-    // libpq reads a text parameter up to its first NUL: one inside would cut it short.
-    if (!param.binary() && param.value() && param.value()->find('\0') != std::string::npos) {
+    // libpq reads a text parameter up to its first NUL: one inside would cut it short (and
+    // the server refuses one inside an array's text element with an encoding error).
+    if (param.text_with_nul()) {
       return Status{StatusCode::invalid_argument,
                     fmt::format("{}: parameter ${} holds a NUL byte, which PostgreSQL's text "
                                 "cannot; remove it",
@@ -307,8 +333,14 @@ Result<Rows> Connection::query(std::string_view sql, std::span<const Param> para
     formats.push_back(param.binary() ? 1 : 0);
   }
   ++round_trips_;
-  PGresult* result = PQexecParams(conn_, std::string(sql).c_str(), static_cast<int>(params.size()),
-                                  nullptr, values.data(), lengths.data(), formats.data(), 0);
+  const std::string text(sql);
+  const auto prepared = prepared_.find(text);
+  PGresult* result =
+      prepared != prepared_.end()
+          ? PQexecPrepared(conn_, prepared->second.c_str(), static_cast<int>(params.size()),
+                           values.data(), lengths.data(), formats.data(), 0)
+          : PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), nullptr,
+                         values.data(), lengths.data(), formats.data(), 0);
   Status status = check(result, doing);
   if (!status.ok()) {
     PQclear(result);

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "fairlane/core/result.hpp"
 #include "fairlane/core/status.hpp"
@@ -38,7 +39,8 @@ Status status_for(std::string_view sqlstate, std::string_view server, std::strin
 // with whatever it leaves out left out, and never its password. Empty if it does not parse.
 std::string describe(const std::string& uri);
 
-// One parameter of a query, sent in PostgreSQL's text form (bytes as themselves, for BYTEA).
+// One parameter of a query, sent in PostgreSQL's text form (bytes as themselves, for BYTEA, and
+// arrays of text or bytes in the binary array form).
 class Param {
  public:
   static Param null() { return Param(std::nullopt, false); }
@@ -48,9 +50,11 @@ class Param {
   }
   static Param text(std::string_view value) { return Param(std::string(value), false); }
   static Param bytes(std::string_view value) { return Param(std::string(value), true); }
-  // Arrays, in PostgreSQL's array syntax, for a whole column of rows in one parameter
-  // (`unnest($1::bigint[], $2::text[])`); nullopt elements are NULL. Text must not hold a
-  // NUL byte (PostgreSQL's text cannot).
+  // Arrays, for a whole column of rows in one parameter (`unnest($1::bigint[], $2::text[])`);
+  // nullopt elements are NULL. Integers go in PostgreSQL's array syntax; text and bytes in
+  // its binary array form (each element as its bytes, after its length), which the server
+  // takes without parsing quotes and escapes (array_in cost 4 ms for the 300 KB of a 100-page
+  // job's texts). Text must not hold a NUL byte (PostgreSQL's text cannot).
   static Param int64_array(std::span<const std::int64_t> values);
   static Param int64_array(std::span<const std::optional<std::int64_t>> values);
   static Param text_array(std::span<const std::optional<std::string_view>> values);
@@ -58,13 +62,18 @@ class Param {
 
   [[nodiscard]] const std::optional<std::string>& value() const { return value_; }
   [[nodiscard]] bool binary() const { return binary_; }
+  // Whether it is text holding a NUL byte, which query() refuses.
+  [[nodiscard]] bool text_with_nul() const {
+    return holds_nul_ || (!binary_ && value_ && value_->find('\0') != std::string::npos);
+  }
 
  private:
-  Param(std::optional<std::string> value, bool binary)
-      : value_(std::move(value)), binary_(binary) {}
+  Param(std::optional<std::string> value, bool binary, bool holds_nul = false)
+      : value_(std::move(value)), binary_(binary), holds_nul_(holds_nul) {}
 
   std::optional<std::string> value_;
   bool binary_;
+  bool holds_nul_;  // a binary text array with a NUL byte in an element
 };
 
 // The rows a query returned (none for a statement without results); owns the PGresult.
@@ -121,8 +130,16 @@ class Connection {
   // Runs one or more statements without parameters, ignoring what they return.
   Status exec(std::string_view sql, std::string_view doing);
 
-  // Runs one statement with `params` bound to $1, $2, ... A text parameter holding a NUL
-  // byte is refused (invalid_argument) before anything is sent.
+  // Prepares the one statement `sql` on this connection (PQprepare, one round trip): from
+  // then on query() of the same text runs it as the prepared statement (PQexecPrepared), so
+  // the server parses it once and plans it as it sees fit (a generic plan once it pays),
+  // rather than parsing and planning it on every call. A connection opened again prepares
+  // its statements again.
+  Status prepare(std::string_view sql, std::string_view doing);
+
+  // Runs one statement with `params` bound to $1, $2, ..., as its prepared statement if
+  // prepare() was given its text. A text parameter holding a NUL byte is refused
+  // (invalid_argument) before anything is sent.
   Result<Rows> query(std::string_view sql, std::span<const Param> params, std::string_view doing);
   Result<Rows> query(std::string_view sql, std::initializer_list<Param> params,
                      std::string_view doing) {
@@ -137,6 +154,8 @@ class Connection {
   pg_conn* conn_;
   std::string server_;
   std::int64_t round_trips_ = 0;
+  // The statements prepared on this connection: their text, and the name each has there.
+  std::unordered_map<std::string, std::string> prepared_;
 };
 
 // BEGIN on construction (check status()), ROLLBACK on destruction unless committed.

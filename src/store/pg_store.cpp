@@ -88,6 +88,17 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOpti
   }
   const auto all = pg_migrations();
   if (Status s = pg_migrate(*connection, all.back().version); !s.ok()) return s;
+  // The statements of the hot paths (a request's key, an upload, the job view, a dispatch's
+  // page, a batch of transitions, the follower's reads), prepared once on this connection, so
+  // that the server does not parse and plan them again on every call.
+  for (const std::string_view sql :
+       {PgSql::user_by_key, PgSql::enqueue_job, PgSql::job_by_id, PgSql::job_by_public_id,
+        PgSql::results, PgSql::page_call, PgSql::revise_eta, PgSql::queued_job,
+        PgSql::in_flight_by_user, PgSql::recent_spend, PgSql::apply, PgSql::claim_lease}) {
+    if (Status s = connection->prepare(sql, "preparing the store's statements"); !s.ok()) {
+      return s;
+    }
+  }
   return std::unique_ptr<PgStore>(new PgStore(std::move(connection).value(), std::move(options)));
 }
 
