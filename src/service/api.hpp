@@ -58,9 +58,6 @@ struct DocumentUpload {
   std::int64_t default_max_tokens = 0;  // the service's, named when a JSON's is refused
   // Its reading slot (ReadSlots), to hold on the io thread until the read has ended.
   std::shared_ptr<const void> slot;
-  // Counts it among the uploads on their way (JSON or PDF) until it has been read, as the
-  // slot does: an upload accepted meanwhile waits for it (PromiseWindow).
-  std::shared_ptr<const void> on_its_way;
 };
 
 // An accepted upload whose answer waits out its promise window (PromiseWindow): after

@@ -237,6 +237,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     const bool keep_alive = parser.get().keep_alive();
     ApiRequest api = api_request(parser.get());
     auto admitted = router.admit(api);
+    // An upload counts as on its way from its headers until its body has been read.
+    std::shared_ptr<const void> on_its_way;
+    if (std::holds_alternative<Caller>(admitted)) on_its_way = router.upload_on_its_way(api);
     if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
       const bool reusable = keep_alive && parser.is_done();
       auto response = to_beast(*answer, version, reusable);
@@ -268,11 +271,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
-      // reading slot is held here, and given back on this thread once the body is read, so
-      // that the router counts only the other uploads still being read (PromiseWindow).
+      // reading slot is held here, and given back on this thread, as is the upload's place
+      // among those on their way: before it is answered, which counts only the others.
       DocumentUpload upload = std::move(*answer.document);
       auto slot = std::exchange(upload.slot, {});
-      auto on_its_way = std::exchange(upload.on_its_way, {});
       const Upload who = upload.upload;
       std::optional<UploadRead> read;
       co_await asio::co_spawn(workers,

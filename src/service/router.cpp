@@ -68,6 +68,12 @@ void Router::tick() {
   if (!promises_.check().empty()) watchers_.notify();
 }
 
+std::shared_ptr<const void> Router::upload_on_its_way(const ApiRequest& head) {
+  const auto target = target_of(head);
+  if (head.method != "POST" || !target || target->path != "/v1/jobs") return nullptr;
+  return on_their_way_.take();
+}
+
 ApiResponse Router::close_promise(JobId job) {
   return service::close_promise(context_, job);
 }
@@ -141,7 +147,7 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
   }
   const User& user = caller.user;
   if (path == "/v1/jobs" && method == "POST") {
-    return begin_upload(context_, reads_, on_their_way_, std::move(request), user);
+    return begin_upload(context_, reads_, std::move(request), user);
   }
   if (path == "/v1/jobs" && method == "GET") {
     return routes::list_jobs(context_, user, target->param("limit"), target->param("cursor"));

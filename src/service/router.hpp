@@ -65,8 +65,13 @@ class Router {
 
   // The answer to an upload once its body was read (read_upload), or failed to be read: the
   // 202, a refusal, or a PromiseHold (RouterConfig::promise_window) while other uploads are
-  // on their way. The caller has let go of this one's DocumentUpload::on_its_way.
+  // on their way. The caller has let go of this one's upload_on_its_way() token.
   ApiResponse finish_upload(const Upload& upload, UploadRead read);
+  // For an upload (POST /v1/jobs) admitted by its headers: a token that counts it among the
+  // uploads on their way until the transport lets go of it, once its body has been read
+  // (and, for a document, its pages); nullptr for any other request. An upload accepted
+  // while others are on their way waits for them (PromiseWindow).
+  [[nodiscard]] std::shared_ptr<const void> upload_on_its_way(const ApiRequest& head);
   // The 202 of an upload held for its promise window, once the hold's wait has passed.
   ApiResponse close_promise(JobId job);
 

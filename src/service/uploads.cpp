@@ -239,8 +239,8 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   return std::nullopt;
 }
 
-ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ReadSlots& on_their_way,
-                         ApiRequest request, const User& user) {
+ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
+                         const User& user) {
   const std::string type = request.header("Content-Type").value_or("");
   const bool json_pages = format_of(type) == Format::json_pages;
   Upload upload{user.id,
@@ -268,9 +268,8 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ReadSlots& on_
     return busy;
   }
   ApiResponse read;
-  read.document = DocumentUpload{std::move(upload),       type,
-                                 std::move(request.body), context.config.max_tokens,
-                                 std::move(slot),         on_their_way.take()};
+  read.document = DocumentUpload{std::move(upload), type, std::move(request.body),
+                                 context.config.max_tokens, std::move(slot)};
   return read;
 }
 

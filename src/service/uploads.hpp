@@ -88,10 +88,8 @@ class ReadSlots {
                                                               const User& user);
 
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
-// read_upload on a worker, in `slot`, counted in `on_their_way` until read), or the answer
-// now.
-[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots,
-                                       ReadSlots& on_their_way, ApiRequest request,
+// read_upload on a worker, in `slot`), or the answer now.
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
                                        const User& user);
 
 // The answer to an upload once its body was read: 202 with the job, or the refusal. With a

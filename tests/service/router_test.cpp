@@ -42,7 +42,6 @@ ApiResponse answered(Router& router, ApiResponse response) {
   }
   auto document = std::move(*response.document);
   const auto who = document.upload;
-  document.on_its_way.reset();  // read: no longer on its way, as the transport does
   return router.finish_upload(who, fairlane::service::read_upload(std::move(document)));
 }
 
@@ -990,11 +989,16 @@ TEST_CASE(
   };
   const auto finish = [&](fairlane::service::DocumentUpload document) {
     const auto who = document.upload;
-    document.on_its_way.reset();  // read: no longer on its way, as the transport does
     return api.router->finish_upload(who, fairlane::service::read_upload(std::move(document)));
   };
+  // As the transport does: each is on its way from its headers until its body is read.
+  auto alice_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
+  auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
+  REQUIRE(alice_coming != nullptr);
+  CHECK(api.router->upload_on_its_way(ApiRequest{"GET", "/v1/jobs", {}, ""}) == nullptr);
   auto alice_upload = begin(api.alice);
   auto bob_upload = begin(api.bob);
+  alice_coming.reset();  // read
 
   // Alice's is accepted while Bob's is still being read: committed and queued with the
   // door's promise, and her answer waits.
@@ -1008,6 +1012,7 @@ TEST_CASE(
 
   // Bob's, the last, has nothing on its way: answered at once, promised with Alice's book
   // in the lanes.
+  bob_coming.reset();
   const auto second = finish(std::move(bob_upload));
   REQUIRE(second.status == 202);
   CHECK_FALSE(second.promise_hold.has_value());
