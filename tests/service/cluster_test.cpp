@@ -18,6 +18,7 @@
 #include "service/dispatcher.hpp"
 #include "service/leadership.hpp"
 #include "service/router.hpp"
+#include "support/loop.hpp"
 #include "support/store_home.hpp"
 
 using namespace std::chrono_literals;
@@ -86,9 +87,7 @@ struct Cluster {
   }
 
   bool run_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-    return done();
+    return fairlane::testing::run_until(io, done, limit);
   }
 
   boost::json::object stats() const {

@@ -24,6 +24,7 @@
 #include "service/commit_thread.hpp"
 #include "service/dispatcher.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/loop.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -121,15 +122,10 @@ struct Rig {
   }
 
   bool run_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-    return done();
+    return fairlane::testing::run_until(io, done, limit);
   }
 
-  bool terminal(fairlane::JobId job) {
-    const auto view = store->job(job);
-    return view.ok() && view->state != JobState::queued && view->state != JobState::running;
-  }
+  bool terminal(fairlane::JobId job) { return fairlane::testing::job_ended(*store, job); }
 
   std::int64_t stand_in_count(const char* name) const {
     return boost::json::parse(stand_in.stats_json()).as_object().at(name).as_int64();

@@ -19,6 +19,7 @@
 #include "service/dispatcher.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
+#include "support/loop.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -57,17 +58,11 @@ struct Rig {
     return std::move(job).value();
   }
 
-  // Runs the io_context until `done()` or `limit` passes.
   bool run_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-    return done();
+    return fairlane::testing::run_until(io, done, limit);
   }
 
-  bool terminal(fairlane::JobId job) {
-    const auto view = store->job(job);
-    return view.ok() && view->state != JobState::queued && view->state != JobState::running;
-  }
+  bool terminal(fairlane::JobId job) { return fairlane::testing::job_ended(*store, job); }
 
   boost::json::object stats() const {
     return boost::json::parse(stand_in.stats_json()).as_object();
