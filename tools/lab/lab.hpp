@@ -48,6 +48,9 @@ struct LabConfig {
   // Case 4.
   std::string fairlane_binary;
   double max_wait_s = 600.0;  // serve's --max-wait
+  // A step's users upload at once, each on a connection of its own (false: one after another,
+  // each waiting for the previous answer).
+  bool uploads_together = true;
   // A case that has not ended by then is cut short (its unfinished pages count as such).
   double case_deadline_s = 1'800.0;
 

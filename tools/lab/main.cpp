@@ -43,6 +43,10 @@ int main(int argc, char** argv) try {
   app.add_option("--deadline", config.case_deadline_s,
                  "Cut a case short after this many real-world seconds")
       ->capture_default_str();
+  bool one_by_one = false;
+  app.add_flag("--one-by-one", one_by_one,
+               "Case 4: a step's users upload one after another, each waiting for the previous "
+               "answer (default: at once, each on a connection of its own)");
   app.add_option("--out", out, "Folder for report.md and chart.svg")->capture_default_str();
   bool check = false;
   app.add_flag("--check", check,
@@ -50,6 +54,7 @@ int main(int argc, char** argv) try {
                "and every book it accepted came out whole, and all pages at once (case 2) lost "
                "pages");
   CLI11_PARSE(app, argc, argv);
+  config.uploads_together = !one_by_one;
 
   if (max_users > 0) {
     std::vector<int> ramp;

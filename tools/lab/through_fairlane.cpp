@@ -15,6 +15,7 @@
 #include <memory>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "cli/http_client.hpp"
 #include "find_fairlane.hpp"
@@ -26,6 +27,13 @@ namespace {
 
 namespace json = boost::json;
 using SteadyClock = std::chrono::steady_clock;
+
+// An upload's answer, and when it was sent and answered (seconds since the case started).
+struct Sent {
+  Result<cli::HttpReply> reply = Status(StatusCode::internal, "not sent");
+  double uploaded_s = 0;
+  double answered_s = 0;
+};
 
 struct Job {
   std::size_t book = 0;
@@ -175,15 +183,30 @@ CaseResult run_fairlane(const LabConfig& config) {
     while (step < config.ramp.size() &&
            t >= config.seconds(config.step_s * static_cast<double>(step))) {
       const int before = step == 0 ? 0 : config.ramp[step - 1];
+      // A step's users upload at the same moment, each on its own connection, as people do:
+      // the service sees their uploads on their way together (its promise window). With
+      // --one-by-one, each waits for the previous one's answer.
+      std::vector<std::future<Sent>> sent;
       for (int user = before; user < config.ramp[step]; ++user) {
+        sent.push_back(std::async(std::launch::async, [&, user, body = body_of(user)]() mutable {
+          Sent s;
+          s.uploaded_s = now_s();
+          s.reply = users[static_cast<std::size_t>(user)]->post("/v1/jobs", "application/json",
+                                                                std::move(body));
+          s.answered_s = now_s();
+          return s;
+        }));
+        if (!config.uploads_together) sent.back().wait();
+      }
+      for (int user = before; user < config.ramp[step]; ++user) {
+        Sent s = sent[static_cast<std::size_t>(user - before)].get();
         BookRecord book;
         book.user = user;
         book.users_at_upload = config.ramp[step];
-        book.uploaded_s = now_s();
+        book.uploaded_s = s.uploaded_s;
         book.pages.resize(static_cast<std::size_t>(config.pages_per_book));
-        auto reply = users[static_cast<std::size_t>(user)]->post("/v1/jobs", "application/json",
-                                                                 body_of(user));
-        const double at = now_s();
+        const auto& reply = s.reply;
+        const double at = s.answered_s;
         if (reply.ok() && reply->status == 202) {
           const auto job = json::parse(reply->body).as_object();
           if (const auto* eta = job.if_contains("eta_seconds"); eta && eta->is_number()) {
