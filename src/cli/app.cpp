@@ -177,6 +177,12 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::Range(0.5, 600.0));
   serve_command
+      ->add_option("--db-readers", serve.db_readers,
+                   "Connections that read job views, results and live events off the io thread "
+                   "(PostgreSQL's; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  serve_command
       ->add_option("--stop-deadline", serve.stop_deadline,
                    "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();

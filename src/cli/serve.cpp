@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "fairlane/provider/curl_provider.hpp"
@@ -22,6 +23,7 @@
 #include "service/http_server.hpp"
 #include "service/leadership.hpp"
 #include "service/router.hpp"
+#include "service/store_readers.hpp"
 #include "store/pg_notifications.hpp"
 
 namespace fairlane::cli {
@@ -42,6 +44,23 @@ std::string instance_id(const ServeOptions& o) {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   return fmt::format("{}-{}", host.data()[0] != '\0' ? host.data() : "fairlane", getpid());
+}
+
+// A server database's readers (StoreReaders): --db-readers connections of their own, on
+// which job views, lists, results and live events are read off the io thread. None on
+// SQLite, whose reads take microseconds: the routes read in place there.
+fairlane::Result<std::unique_ptr<fairlane::service::StoreReaders>> open_readers(
+    const ServeOptions& o, const fairlane::StoreOptions& options, bool server_database) {
+  if (!server_database || o.db_readers == 0) {
+    return std::unique_ptr<fairlane::service::StoreReaders>();
+  }
+  std::vector<std::unique_ptr<fairlane::Store>> stores;
+  for (std::int64_t i = 0; i < o.db_readers; ++i) {
+    auto store = fairlane::Store::open(o.db, options);
+    if (!store.ok()) return store.status();
+    stores.push_back(std::move(store).value());
+  }
+  return std::make_unique<fairlane::service::StoreReaders>(std::move(stores));
 }
 
 }  // namespace
@@ -140,6 +159,12 @@ int serve(const ServeOptions& o) {
   router_config.promise_window = std::chrono::duration_cast<fairlane::Clock::duration>(
       std::chrono::duration<double>(o.promise_window));
   router_config.membership = &membership;
+  auto readers = open_readers(o, store_options, cluster != nullptr);
+  if (!readers.ok()) return fail(readers.status().message());
+  router_config.readers = readers.value().get();
+  // A key costs a round trip on a server database: a key found is taken as its user's for a
+  // few seconds (a changed weight shows within them; keys are never taken back).
+  if (cluster != nullptr) router_config.key_memory = std::chrono::seconds(5);
   fairlane::service::Router router(*store.value(), dispatcher, router_config);
   std::optional<fairlane::service::Leadership> leadership;
   std::unique_ptr<fairlane::store::PgNotifications> notifications;

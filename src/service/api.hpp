@@ -7,6 +7,7 @@
 
 #include <boost/json/object.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,7 +22,13 @@
 #include "fairlane/store/store.hpp"
 #include "service/api_json.hpp"
 
+namespace fairlane {
+class Store;
+}
+
 namespace fairlane::service {
+
+struct StoreRead;
 
 struct ApiRequest {
   std::string method;  // "GET", "POST", "DELETE"
@@ -77,6 +84,16 @@ struct ApiResponse {
   std::optional<DocumentUpload> document;
   // Set: the upload was accepted and committed; its 202 waits for its promise window.
   std::optional<PromiseHold> promise_hold;
+  // Set: the answer needs the store read first, off the io thread (StoreRead).
+  std::shared_ptr<const StoreRead> read;
+};
+
+// A request whose store reads go off the io thread, on a server database (StoreReaders):
+// the transport runs `read` on a reader, with a connection of its own, and answers with what
+// the function it returns makes, called back on the io thread (where the dispatcher's
+// positions and ETAs live).
+struct StoreRead {
+  std::function<std::function<ApiResponse()>(Store&)> read;
 };
 
 // Who sent a request, once its key was checked: the admin, or a user.

@@ -74,7 +74,12 @@ std::optional<std::string> key_in(std::string_view authorization, bool basic) {
 
 }  // namespace
 
-Authenticator::Authenticator(Store& store, std::string_view admin_key) : store_(store) {
+Authenticator::Authenticator(Store& store, std::string_view admin_key, Clock::duration key_memory,
+                             const Clock* clock)
+    : store_(store), key_memory_(key_memory), clock_(clock) {
+  if (key_memory_ > Clock::duration::zero() && clock_ == nullptr) {
+    throw std::invalid_argument("an Authenticator that remembers keys needs a clock");
+  }
   if (admin_key.empty()) return;
   admin_digest_ = store::sha256(admin_key);
   if (!admin_digest_) throw std::runtime_error("SHA-256 of the admin key failed");
@@ -98,12 +103,30 @@ std::variant<Caller, ApiResponse> Authenticator::authenticate(const ApiRequest& 
   if (is_admin_key(*key)) return Caller{true, {}};
   // Found by its SHA-256 through an index: see docs/reliability.md, "Security", for why
   // the lookup's timing tells nothing useful about any key.
-  auto user = store_.find_user_by_key(*key);
+  auto user = find(*key);
   if (user.ok()) return Caller{false, std::move(user).value()};
   if (user.status().code() == StatusCode::not_found) {
     return unauthorized(ui, "this API key is not known: check it, or ask for one");
   }
   return response_for(answer_for(user.status()));
+}
+
+Result<User> Authenticator::find(std::string_view key) const {
+  if (key_memory_ <= Clock::duration::zero()) return store_.find_user_by_key(key);
+  const auto digest = store::sha256(key);
+  if (!digest) return store_.find_user_by_key(key);
+  std::string id(digest->begin(), digest->end());
+  const auto now = clock_->now();
+  if (const auto it = known_.find(id); it != known_.end() && now < it->second.until) {
+    return it->second.user;
+  }
+  auto user = store_.find_user_by_key(key);
+  if (!user.ok()) return user;  // an unknown key is asked again: it may be added any moment
+  // Bounded: a flood of distinct valid keys forgets all at once, then fills again.
+  constexpr std::size_t kMaxKnown = 100'000;
+  if (known_.size() >= kMaxKnown) known_.clear();
+  known_.insert_or_assign(std::move(id), Known{user.value(), now + key_memory_});
+  return user;
 }
 
 }  // namespace fairlane::service

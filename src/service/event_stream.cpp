@@ -5,7 +5,10 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "service/store_readers.hpp"
 
 namespace fairlane::service {
 
@@ -57,7 +60,16 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventSt
   while (!error && !stopped) {
     // Changes notified while this render is written find nobody parked: the count shows them.
     const std::uint64_t seen = router.watchers().changes();
-    const std::optional<JobEvent> event = router.job_event(events);
+    std::optional<JobEvent> event;
+    if (StoreReaders* readers = router.readers()) {
+      // The job read on a reader's connection, rendered here (its position and ETA).
+      std::optional<Result<JobView>> job;
+      co_await read_on(*readers, [&](Store& store) { job.emplace(store.job(events.job)); });
+      if (stopped) break;
+      event = router.job_event(events, *job);
+    } else {
+      event = router.job_event(events);
+    }
     if (!event) break;  // the job cannot be read any more
     if (event->data != last) {
       const std::string text = "event: job\ndata: " + event->data + "\n\n";

@@ -12,6 +12,7 @@
 
 #include "service/api_json.hpp"
 #include "service/event_stream.hpp"
+#include "service/store_readers.hpp"
 
 namespace fairlane::service {
 namespace {
@@ -269,6 +270,14 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     stream->expires_never();
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
+    if (answer.read) {
+      // Read on a reader's connection while the io thread goes on; answered here.
+      std::function<ApiResponse()> then;
+      const auto read = std::move(answer.read);
+      co_await read_on(*router.readers(), [&](Store& store) { then = read->read(store); });
+      if (stopped) break;
+      answer = then();
+    }
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
       // reading slot is held here, and given back on this thread, as is the upload's place

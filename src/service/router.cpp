@@ -42,7 +42,8 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
     : store_(store),
       dispatcher_(dispatcher),
       config_(std::move(config)),
-      auth_(store, config_.admin_key),
+      auth_(store, config_.admin_key, config_.key_memory,
+            config_.clock != nullptr ? config_.clock : &steady_),
       streams_(config_.max_event_streams_per_user),
       reads_(config_.max_pending_documents),
       on_their_way_(std::numeric_limits<std::size_t>::max()),
@@ -174,7 +175,10 @@ ApiResponse Router::finish_upload(const Upload& upload, UploadRead read) {
 }
 
 std::optional<JobEvent> Router::job_event(const EventStream& stream) {
-  auto job = store_.job(stream.job);
+  return job_event(stream, store_.job(stream.job));
+}
+
+std::optional<JobEvent> Router::job_event(const EventStream& stream, const Result<JobView>& job) {
   if (!job.ok() || job->user_id != stream.user) return std::nullopt;
   return JobEvent{boost::json::serialize(job_object(context_, job.value())),
                   is_terminal(job->state)};

@@ -77,6 +77,11 @@ class Router {
 
   // The job of a stream as it stands now; nullopt when it cannot be read (the stream ends).
   [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream);
+  // The same from the job as read (on a reader, when there are readers), on the io thread.
+  [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream,
+                                                  const Result<JobView>& job);
+  // Where reads go off the io thread (RouterConfig::readers); nullptr: read in place.
+  [[nodiscard]] StoreReaders* readers() const { return config_.readers; }
 
   // Who waits for the next change.
   [[nodiscard]] Watchers& watchers() { return watchers_; }

@@ -26,6 +26,8 @@
 
 namespace fairlane::service {
 
+class StoreReaders;  // service/store_readers.hpp
+
 struct RouterConfig {
   std::string admin_key;            // empty: no admin (POST /v1/users, /metrics are refused)
   std::string prompt;               // the instruction sent with every page (for the estimate)
@@ -47,6 +49,12 @@ struct RouterConfig {
   Clock::duration promise_window = Clock::duration::zero();
   // The windows' clock; nullptr: the steady clock (tests give a FakeClock).
   const Clock* clock = nullptr;
+  // Threads with connections of their own for the reads of job views, lists, results and
+  // live events (a server database's); nullptr: the routes read the store in place.
+  StoreReaders* readers = nullptr;
+  // How long a key, once found, is taken as its user's without asking the store again (the
+  // user's weight included). 0: every request asks. Keys are never taken back.
+  Clock::duration key_memory = Clock::duration::zero();
 };
 
 // What every route works over. The references outlive the routes' calls.
@@ -60,6 +68,13 @@ struct RouteContext {
   Promises& promises;
   PromiseWindow& windows;
 };
+
+// The answer `read` makes from the store: read on a reader and answered on the io thread when
+// the service has readers (ApiResponse::read), else here and now. `read` runs on another
+// thread: it may touch its Store and what it captured by value, nothing of the context's; the
+// function it returns runs on the io thread, and may.
+using ReadThen = std::function<ApiResponse()>;
+[[nodiscard]] ApiResponse with_store(RouteContext& context, std::function<ReadThen(Store&)> read);
 
 // The job object of the API, with its position and ETA now.
 [[nodiscard]] boost::json::object job_object(const RouteContext& context, const JobView& job);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "fairlane/provider/image_tokens.hpp"
@@ -10,6 +12,13 @@
 
 namespace fairlane::service {
 namespace json = boost::json;
+
+ApiResponse with_store(RouteContext& context, std::function<ReadThen(Store&)> read) {
+  if (context.config.readers == nullptr) return read(context.store)();
+  ApiResponse deferred;
+  deferred.read = std::make_shared<const StoreRead>(StoreRead{std::move(read)});
+  return deferred;
+}
 
 json::object job_object(const RouteContext& context, const JobView& job) {
   const Estimator& estimator = context.dispatcher.estimator();
@@ -74,9 +83,10 @@ ApiResponse events(RouteContext& context, const User& user, const JobView& job) 
   return response;
 }
 
-// GET /v1/jobs/{id}/result: the pages in order, with their output or error.
-ApiResponse result(RouteContext& context, const JobView& job) {
-  auto results = context.store.results(job.id);
+// GET /v1/jobs/{id}/result: the pages in order, with their output or error. Made where it is
+// read: it needs nothing of the io thread's.
+ApiResponse result(Store& store, const JobView& job) {
+  auto results = store.results(job.id);
   if (!results.ok()) return response_for(answer_for(results.status()));
   json::array pages;
   for (const PageResult& page : results.value()) {
@@ -91,6 +101,11 @@ ApiResponse result(RouteContext& context, const JobView& job) {
                                          {"pages", std::move(pages)}});
 }
 
+// An answer that needs nothing more on the io thread.
+ReadThen answer(ApiResponse response) {
+  return [response = std::move(response)] { return response; };
+}
+
 }  // namespace
 
 ApiResponse list_jobs(RouteContext& context, const User& user,
@@ -103,18 +118,23 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
       return error_response(400, "invalid_request", "limit is 1 to 1000");
     limit = static_cast<std::size_t>(*n);
   }
-  auto list = context.store.jobs_of(
-      user.id, limit, cursor ? std::optional<std::string_view>(*cursor) : std::nullopt);
-  if (!list.ok()) return response_for(answer_for(list.status()));
-  json::array jobs;
-  for (const JobView& job : list->jobs) jobs.push_back(job_object(context, job));
-  json::object body{{"jobs", std::move(jobs)}};
-  if (list->next_cursor) {
-    body["next_cursor"] = *list->next_cursor;
-  } else {
-    body["next_cursor"] = nullptr;
-  }
-  return json_response(200, body);
+  return with_store(
+      context, [&context, user_id = user.id, limit, cursor](Store& store) -> ReadThen {
+        auto list = store.jobs_of(user_id, limit,
+                                  cursor ? std::optional<std::string_view>(*cursor) : std::nullopt);
+        if (!list.ok()) return answer(response_for(answer_for(list.status())));
+        return [&context, list = std::move(list).value()] {
+          json::array jobs;
+          for (const JobView& job : list.jobs) jobs.push_back(job_object(context, job));
+          json::object body{{"jobs", std::move(jobs)}};
+          if (list.next_cursor) {
+            body["next_cursor"] = *list.next_cursor;
+          } else {
+            body["next_cursor"] = nullptr;
+          }
+          return json_response(200, body);
+        };
+      });
 }
 
 std::optional<ApiResponse> job(RouteContext& context, const User& user, std::string_view method,
@@ -123,17 +143,25 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   const bool known = (tail.empty() && (get || method == "DELETE")) ||
                      (get && (tail == "events" || tail == "result"));
   if (!known) return std::nullopt;
-  auto job = context.store.job_of(public_id, user.id);
-  if (!job.ok()) {
-    if (job.status().code() == StatusCode::not_found) {
-      return error_response(404, "not_found", fmt::format("you have no job {}", public_id));
-    }
-    return response_for(answer_for(job.status()));
-  }
-  if (tail == "events") return events(context, user, job.value());
-  if (tail == "result") return result(context, job.value());
-  if (method == "DELETE") return cancel(context, user, job.value());
-  return json_response(200, job_object(context, job.value()));
+  return with_store(
+      context,
+      [&context, user, method = std::string(method), public_id = std::string(public_id),
+       tail = std::string(tail)](Store& store) -> ReadThen {
+        auto job = store.job_of(public_id, user.id);
+        if (!job.ok()) {
+          if (job.status().code() == StatusCode::not_found) {
+            return answer(
+                error_response(404, "not_found", fmt::format("you have no job {}", public_id)));
+          }
+          return answer(response_for(answer_for(job.status())));
+        }
+        if (tail == "result") return answer(result(store, job.value()));
+        return [&context, user, method, tail, job = std::move(job).value()] {
+          if (tail == "events") return events(context, user, job);
+          if (method == "DELETE") return cancel(context, user, job);
+          return json_response(200, job_object(context, job));
+        };
+      });
 }
 
 ApiResponse estimate(RouteContext& context, const User& user,

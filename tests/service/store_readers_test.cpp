@@ -1,0 +1,304 @@
+// Reads off the io thread (StoreReaders): the job routes read on a reader's connection and
+// answer on the io thread; the transport goes on serving while a read is out; a key found is
+// remembered for a while, so that a request costs no read at all.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/http_client.hpp"
+#include "core/fake_clock.hpp"
+#include "service/http_server.hpp"
+#include "service/router.hpp"
+#include "service/store_readers.hpp"
+#include "support/forwarding_store.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::Result;
+using fairlane::Store;
+using fairlane::UserId;
+using fairlane::service::ApiRequest;
+using fairlane::service::ApiResponse;
+using fairlane::service::Dispatcher;
+using fairlane::service::DispatcherConfig;
+using fairlane::service::Router;
+using fairlane::service::RouterConfig;
+using fairlane::service::StoreReaders;
+using fairlane::testing::ForwardingStore;
+namespace json = boost::json;
+
+namespace {
+
+// A provider nobody reaches in these tests.
+class SilentProvider final : public fairlane::Provider {
+ public:
+  void call(const fairlane::ProviderRequest&, Done) override {}
+  [[nodiscard]] std::size_t in_flight() const override { return 0; }
+};
+
+// The io thread's store: counts the reads the job routes make on it, and the key lookups.
+class CountedStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<fairlane::JobView> job_of(std::string_view id, UserId owner) override {
+    ++job_reads;
+    return ForwardingStore::job_of(id, owner);
+  }
+  Result<fairlane::JobList> jobs_of(UserId user, std::size_t limit,
+                                    std::optional<std::string_view> cursor) override {
+    ++job_reads;
+    return ForwardingStore::jobs_of(user, limit, cursor);
+  }
+  Result<std::vector<fairlane::PageResult>> results(fairlane::JobId job) override {
+    ++job_reads;
+    return ForwardingStore::results(job);
+  }
+  Result<fairlane::User> find_user_by_key(std::string_view key) override {
+    ++key_reads;
+    return ForwardingStore::find_user_by_key(key);
+  }
+  std::atomic<int> job_reads = 0;
+  std::atomic<int> key_reads = 0;
+};
+
+// A reader's store whose job_of waits until the test lets it go, and says when it began.
+class HeldStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<fairlane::JobView> job_of(std::string_view id, UserId owner) override {
+    {
+      std::unique_lock lock(mutex_);
+      entered_ = true;
+      changed_.notify_all();
+      changed_.wait_for(lock, 20s, [this] { return released_; });
+    }
+    return ForwardingStore::job_of(id, owner);
+  }
+  bool wait_entered() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 20s, [this] { return entered_; });
+  }
+  void release() {
+    const std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false;
+  bool released_ = false;
+};
+
+// A database file, its io-thread store (counted) and a dispatcher whose loop is not started,
+// with alice and one job of hers of three pages.
+struct Rig {
+  explicit Rig(RouterConfig config = RouterConfig{"admin-secret", "Extract.", 200, 1'000, 65'536})
+      : store(
+            std::make_unique<CountedStore>(fairlane::testing::open_store(dir.file("fairlane.db")))),
+        counted(dynamic_cast<CountedStore*>(store.get())) {
+    DispatcherConfig dispatch;
+    dispatch.limits = {
+        .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
+    dispatcher = std::make_unique<Dispatcher>(io, *store, provider, dispatch);
+    auto added = store->add_user("alice");
+    REQUIRE(added.ok());
+    alice = added->key;
+    job = fairlane::testing::enqueue(*store, added->user.id, 3, "book.pdf");
+    config_ = std::move(config);
+  }
+
+  Router& router(StoreReaders* readers) {
+    config_.readers = readers;
+    router_ = std::make_unique<Router>(*store, *dispatcher, config_);
+    return *router_;
+  }
+
+  ApiResponse send(std::string target, const std::string& key) {
+    ApiRequest request{"GET", std::move(target), {{"Authorization", "Bearer " + key}}, ""};
+    return router_->handle(std::move(request));
+  }
+
+  [[nodiscard]] std::unique_ptr<Store> connection() const {
+    return fairlane::testing::open_store(dir.file("fairlane.db"));
+  }
+
+  fairlane::testing::TempDir dir;
+  boost::asio::io_context io;
+  std::unique_ptr<Store> store;
+  CountedStore* counted;
+  SilentProvider provider;
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::string alice;
+  fairlane::EnqueuedJob job;
+  RouterConfig config_;
+  std::unique_ptr<Router> router_;
+};
+
+json::object body(const ApiResponse& r) {
+  return json::parse(r.body).as_object();
+}
+
+}  // namespace
+
+TEST_CASE("StoreReaders gives each read a connection of its own, and every read runs") {
+  std::vector<std::unique_ptr<Store>> stores;
+  std::vector<const Store*> given;
+  for (int i = 0; i < 2; ++i) stores.push_back(fairlane::testing::open_store(":memory:"));
+  for (const auto& s : stores) given.push_back(s.get());
+  std::mutex mutex;
+  std::vector<const Store*> in_use;
+  int reads = 0;
+  bool shared = false;
+  bool foreign = false;
+  {
+    StoreReaders readers(std::move(stores));
+    CHECK(readers.size() == 2);
+    for (int i = 0; i < 200; ++i) {
+      boost::asio::post(readers.executor(), [&] {
+        readers.read([&](Store& store) {
+          {
+            const std::lock_guard lock(mutex);
+            shared = shared || std::find(in_use.begin(), in_use.end(), &store) != in_use.end();
+            foreign = foreign || std::find(given.begin(), given.end(), &store) == given.end();
+            in_use.push_back(&store);
+          }
+          std::this_thread::yield();
+          const std::lock_guard lock(mutex);
+          in_use.erase(std::find(in_use.begin(), in_use.end(), &store));
+          ++reads;
+        });
+      });
+    }
+  }  // the destructor waits for every read posted
+  CHECK(reads == 200);
+  CHECK_FALSE(shared);
+  CHECK_FALSE(foreign);
+  CHECK_THROWS_AS(StoreReaders(std::vector<std::unique_ptr<Store>>{}), std::invalid_argument);
+}
+
+TEST_CASE(
+    "With readers, a job's view, list and result are read on a reader, not on the io "
+    "thread's store, and answered as without") {
+  Rig rig;
+  const std::unique_ptr<Store> reader = rig.connection();
+  std::vector<std::unique_ptr<Store>> none;
+  none.push_back(rig.connection());
+  StoreReaders readers(std::move(none));
+  rig.router(&readers);
+  const std::string id = rig.job.job.public_id;
+
+  // Each answer comes back unread, with the read to make; made on another connection, its
+  // answer is the route's.
+  const auto read_there = [&](const std::string& target) {
+    const ApiResponse deferred = rig.send(target, rig.alice);
+    REQUIRE(deferred.read != nullptr);
+    return deferred.read->read(*reader)();
+  };
+  const ApiResponse view = read_there("/v1/jobs/" + id);
+  CHECK(view.status == 200);
+  CHECK(body(view).at("id").as_string() == id);
+  CHECK(body(view).at("pages").at("total") == 3);
+  const ApiResponse list = read_there("/v1/jobs");
+  CHECK(list.status == 200);
+  CHECK(body(list).at("jobs").as_array().size() == 1);
+  const ApiResponse result = read_there("/v1/jobs/" + id + "/result");
+  CHECK(result.status == 200);
+  CHECK(body(result).at("pages").as_array().size() == 3);
+  const ApiResponse missing = read_there("/v1/jobs/job_nothere");
+  CHECK(missing.status == 404);
+  CHECK(body(missing).at("error").at("type") == "not_found");
+  CHECK(rig.counted->job_reads == 0);
+
+  // Without readers the same routes read in place, on the io thread's store.
+  rig.router(nullptr);
+  const ApiResponse in_place = rig.send("/v1/jobs/" + id, rig.alice);
+  CHECK(in_place.read == nullptr);
+  CHECK(in_place.status == 200);
+  CHECK(body(in_place).at("id").as_string() == id);
+  CHECK(rig.counted->job_reads == 1);
+}
+
+TEST_CASE("While a job view is read on a reader, the io thread answers other requests") {
+  Rig rig;
+  std::vector<std::unique_ptr<Store>> stores;
+  auto held_store = std::make_unique<HeldStore>(rig.connection());
+  HeldStore& held = *held_store;
+  stores.push_back(std::move(held_store));
+  StoreReaders readers(std::move(stores));
+  Router& router = rig.router(&readers);
+  fairlane::service::HttpServer server(rig.io, router);
+  const auto port = server.listen("127.0.0.1", 0);
+  REQUIRE(port.ok());
+  auto work = boost::asio::make_work_guard(rig.io);
+  std::thread loop([&] { rig.io.run(); });
+  const std::string base = "http://127.0.0.1:" + std::to_string(port.value());
+
+  Result<fairlane::cli::HttpReply> view =
+      fairlane::Status(fairlane::StatusCode::internal, "unsent");
+  std::thread viewer([&] {
+    fairlane::cli::HttpClient client(base, rig.alice, 30s);
+    view = client.get("/v1/jobs/" + rig.job.job.public_id);
+  });
+  const bool entered = held.wait_entered();
+  // The view's read is held at the reader's connection; the io thread is not waiting for it.
+  fairlane::cli::HttpClient other(base, rig.alice, 10s);
+  const auto health = other.get("/healthz");
+  const auto estimate = other.get("/v1/estimate?pages=5");
+  held.release();
+  viewer.join();
+  work.reset();
+  rig.io.stop();
+  loop.join();
+
+  CHECK(entered);
+  REQUIRE(health.ok());
+  CHECK(health->status == 200);
+  REQUIRE(estimate.ok());
+  CHECK(estimate->status == 200);
+  REQUIRE(view.ok());
+  CHECK(view->status == 200);
+  CHECK(json::parse(view->body).at("id").as_string() == rig.job.job.public_id);
+  CHECK(rig.counted->job_reads == 0);
+}
+
+TEST_CASE("A key found is remembered for key_memory: no store read for it until that passes") {
+  fairlane::FakeClock clock;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 65'536};
+  config.key_memory = 5s;
+  config.clock = &clock;
+  Rig rig(config);
+  rig.router(nullptr);
+  CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
+  CHECK(rig.counted->key_reads == 1);
+  clock.advance(4s);
+  CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
+  CHECK(rig.counted->key_reads == 1);
+  clock.advance(2s);
+  CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
+  CHECK(rig.counted->key_reads == 2);
+  // An unknown key is asked every time: it may be added at any moment.
+  CHECK(rig.send("/v1/jobs", "fl_unknown").status == 401);
+  CHECK(rig.send("/v1/jobs", "fl_unknown").status == 401);
+  CHECK(rig.counted->key_reads == 4);
+}
+
+TEST_CASE("Without key_memory every request asks the store for its key") {
+  Rig rig;
+  rig.router(nullptr);
+  CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
+  CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
+  CHECK(rig.counted->key_reads == 2);
+}
