@@ -293,4 +293,13 @@ std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {
   return pause;
 }
 
+std::vector<JobId> DispatchPolicy::tracked_jobs() const {
+  std::vector<JobId> jobs;
+  jobs.reserve(job_pages_.size());
+  for (const auto& [job, pages] : job_pages_) {
+    if (!cancelled_jobs_.contains(job)) jobs.push_back(job);
+  }
+  return jobs;
+}
+
 }  // namespace fairlane

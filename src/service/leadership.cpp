@@ -183,13 +183,21 @@ void Leadership::resync() {
               << '\n';
     return;
   }
-  std::unordered_set<JobId> jobs;
+  std::unordered_set<JobId> queued;  // jobs with a page queued in the store
+  std::unordered_set<JobId> adopted;
   for (const Lane& lane : lanes.value()) {
     for (const LanePage& page : lane.pages) {
-      if (!dispatcher_.policy().knows(page.page_id) && jobs.insert(page.job_id).second) {
+      queued.insert(page.job_id);
+      if (!dispatcher_.policy().knows(page.page_id) && adopted.insert(page.job_id).second) {
         adopt(page.job_id);
       }
     }
+  }
+  // Cancels made elsewhere while nobody listened: a job this one holds pages of, with none
+  // queued in the store any more, is read once (a job whose pages are all out is too, and
+  // left as it is).
+  for (const JobId job : dispatcher_.policy().tracked_jobs()) {
+    if (!queued.contains(job)) withdraw_if_cancelled(job);
   }
 }
 

@@ -309,3 +309,47 @@ TEST_CASE(
   a.dispatcher->stop(1s, [](const fairlane::Status&) {});
   lead_a.stop();
 }
+
+TEST_CASE(
+    "PostgreSQL: Leadership: a cancel written on a follower while the leader's listener was "
+    "down leaves the leader's lanes at the resync") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto alice = a.store->add_user("alice")->user.id;
+  const auto bob = a.store->add_user("bob")->user.id;
+  const auto book = enqueue(*a.store, alice, 8, "book");
+  const auto notes = enqueue(*a.store, bob, 4, "notes");
+  const fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 60'000ms};
+  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+                                       lease);
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(a.membership.leading);
+  REQUIRE(b.dispatcher->follow().ok());
+  REQUIRE(a.dispatcher->scheduler().size() == 12);
+
+  // The cancel's notification is lost (the leader's listening connection was down): only
+  // the resync that follows its reconnection tells it.
+  REQUIRE(b.dispatcher->cancel(alice, book.job.id).ok());
+  CHECK(a.dispatcher->scheduler().size() == 12);
+  lead_a.resync();
+  CHECK(a.dispatcher->scheduler().size() == 4);
+  CHECK(a.dispatcher->scheduler().lane_length(alice) == 0);
+  CHECK_FALSE(a.dispatcher->estimator().job(alice, book.job.id).has_value());
+  // The notes, still queued in the store, stay as they were; a second resync changes nothing.
+  lead_a.resync();
+  CHECK(a.dispatcher->scheduler().size() == 4);
+  CHECK(a.dispatcher->scheduler().lane_length(bob) == 4);
+
+  REQUIRE(cluster.run_until([&] { return done_pages(*a.store, notes.job.id) == 4; }));
+  check_done_once(*a.store, notes, 4);
+  CHECK(cluster.stats().at("requests").as_int64() == 4);
+  const auto book_after = a.store->job(book.job.id);
+  REQUIRE(book_after.ok());
+  CHECK(book_after->state == JobState::cancelled);
+  CHECK(book_after->pages.cancelled == 8);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}

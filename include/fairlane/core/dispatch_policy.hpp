@@ -178,6 +178,8 @@ class DispatchPolicy {
     return job_pages_.contains(job) && !cancelled_jobs_.contains(job);
   }
   [[nodiscard]] std::size_t cancelled_jobs() const { return cancelled_jobs_.size(); }
+  // The jobs tracks_job() holds for, in no particular order: O(jobs tracked).
+  [[nodiscard]] std::vector<JobId> tracked_jobs() const;
 
  private:
   struct PageRecord {
