@@ -178,8 +178,8 @@ CommandLine::CommandLine()
       ->check(CLI::Range(0.5, 600.0));
   serve_command
       ->add_option("--db-readers", serve.db_readers,
-                   "Connections that read job views, results and live events off the io thread "
-                   "(PostgreSQL's; 0: none)")
+                   "Connections that read job views, results and live events, and commit "
+                   "uploads, off the io thread (PostgreSQL's; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   serve_command

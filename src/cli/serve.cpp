@@ -47,8 +47,8 @@ std::string instance_id(const ServeOptions& o) {
 }
 
 // A server database's readers (StoreReaders): --db-readers connections of their own, on
-// which job views, lists, results and live events are read off the io thread. None on
-// SQLite, whose reads take microseconds: the routes read in place there.
+// which job views, lists, results and live events are read, and uploads committed, off the
+// io thread. None on SQLite, whose reads take microseconds: the routes read in place there.
 fairlane::Result<std::unique_ptr<fairlane::service::StoreReaders>> open_readers(
     const ServeOptions& o, const fairlane::StoreOptions& options, bool server_database) {
   if (!server_database || o.db_readers == 0) {

@@ -45,8 +45,8 @@ struct ServeOptions {
   // id), and the lease's length, the bound on a takeover after the leader's death.
   std::string instance;
   double lease_s = 5.0;
-  // Connections (and threads) that read job views, lists, results and live events off the
-  // io thread, on PostgreSQL; 0: read on the io thread.
+  // Connections (and threads) that read job views, lists, results and live events, and
+  // commit uploads, off the io thread, on PostgreSQL; 0: all on the io thread.
   std::int64_t db_readers = 2;
 };
 

@@ -6,6 +6,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <boost/json.hpp>
+#include <deque>
 #include <iostream>
 #include <list>
 #include <thread>
@@ -76,6 +77,27 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
                     : std::max<std::size_t>(1, std::thread::hardware_concurrency())),
         workers(threads) {}
 
+  // With readers, an upload's commit goes off this thread: from its door (finish_upload) to
+  // its lane (the commit's answer, made back here) one upload at a time, so that the door
+  // never decides without a job being committed. The others wait here, in order.
+  struct UploadTurns {
+    bool taken = false;
+    std::deque<std::shared_ptr<asio::steady_timer>> waiting;
+  };
+  // Holds the turn until it goes; then the next waiting upload has it (none once stopped).
+  class Turn {
+   public:
+    explicit Turn(Impl& impl) : impl_(&impl) {}
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+    Turn(Turn&&) = delete;
+    Turn& operator=(Turn&&) = delete;
+    ~Turn() { impl_->give_turn(); }
+
+   private:
+    Impl* impl_;
+  };
+
   asio::io_context& io;
   Router& router;
   const HttpLimits limits;
@@ -86,6 +108,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::size_t open = 0;
   bool stopped = false;
+  UploadTurns turns;
 
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
   // Answers 503 to a connection past max_connections, without waiting, and closes it.
@@ -95,7 +118,46 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   [[nodiscard]] std::optional<http::response<http::string_body>> refusal_for(
       const boost::system::error_code& error, unsigned version) const;
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
+  // Resolves an answer that needs the store read first (ApiResponse::read) on a reader;
+  // false once the server has stopped meanwhile (nothing more is answered).
+  awaitable<bool> read_first(ApiResponse& answer);
+  // Waits for the upload turn (UploadTurns); resumes holding it.
+  awaitable<void> take_turn();
+  void give_turn();
 };
+
+awaitable<bool> HttpServer::Impl::read_first(ApiResponse& answer) {
+  if (!answer.read) co_return true;
+  // Read on a reader's connection while the io thread goes on; answered here.
+  std::function<ApiResponse()> then;
+  const auto read = std::move(answer.read);
+  co_await read_on(*router.readers(), [&](Store& store) { then = read->read(store); });
+  if (stopped) co_return false;
+  answer = then();
+  co_return true;
+}
+
+awaitable<void> HttpServer::Impl::take_turn() {
+  if (!turns.taken) {
+    turns.taken = true;
+    co_return;
+  }
+  auto wake = std::make_shared<asio::steady_timer>(io, asio::steady_timer::time_point::max());
+  turns.waiting.push_back(wake);
+  boost::system::error_code ignored;
+  co_await wake->async_wait(asio::redirect_error(use_awaitable, ignored));
+  // Handed over by give_turn(), which left `taken` set; or woken by stop().
+}
+
+void HttpServer::Impl::give_turn() {
+  if (stopped || turns.waiting.empty()) {
+    turns.taken = false;
+    return;
+  }
+  const auto next = std::move(turns.waiting.front());
+  turns.waiting.pop_front();
+  next->cancel();
+}
 
 HttpServer::HttpServer(asio::io_context& io, Router& router, const HttpLimits& limits)
     : impl_(std::make_shared<Impl>(io, router, limits)) {}
@@ -127,8 +189,15 @@ void HttpServer::stop() {
   }
   impl_->connections.clear();
   impl_->router.watchers().notify();  // parked event streams see `stopped` and end
+  // Uploads waiting for their turn see `stopped` and close.
+  for (const auto& waiting : impl_->turns.waiting) waiting->cancel();
+  impl_->turns.waiting.clear();
   // Uploads being read end now; their sessions resume, see `stopped` and close.
   impl_->processes.stop();
+}
+
+std::size_t HttpServer::uploads_waiting() const {
+  return impl_ ? impl_->turns.waiting.size() : 0;
 }
 
 awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
@@ -270,14 +339,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     stream->expires_never();
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
-    if (answer.read) {
-      // Read on a reader's connection while the io thread goes on; answered here.
-      std::function<ApiResponse()> then;
-      const auto read = std::move(answer.read);
-      co_await read_on(*router.readers(), [&](Store& store) { then = read->read(store); });
-      if (stopped) break;
-      answer = then();
-    }
+    if (!co_await read_first(answer)) break;
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
       // reading slot is held here, and given back on this thread, as is the upload's place
@@ -292,7 +354,14 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       slot.reset();
       on_its_way.reset();
       if (stopped) break;
+      std::optional<Turn> turn;
+      if (router.readers() != nullptr) {
+        co_await take_turn();
+        turn.emplace(*this);
+        if (stopped) break;
+      }
       answer = router.finish_upload(who, std::move(*read));
+      if (!co_await read_first(answer)) break;
     }
     if (answer.promise_hold) {
       // Accepted and committed: the 202 waits for the uploads that come with it, so that

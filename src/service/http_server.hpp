@@ -60,6 +60,10 @@ class HttpServer {
   // Stops accepting and closes every connection.
   void stop();
 
+  // Uploads read whole and waiting for their turn to pass the door while another's commit
+  // is out on a reader (with readers only). On the io thread.
+  [[nodiscard]] std::size_t uploads_waiting() const;
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;

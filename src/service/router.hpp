@@ -6,8 +6,10 @@
 // The routes live in routes/*.cpp, one family each, the upload use case in uploads.cpp, the
 // keys in auth.cpp; the router picks by path and method and checks who may call what.
 //
-// Two answers need the transport's help. An upload's body is read on a worker thread
-// (read_upload, for `document`) and answered by finish_upload(). The live events
+// Three answers need the transport's help. An upload's body is read on a worker thread
+// (read_upload, for `document`) and answered by finish_upload(). With readers (a server
+// database's), an answer that needs the store (a job view, a list, a result, an upload's
+// commit) comes back as a StoreRead for a reader, then is made on the io thread. The live events
 // (GET /v1/jobs/{id}/events) are a response the transport streams: handle() answers with an
 // EventStream, and the transport renders job_event() each time the router's watchers are
 // woken (on every committed change and every upload).
@@ -65,7 +67,9 @@ class Router {
 
   // The answer to an upload once its body was read (read_upload), or failed to be read: the
   // 202, a refusal, or a PromiseHold (RouterConfig::promise_window) while other uploads are
-  // on their way. The caller has let go of this one's upload_on_its_way() token.
+  // on their way. The caller has let go of this one's upload_on_its_way() token. With
+  // readers, the answer is the commit to make (ApiResponse::read): until it is made, the
+  // caller lets no other upload reach finish_upload().
   ApiResponse finish_upload(const Upload& upload, UploadRead read);
   // For an upload (POST /v1/jobs) admitted by its headers: a token that counts it among the
   // uploads on their way until the transport lets go of it, once its body has been read

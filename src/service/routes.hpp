@@ -75,6 +75,8 @@ struct RouteContext {
 // function it returns runs on the io thread, and may.
 using ReadThen = std::function<ApiResponse()>;
 [[nodiscard]] ApiResponse with_store(RouteContext& context, std::function<ReadThen(Store&)> read);
+// What a read returns when its answer needs nothing more of the io thread.
+[[nodiscard]] ReadThen at_once(ApiResponse response);
 
 // The job object of the API, with its position and ETA now.
 [[nodiscard]] boost::json::object job_object(const RouteContext& context, const JobView& job);

@@ -1,8 +1,8 @@
 // StoreReaders: threads with a store connection of their own each, on which the transport
-// runs the reads of job views, lists, results and live events when the store is a server's
-// (PostgreSQL). A read there is a round trip of a fraction of a millisecond to milliseconds;
-// made on the io thread, every other request, upload and provider answer would wait for it.
-// Here the io thread hands the read over and goes on; the answer is made back on it
+// runs the reads of job views, lists, results and live events, and uploads' commits, when
+// the store is a server's (PostgreSQL). A read there is a round trip of a fraction of a millisecond
+// to milliseconds; made on the io thread, every other request, upload and provider answer would
+// wait for it. Here the io thread hands the read over and goes on; the answer is made back on it
 // (ApiResponse::read, HttpServer, stream_events). On SQLite a read takes microseconds and
 // there are no readers: the routes read in place.
 //

@@ -136,10 +136,22 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
     ++context.door_refusals[std::string(refusal_reason(decision))];
     return response_for(*refusal);
   }
-  job.promised_eta_s = std::get<DoorAccepted>(decision).estimate.eta_seconds;
-  auto enqueued = context.store.enqueue_job(job);
-  if (!enqueued.ok()) return response_for(answer_for(enqueued.status()));
-  return committed(context, enqueued.value(), upload.weight, *job.promised_eta_s, others_reading);
+  const double door_eta_s = std::get<DoorAccepted>(decision).estimate.eta_seconds;
+  job.promised_eta_s = door_eta_s;
+  // The commit, on a reader's connection when there are readers (the transport lets one
+  // upload at a time between its door and its lane, so that the door never misses a job
+  // being committed); then the lane, on the io thread.
+  return with_store(context,
+                    [&context, job = std::move(job), weight = upload.weight, door_eta_s,
+                     others_reading](Store& store) -> ReadThen {
+                      auto enqueued = store.enqueue_job(job);
+                      if (!enqueued.ok())
+                        return at_once(response_for(answer_for(enqueued.status())));
+                      return [&context, enqueued = std::move(enqueued).value(), weight, door_eta_s,
+                              others_reading] {
+                        return committed(context, enqueued, weight, door_eta_s, others_reading);
+                      };
+                    });
 }
 
 }  // namespace

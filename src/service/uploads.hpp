@@ -9,7 +9,8 @@
 //   read_upload()           on the worker: a multipart part, a PDF's pages (poppler, in the
 //                           reader's child), or the pages of a JSON body;
 //   finish_upload()         back on the io thread: the limits on pages, the door for the whole
-//                           job, the commit, the dispatcher.
+//                           job, the commit (on a reader, with readers: ApiResponse::read),
+//                           the dispatcher.
 //
 // Thread safety: read_upload() and read_document() on any thread; the rest on the io thread.
 #pragma once
@@ -96,7 +97,9 @@ class ReadSlots {
 // promise window (RouterConfig::promise_window) and `others_reading` uploads still being
 // read (they come with it), an accepted upload's answer is a PromiseHold instead: the job is
 // committed and in its lane, and its 202 waits for close_promise(). Alone, it is answered at
-// once: its promise has nothing to wait for.
+// once: its promise has nothing to wait for. With readers (RouterConfig::readers) the answer
+// is the commit to make on a reader, and the caller must not let another upload pass the
+// door (finish_upload) until that commit's answer has been made on the io thread.
 [[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,
                                         UploadRead read, std::size_t others_reading = 0);
 

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "service/http_server.hpp"
 #include "service/router.hpp"
 #include "service/store_readers.hpp"
+#include "service/uploads.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/store.hpp"
 
@@ -68,8 +70,57 @@ class CountedStore final : public ForwardingStore {
     ++key_reads;
     return ForwardingStore::find_user_by_key(key);
   }
+  Result<fairlane::EnqueuedJob> enqueue_job(const fairlane::JobRequest& request) override {
+    ++commits;
+    return ForwardingStore::enqueue_job(request);
+  }
   std::atomic<int> job_reads = 0;
   std::atomic<int> key_reads = 0;
+  std::atomic<int> commits = 0;
+};
+
+// Commits on readers' connections, the first held until the test lets it go; counts how
+// many were under way at once.
+struct CommitGate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int entered = 0;
+  int active = 0;
+  int most_at_once = 0;
+  bool released = false;
+
+  bool wait_entered(int n) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, 20s, [&] { return entered >= n; });
+  }
+  void release() {
+    const std::lock_guard lock(mutex);
+    released = true;
+    changed.notify_all();
+  }
+};
+
+class HeldCommits final : public ForwardingStore {
+ public:
+  HeldCommits(std::unique_ptr<Store> inner, CommitGate& gate)
+      : ForwardingStore(std::move(inner)), gate_(gate) {}
+  Result<fairlane::EnqueuedJob> enqueue_job(const fairlane::JobRequest& request) override {
+    {
+      std::unique_lock lock(gate_.mutex);
+      ++gate_.entered;
+      ++gate_.active;
+      gate_.most_at_once = std::max(gate_.most_at_once, gate_.active);
+      gate_.changed.notify_all();
+      gate_.changed.wait_for(lock, 20s, [this] { return gate_.released; });
+    }
+    auto enqueued = ForwardingStore::enqueue_job(request);
+    const std::lock_guard lock(gate_.mutex);
+    --gate_.active;
+    return enqueued;
+  }
+
+ private:
+  CommitGate& gate_;
 };
 
 // A reader's store whose job_of waits until the test lets it go, and says when it began.
@@ -116,7 +167,9 @@ struct Rig {
     auto added = store->add_user("alice");
     REQUIRE(added.ok());
     alice = added->key;
+    alice_id = added->user.id;
     job = fairlane::testing::enqueue(*store, added->user.id, 3, "book.pdf");
+    counted->commits = 0;  // what the tests count starts here
     config_ = std::move(config);
   }
 
@@ -142,6 +195,7 @@ struct Rig {
   SilentProvider provider;
   std::unique_ptr<Dispatcher> dispatcher;
   std::string alice;
+  UserId alice_id = 0;
   fairlane::EnqueuedJob job;
   RouterConfig config_;
   std::unique_ptr<Router> router_;
@@ -301,4 +355,102 @@ TEST_CASE("Without key_memory every request asks the store for its key") {
   CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
   CHECK(rig.send("/v1/jobs", rig.alice).status == 200);
   CHECK(rig.counted->key_reads == 2);
+}
+
+TEST_CASE(
+    "With readers, an upload is committed on a reader and joins its lane back on the io "
+    "thread") {
+  Rig rig;
+  const std::unique_ptr<Store> reader = rig.connection();
+  std::vector<std::unique_ptr<Store>> one;
+  one.push_back(rig.connection());
+  StoreReaders readers(std::move(one));
+  Router& router = rig.router(&readers);
+  ApiRequest request{
+      "POST",
+      "/v1/jobs",
+      {{"Authorization", "Bearer " + rig.alice}, {"Content-Type", "application/json"}},
+      R"({"name": "notes", "pages": ["one", "two"]})"};
+  ApiResponse begun = router.handle(std::move(request));
+  REQUIRE(begun.document.has_value());
+  const fairlane::service::Upload who = begun.document->upload;
+  const ApiResponse commit =
+      router.finish_upload(who, fairlane::service::read_upload(std::move(*begun.document)));
+  // Past the door, not committed: the commit is the reader's to make.
+  REQUIRE(commit.read != nullptr);
+  CHECK(rig.counted->commits == 0);
+  const auto then = commit.read->read(*reader);
+  CHECK(rig.counted->commits == 0);
+  CHECK(rig.dispatcher->scheduler().size() == 0);
+  const ApiResponse accepted = then();
+  CHECK(accepted.status == 202);
+  CHECK(rig.dispatcher->scheduler().size() == 2);
+  const auto view =
+      rig.store->job_of(std::string(body(accepted).at("id").as_string()), rig.alice_id);
+  REQUIRE(view.ok());
+  CHECK(view->pages.total == 2);
+}
+
+TEST_CASE(
+    "With readers, the next upload passes the door only once the one before has joined "
+    "its lane, and the io thread serves meanwhile") {
+  Rig rig;
+  CommitGate gate;
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < 2; ++i)
+    stores.push_back(std::make_unique<HeldCommits>(rig.connection(), gate));
+  StoreReaders readers(std::move(stores));
+  Router& router = rig.router(&readers);
+  fairlane::service::HttpServer server(rig.io, router);
+  const auto port = server.listen("127.0.0.1", 0);
+  REQUIRE(port.ok());
+  auto work = boost::asio::make_work_guard(rig.io);
+  std::thread loop([&] { rig.io.run(); });
+  const std::string base = "http://127.0.0.1:" + std::to_string(port.value());
+  const auto upload = [&](const std::string& name, Result<fairlane::cli::HttpReply>& reply) {
+    return std::thread([&reply, &base, &rig, name] {
+      fairlane::cli::HttpClient client(base, rig.alice, 30s);
+      reply = client.post("/v1/jobs", "application/json",
+                          R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
+    });
+  };
+  // How many uploads wait for their turn, asked on the io thread; waits (bounded) for `n`.
+  const auto wait_waiting = [&](std::size_t n) {
+    for (int i = 0; i < 2'000; ++i) {
+      std::promise<std::size_t> seen;
+      boost::asio::post(rig.io, [&] { seen.set_value(server.uploads_waiting()); });
+      if (seen.get_future().get() == n) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  };
+
+  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  std::thread one = upload("first", first);
+  const bool first_held = gate.wait_entered(1);
+  std::thread two = upload("second", second);
+  const bool second_waits = wait_waiting(1);
+  fairlane::cli::HttpClient other(base, rig.alice, 10s);
+  const auto health = other.get("/healthz");
+  gate.release();
+  one.join();
+  two.join();
+  work.reset();
+  rig.io.stop();
+  loop.join();
+
+  CHECK(first_held);
+  CHECK(second_waits);
+  REQUIRE(health.ok());
+  CHECK(health->status == 200);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(first->status == 202);
+  CHECK(second->status == 202);
+  CHECK(gate.entered == 2);
+  CHECK(gate.most_at_once == 1);
+  CHECK(rig.counted->commits == 0);
+  // Both joined the lane: the rig's own job is the store's only.
+  CHECK(rig.dispatcher->scheduler().size() == 6);
 }

@@ -20,6 +20,10 @@ ApiResponse with_store(RouteContext& context, std::function<ReadThen(Store&)> re
   return deferred;
 }
 
+ReadThen at_once(ApiResponse response) {
+  return [response = std::move(response)] { return response; };
+}
+
 json::object job_object(const RouteContext& context, const JobView& job) {
   const Estimator& estimator = context.dispatcher.estimator();
   return job_json(job, estimator.job(job.user_id, job.id), estimator.avg_latency_s());
@@ -101,11 +105,6 @@ ApiResponse result(Store& store, const JobView& job) {
                                          {"pages", std::move(pages)}});
 }
 
-// An answer that needs nothing more on the io thread.
-ReadThen answer(ApiResponse response) {
-  return [response = std::move(response)] { return response; };
-}
-
 }  // namespace
 
 ApiResponse list_jobs(RouteContext& context, const User& user,
@@ -122,7 +121,7 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
       context, [&context, user_id = user.id, limit, cursor](Store& store) -> ReadThen {
         auto list = store.jobs_of(user_id, limit,
                                   cursor ? std::optional<std::string_view>(*cursor) : std::nullopt);
-        if (!list.ok()) return answer(response_for(answer_for(list.status())));
+        if (!list.ok()) return at_once(response_for(answer_for(list.status())));
         return [&context, list = std::move(list).value()] {
           json::array jobs;
           for (const JobView& job : list.jobs) jobs.push_back(job_object(context, job));
@@ -150,12 +149,12 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
         auto job = store.job_of(public_id, user.id);
         if (!job.ok()) {
           if (job.status().code() == StatusCode::not_found) {
-            return answer(
+            return at_once(
                 error_response(404, "not_found", fmt::format("you have no job {}", public_id)));
           }
-          return answer(response_for(answer_for(job.status())));
+          return at_once(response_for(answer_for(job.status())));
         }
-        if (tail == "result") return answer(result(store, job.value()));
+        if (tail == "result") return at_once(result(store, job.value()));
         return [&context, user, method, tail, job = std::move(job).value()] {
           if (tail == "events") return events(context, user, job);
           if (method == "DELETE") return cancel(context, user, job);
