@@ -138,14 +138,19 @@ int serve(const ServeOptions& o) {
   fairlane::ClusterStore* cluster = store.value()->cluster();
   // A server database's commits take milliseconds: they go on a connection and a thread of
   // their own, off the io thread (Dispatcher, CommitThread).
+  // So are the reads of a page's text for its call, on a third.
   std::unique_ptr<fairlane::Store> commit_store;
+  std::unique_ptr<fairlane::Store> page_store;
   if (cluster != nullptr) {
     auto second = fairlane::Store::open(o.db, store_options);
     if (!second.ok()) return fail(second.status().message());
     commit_store = std::move(second).value();
+    auto third = fairlane::Store::open(o.db, store_options);
+    if (!third.ok()) return fail(third.status().message());
+    page_store = std::move(third).value();
   }
   fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config,
-                                           std::move(commit_store));
+                                           std::move(commit_store), std::move(page_store));
   fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
   if (cluster == nullptr) {
     membership.leader = membership.instance;

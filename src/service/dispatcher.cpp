@@ -4,6 +4,7 @@
 #include "fairlane/store/cluster.hpp"
 #include "provider/listen.hpp"
 #include "service/commit_thread.hpp"
+#include "service/store_readers.hpp"
 
 #include <fmt/format.h>
 
@@ -22,6 +23,12 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::awaitable;
+
+std::vector<std::unique_ptr<Store>> one_store(std::unique_ptr<Store> store) {
+  std::vector<std::unique_ptr<Store>> stores;
+  stores.push_back(std::move(store));
+  return stores;
+}
 using asio::use_awaitable;
 
 // Reports, rather than swallows, an exception that ends a coroutine.
@@ -115,10 +122,11 @@ struct BatchOut {
 
 struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& context, Store& s, Provider& p, DispatcherConfig c,
-       CommitThread* commit_thread)
+       CommitThread* commit_thread, StoreReaders* pages_reader)
       : io(context),
         store(s),
         committer(commit_thread),
+        page_reader(pages_reader),
         provider(p),
         config(std::move(c)),
         budget(clock, config.limits),
@@ -134,7 +142,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   asio::io_context& io;
   Store& store;
-  CommitThread* committer;  // null: batches commit on the io thread, with `store`
+  CommitThread* committer;    // null: batches commit on the io thread, with `store`
+  StoreReaders* page_reader;  // null: a page's text is read on the io thread, from `store`
   Provider& provider;
   const DispatcherConfig config;
   SteadyClock clock;
@@ -268,6 +277,15 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
     end();
     co_return;
   }
+  // Its text (or image), on a connection of its own where there is one (a server database's).
+  Result<PageCall> page_call = Status(StatusCode::internal, "not read");
+  if (page_reader != nullptr) {
+    co_await read_on(*page_reader,
+                     [&](Store& pages) { page_call = pages.page_call(page.page_id); });
+    if (dead) co_return;
+  } else {
+    page_call = store.page_call(page.page_id);
+  }
   if (stopping || !policy.may_call()) {
     // A 429 or a stop came while this dispatch was being committed: the call has not been
     // made, so the page goes back without spending anything but the request.
@@ -280,7 +298,6 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
   if (const auto waited = policy.first_call_wait(page.page_id)) {
     counters.queue_wait_seconds.observe(std::chrono::duration<double>(*waited).count());
   }
-  auto page_call = store.page_call(page.page_id);
   if (!page_call.ok()) {
     record(page, call,
            policy.could_not_call(
@@ -516,9 +533,13 @@ void Dispatcher::Impl::finish_stop() {
 }
 
 Dispatcher::Dispatcher(asio::io_context& io, Store& store, Provider& provider,
-                       DispatcherConfig config, std::unique_ptr<Store> commit_store)
+                       DispatcherConfig config, std::unique_ptr<Store> commit_store,
+                       std::unique_ptr<Store> page_store)
     : committer_(commit_store ? std::make_unique<CommitThread>(std::move(commit_store)) : nullptr),
-      impl_(std::make_shared<Impl>(io, store, provider, std::move(config), committer_.get())) {}
+      page_reader_(page_store ? std::make_unique<StoreReaders>(one_store(std::move(page_store)))
+                              : nullptr),
+      impl_(std::make_shared<Impl>(io, store, provider, std::move(config), committer_.get(),
+                                   page_reader_.get())) {}
 
 // Asio's cancel() throws only when the reactor itself fails: std::terminate is right then.
 // NOLINTNEXTLINE(bugprone-exception-escape)
@@ -604,7 +625,8 @@ Status Dispatcher::start() {
 
 void Dispatcher::replace() {
   Impl& old = *impl_;
-  auto fresh = std::make_shared<Impl>(old.io, old.store, old.provider, old.config, old.committer);
+  auto fresh = std::make_shared<Impl>(old.io, old.store, old.provider, old.config, old.committer,
+                                      old.page_reader);
   fresh->counters = old.counters;
   fresh->job_changed = std::move(old.job_changed);
   fresh->deposed = std::move(old.deposed);

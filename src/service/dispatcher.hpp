@@ -50,6 +50,7 @@ class io_context;
 namespace fairlane::service {
 
 class CommitThread;
+class StoreReaders;
 
 // The policy's settings (max_attempts ... call_timeout, seed) are passed on to it.
 struct DispatcherConfig {
@@ -101,9 +102,11 @@ class Dispatcher {
   // With `commit_store` (a second connection to the same database), the group commit's
   // batches are committed on a thread of their own (CommitThread) instead of on the io
   // thread, which goes on meanwhile: what a server database (PostgreSQL) needs; an embedded
-  // one (SQLite) commits in microseconds and goes without.
+  // one (SQLite) commits in microseconds and goes without. With `page_store` (a third), a
+  // page's text is read for its call there, on a thread of its own, for the same reason.
   Dispatcher(boost::asio::io_context& io, Store& store, Provider& provider, DispatcherConfig config,
-             std::unique_ptr<Store> commit_store = nullptr);
+             std::unique_ptr<Store> commit_store = nullptr,
+             std::unique_ptr<Store> page_store = nullptr);
   // NOLINTNEXTLINE(bugprone-exception-escape): see the definition
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
@@ -197,6 +200,8 @@ class Dispatcher {
   void replace();
   // Where batches commit when not on the io thread; before impl_, so it outlives its use.
   std::unique_ptr<CommitThread> committer_;
+  // Where a page's text is read for its call when not on the io thread; the same.
+  std::unique_ptr<StoreReaders> page_reader_;
   // Shared with the loop's and the calls' coroutines, which may outlive the dispatcher.
   std::shared_ptr<Impl> impl_;
 };

@@ -51,8 +51,10 @@ struct Instance {
     client.base_url = "http://127.0.0.1:" + std::to_string(port);
     client.max_connections = kCap;
     provider = std::move(fairlane::make_curl_provider(io, client)).value();
-    // As `fairlane serve` on PostgreSQL: batches commit on a connection of their own.
-    dispatcher = std::make_unique<Dispatcher>(io, *store, *provider, config(), home.open());
+    // As `fairlane serve` on PostgreSQL: batches commit, and pages' texts are read, on
+    // connections of their own.
+    dispatcher =
+        std::make_unique<Dispatcher>(io, *store, *provider, config(), home.open(), home.open());
     fairlane::service::RouterConfig router_config;
     router_config.membership = &membership;
     membership.instance = name;

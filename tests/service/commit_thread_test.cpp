@@ -83,6 +83,33 @@ class GatedStore final : public fairlane::testing::ForwardingStore {
   std::set<std::thread::id> threads_;
 };
 
+// Counts the page texts read from it, and on which threads.
+class PageReads final : public fairlane::testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  fairlane::Result<fairlane::PageCall> page_call(fairlane::PageId page) override {
+    {
+      const std::lock_guard lock(mutex_);
+      ++reads_;
+      threads_.insert(std::this_thread::get_id());
+    }
+    return ForwardingStore::page_call(page);
+  }
+  int reads() {
+    const std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  std::set<std::thread::id> threads() {
+    const std::lock_guard lock(mutex_);
+    return threads_;
+  }
+
+ private:
+  std::mutex mutex_;
+  int reads_ = 0;
+  std::set<std::thread::id> threads_;
+};
+
 // Opens the gate when it goes, so that a failed check never leaves a batch held forever.
 struct OpenAtExit {
   GatedStore& gate;
@@ -239,4 +266,36 @@ TEST_CASE("A cancel while a batch is out waits for it, and is committed when it 
   CHECK(view.state == JobState::cancelled);
   CHECK(view.pages.done + view.pages.cancelled == 20);
   CHECK(view.pages.done == rig.stand_in_count("ok"));
+}
+
+TEST_CASE(
+    "With a page store, each page's text is read there, off the io thread, never from the "
+    "io thread's store") {
+  Rig rig;
+  rig.gate->open();
+  auto main = std::make_unique<PageReads>(open_store(rig.dir.file("commits.db")));
+  auto pages = std::make_unique<PageReads>(open_store(rig.dir.file("commits.db")));
+  PageReads& on_io = *main;
+  PageReads& off_io = *pages;
+  DispatcherConfig config;
+  config.limits = {.requests_per_minute = 6'000, .tokens_per_minute = 600'000, .max_in_flight = 4};
+  Dispatcher dispatcher(rig.io, on_io, *rig.provider, config, nullptr, std::move(pages));
+  const auto job = fairlane::testing::enqueue(on_io, rig.user, 6);
+  REQUIRE(dispatcher.start().ok());
+  REQUIRE(rig.run_until([&] { return fairlane::testing::job_ended(on_io, job.job.id); }));
+  const auto view = fairlane::testing::job_view(on_io, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 6);
+  const auto results = on_io.results(job.job.id).value();
+  REQUIRE(results.size() == 6);
+  CHECK(results[0].output == "page 1");
+  CHECK(results[5].output == "page 6");
+  CHECK(on_io.reads() == 0);
+  CHECK(off_io.reads() == 6);
+  const auto threads = off_io.threads();
+  CHECK(threads.size() == 1);
+  CHECK(threads.count(std::this_thread::get_id()) == 0);
+  bool stopped = false;
+  dispatcher.stop(1s, [&](const fairlane::Status&) { stopped = true; });
+  CHECK(rig.run_until([&] { return stopped; }, 5s));
 }
