@@ -94,3 +94,23 @@ TEST_CASE("Lab: fairlane's books against the ETA the door promised them") {
   CHECK(md.find("late against the promise p50 / p90 / max | later than promise + 10% |") !=
         std::string::npos);
 }
+
+TEST_CASE("Lab: a book's time as the service measured it wins over the lab's own") {
+  LabConfig config;
+  config.ramp = {1, 2};
+  config.pages_per_book = 1;
+  CaseResult r;
+  r.which = Case::fairlane;
+  // Seen ending 12 s after the upload (+20% of 10 s), but the service says 9 s from its
+  // created_at to its finished_at (-10%): the lab's polls and the body's trip do not count.
+  // The other book has no time of the service's and is measured here: 4 s of 4 (0%).
+  r.books = {book(0, 1, 0, {{Fate::done, 12.0, 10}}), book(1, 2, 1, {{Fate::done, 5.0, 10}})};
+  r.books[0].eta_s = 10.0;
+  r.books[0].served_s = 9.0;
+  r.books[1].eta_s = 4.0;
+  CHECK(r.books[0].taken_s() == doctest::Approx(9.0));
+  CHECK(r.books[1].taken_s() == doctest::Approx(4.0));
+  const std::string md = markdown({r}, config);
+  INFO(md);
+  CHECK(md.find("| -10.0% / 0.0% / 0.0% | 0 of 2 (0.0%) |") != std::string::npos);
+}

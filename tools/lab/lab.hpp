@@ -85,6 +85,9 @@ struct BookRecord {
   int users_at_upload = 0;  // how many users the ramp had reached
   double uploaded_s = 0;
   std::optional<double> eta_s;  // fairlane's promise at acceptance (case 4)
+  // Case 4: from the job's created_at to its finished_at, on the service's clock (the promise,
+  // eta_s, is promised_eta_at - created_at on the same clock); empty: measured here instead.
+  std::optional<double> served_s;
   // The wait fairlane's door estimated when it said busy (case 4).
   std::optional<double> refused_wait_s;
   std::vector<PageRecord> pages;
@@ -92,6 +95,8 @@ struct BookRecord {
   [[nodiscard]] bool clean() const;                        // every page done
   [[nodiscard]] bool refused() const;                      // the door said busy
   [[nodiscard]] std::optional<double> finished_s() const;  // when its last page ended, if all did
+  // From its upload to its last page: served_s when the service said, else measured here.
+  [[nodiscard]] std::optional<double> taken_s() const;
 };
 
 struct FirstFailure {

@@ -31,9 +31,9 @@ std::string signed_percent_or_dash(std::optional<double> fraction) {
 std::vector<double> lateness(const CaseResult& r) {
   std::vector<double> out;
   for (const BookRecord& book : r.books) {
-    const auto finished = book.finished_s();
-    if (book.refused() || !book.eta_s || *book.eta_s <= 0 || !finished) continue;
-    out.push_back((*finished - book.uploaded_s - *book.eta_s) / *book.eta_s);
+    const auto taken = book.taken_s();
+    if (book.refused() || !book.eta_s || *book.eta_s <= 0 || !taken) continue;
+    out.push_back((*taken - *book.eta_s) / *book.eta_s);
   }
   return out;
 }
@@ -101,6 +101,13 @@ std::optional<double> BookRecord::finished_s() const {
     last = std::max(last, p.ended_s);
   }
   return last;
+}
+
+std::optional<double> BookRecord::taken_s() const {
+  if (served_s) return served_s;
+  const auto finished = finished_s();
+  if (!finished) return std::nullopt;
+  return *finished - uploaded_s;
 }
 
 std::optional<double> quantile(std::vector<double> values, double p) {
@@ -212,9 +219,7 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
         }
         ++accepted;
         if (book.eta_s) promised.push_back(*book.eta_s);
-        if (book.eta_s && book.finished_s()) {
-          late.push_back(*book.finished_s() - book.uploaded_s - *book.eta_s);
-        }
+        if (book.eta_s && book.taken_s()) late.push_back(*book.taken_s() - *book.eta_s);
       }
       out += fmt::format(
           " The door accepted {} books (the longest ETA it promised: {}) and said busy to {} "

@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <future>
@@ -43,6 +44,34 @@ struct Job {
   std::int64_t failed = 0;
   bool ended = false;
 };
+
+// Seconds since the epoch of a time as the API writes it ("2026-12-03T19:04:05.123Z").
+std::optional<double> epoch_s(const json::object& job, std::string_view field) {
+  const auto* value = job.if_contains(field);
+  if (value == nullptr || !value->is_string()) return std::nullopt;
+  const std::string text(value->as_string());
+  int year = 0;
+  unsigned month = 0, day = 0;
+  int hour = 0, minute = 0, second = 0, ms = 0;
+  // NOLINTNEXTLINE(cert-err34-c): every field is checked by the count of those read
+  if (std::sscanf(text.c_str(), "%d-%u-%uT%d:%d:%d.%dZ", &year, &month, &day, &hour, &minute,
+                  &second, &ms) != 7) {
+    return std::nullopt;
+  }
+  const std::chrono::sys_days date{std::chrono::year{year} / std::chrono::month{month} /
+                                   std::chrono::day{day}};
+  const auto t = date + std::chrono::hours{hour} + std::chrono::minutes{minute} +
+                 std::chrono::seconds{second} + std::chrono::milliseconds{ms};
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// `to` - `from` of a job object's two times, when it has both.
+std::optional<double> between(const json::object& job, std::string_view from, std::string_view to) {
+  const auto a = epoch_s(job, from);
+  const auto b = epoch_s(job, to);
+  if (!a || !b) return std::nullopt;
+  return *b - *a;
+}
 
 }  // namespace
 
@@ -209,7 +238,11 @@ CaseResult run_fairlane(const LabConfig& config) {
         const double at = s.answered_s;
         if (reply.ok() && reply->status == 202) {
           const auto job = json::parse(reply->body).as_object();
-          if (const auto* eta = job.if_contains("eta_seconds"); eta && eta->is_number()) {
+          // The promise as the service keeps it (promised_eta_at, on its own clock), else
+          // the ETA the 202 gave.
+          book.eta_s = between(job, "created_at", "promised_eta_at");
+          if (const auto* eta = job.if_contains("eta_seconds");
+              !book.eta_s && eta && eta->is_number()) {
             book.eta_s = eta->to_number<double>();
           }
           jobs.push_back(Job{result.books.size(), std::string(job.at("id").as_string()), user});
@@ -260,6 +293,7 @@ CaseResult run_fairlane(const LabConfig& config) {
       job.failed = failed;
       const std::string state(view.at("state").as_string());
       job.ended = state == "done" || state == "failed" || state == "cancelled";
+      if (job.ended) book.served_s = between(view, "created_at", "finished_at");
       open = open || !job.ended;
     }
     if (step >= config.ramp.size() && !open) break;
