@@ -50,6 +50,7 @@ class HttpServer {
  public:
   // `router` must outlive the server's connections.
   HttpServer(boost::asio::io_context& io, Router& router, const HttpLimits& limits = {});
+  // NOLINTNEXTLINE(bugprone-exception-escape): see the definition
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
