@@ -245,24 +245,44 @@ TEST_CASE(
   CHECK(lead_b.takeovers() == 1);
 }
 
+namespace {
+
+// Two instances on one database: a leads (its Leadership started, its loop not yet run), b
+// follows; alice's book of 8 pages and bob's notes of 4 are queued, and a holds all twelve.
+struct BookAndNotes {
+  explicit BookAndNotes(fairlane::testing::StoreHome& home)
+      : a(cluster.io, home, cluster.port, "a"),
+        b(cluster.io, home, cluster.port, "b"),
+        lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+               fairlane::service::LeadershipConfig{.instance = "a", .lease = 60'000ms}),
+        alice(a.store->add_user("alice")->user.id),
+        bob(a.store->add_user("bob")->user.id),
+        book(enqueue(*a.store, alice, 8, "book")),
+        notes(enqueue(*a.store, bob, 4, "notes")) {
+    REQUIRE(lead_a.start().ok());
+    REQUIRE(a.membership.leading);
+    REQUIRE(b.dispatcher->follow().ok());
+  }
+
+  Cluster cluster;
+  Instance a;
+  Instance b;
+  fairlane::service::Leadership lead_a;
+  fairlane::UserId alice;
+  fairlane::UserId bob;
+  fairlane::EnqueuedJob book;
+  fairlane::EnqueuedJob notes;
+};
+
+}  // namespace
+
 TEST_CASE(
     "PostgreSQL: Leadership: a cancel written on a follower leaves the leader's lanes when the "
     "leader is notified, with nothing dispatched or written") {
   auto home = postgresql();
   if (!home) return;
-  Cluster cluster;
-  Instance a(cluster.io, *home, cluster.port, "a");
-  Instance b(cluster.io, *home, cluster.port, "b");
-  const auto alice = a.store->add_user("alice")->user.id;
-  const auto bob = a.store->add_user("bob")->user.id;
-  const auto book = enqueue(*a.store, alice, 8, "book");
-  const auto notes = enqueue(*a.store, bob, 4, "notes");
-  const fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 60'000ms};
-  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
-                                       lease);
-  REQUIRE(lead_a.start().ok());
-  REQUIRE(a.membership.leading);
-  REQUIRE(b.dispatcher->follow().ok());
+  BookAndNotes two(*home);
+  auto& [cluster, a, b, lead_a, alice, bob, book, notes] = two;
   // (The loop has not run: the leader has dispatched nothing, all twelve are queued.)
   REQUIRE(a.dispatcher->scheduler().size() == 12);
   // A new job of bob's would wait behind his four pages and the book's turns between them.
@@ -317,19 +337,8 @@ TEST_CASE(
     "down leaves the leader's lanes at the resync") {
   auto home = postgresql();
   if (!home) return;
-  Cluster cluster;
-  Instance a(cluster.io, *home, cluster.port, "a");
-  Instance b(cluster.io, *home, cluster.port, "b");
-  const auto alice = a.store->add_user("alice")->user.id;
-  const auto bob = a.store->add_user("bob")->user.id;
-  const auto book = enqueue(*a.store, alice, 8, "book");
-  const auto notes = enqueue(*a.store, bob, 4, "notes");
-  const fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 60'000ms};
-  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
-                                       lease);
-  REQUIRE(lead_a.start().ok());
-  REQUIRE(a.membership.leading);
-  REQUIRE(b.dispatcher->follow().ok());
+  BookAndNotes two(*home);
+  auto& [cluster, a, b, lead_a, alice, bob, book, notes] = two;
   REQUIRE(a.dispatcher->scheduler().size() == 12);
 
   // The cancel's notification is lost (the leader's listening connection was down): only

@@ -13,6 +13,7 @@
 #include "document/pdf_writer.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
+#include "support/silent_provider.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -24,14 +25,9 @@ using fairlane::service::Router;
 using fairlane::service::RouterConfig;
 namespace json = boost::json;
 
-namespace {
+using fairlane::testing::SilentProvider;
 
-// A provider nobody reaches in these tests.
-class SilentProvider final : public fairlane::Provider {
- public:
-  void call(const fairlane::ProviderRequest&, Done) override {}
-  [[nodiscard]] std::size_t in_flight() const override { return 0; }
-};
+namespace {
 
 // JSON pages are read off the io thread, as documents are: done here as the server does,
 // so that a JSON upload is answered at once.

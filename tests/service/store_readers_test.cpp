@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -24,6 +25,7 @@
 #include "service/store_readers.hpp"
 #include "service/uploads.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/silent_provider.hpp"
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
@@ -40,14 +42,9 @@ using fairlane::service::StoreReaders;
 using fairlane::testing::ForwardingStore;
 namespace json = boost::json;
 
-namespace {
+using fairlane::testing::SilentProvider;
 
-// A provider nobody reaches in these tests.
-class SilentProvider final : public fairlane::Provider {
- public:
-  void call(const fairlane::ProviderRequest&, Done) override {}
-  [[nodiscard]] std::size_t in_flight() const override { return 0; }
-};
+namespace {
 
 // The io thread's store: counts the reads the job routes make on it, and the key lookups.
 class CountedStore final : public ForwardingStore {
@@ -205,6 +202,43 @@ json::object body(const ApiResponse& r) {
   return json::parse(r.body).as_object();
 }
 
+// Readers over `count` connections to the rig's database, each made what `wrap` makes of it.
+std::unique_ptr<StoreReaders> readers_of(
+    const Rig& rig, int count,
+    const std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)>& wrap = {}) {
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < count; ++i) {
+    stores.push_back(wrap ? wrap(rig.connection()) : rig.connection());
+  }
+  return std::make_unique<StoreReaders>(std::move(stores));
+}
+
+// A router served on loopback, its io_context run on a thread of its own until stop().
+struct Served {
+  Served(boost::asio::io_context& context, Router& router)
+      : io(context), server(context, router), work(boost::asio::make_work_guard(context)) {
+    const auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    base = "http://127.0.0.1:" + std::to_string(port.value());
+    loop = std::thread([this] { io.run(); });
+  }
+  Served(const Served&) = delete;
+  Served& operator=(const Served&) = delete;
+  ~Served() { stop(); }
+  void stop() {
+    if (!loop.joinable()) return;
+    work.reset();
+    io.stop();
+    loop.join();
+  }
+
+  boost::asio::io_context& io;
+  fairlane::service::HttpServer server;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+  std::thread loop;
+  std::string base;
+};
+
 }  // namespace
 
 TEST_CASE("StoreReaders gives each read a connection of its own, and every read runs") {
@@ -248,10 +282,8 @@ TEST_CASE(
     "thread's store, and answered as without") {
   Rig rig;
   const std::unique_ptr<Store> reader = rig.connection();
-  std::vector<std::unique_ptr<Store>> none;
-  none.push_back(rig.connection());
-  StoreReaders readers(std::move(none));
-  rig.router(&readers);
+  const auto readers = readers_of(rig, 1);
+  rig.router(readers.get());
   const std::string id = rig.job.job.public_id;
 
   // Each answer comes back unread, with the read to make; made on another connection, its
@@ -287,18 +319,15 @@ TEST_CASE(
 
 TEST_CASE("While a job view is read on a reader, the io thread answers other requests") {
   Rig rig;
-  std::vector<std::unique_ptr<Store>> stores;
-  auto held_store = std::make_unique<HeldStore>(rig.connection());
+  HeldStore* held_store = nullptr;
+  const auto readers = readers_of(rig, 1, [&](std::unique_ptr<Store> connection) {
+    auto held = std::make_unique<HeldStore>(std::move(connection));
+    held_store = held.get();
+    return held;
+  });
   HeldStore& held = *held_store;
-  stores.push_back(std::move(held_store));
-  StoreReaders readers(std::move(stores));
-  Router& router = rig.router(&readers);
-  fairlane::service::HttpServer server(rig.io, router);
-  const auto port = server.listen("127.0.0.1", 0);
-  REQUIRE(port.ok());
-  auto work = boost::asio::make_work_guard(rig.io);
-  std::thread loop([&] { rig.io.run(); });
-  const std::string base = "http://127.0.0.1:" + std::to_string(port.value());
+  Served served(rig.io, rig.router(readers.get()));
+  const std::string& base = served.base;
 
   Result<fairlane::cli::HttpReply> view =
       fairlane::Status(fairlane::StatusCode::internal, "unsent");
@@ -313,9 +342,7 @@ TEST_CASE("While a job view is read on a reader, the io thread answers other req
   const auto estimate = other.get("/v1/estimate?pages=5");
   held.release();
   viewer.join();
-  work.reset();
-  rig.io.stop();
-  loop.join();
+  served.stop();
 
   CHECK(entered);
   REQUIRE(health.ok());
@@ -362,10 +389,8 @@ TEST_CASE(
     "thread") {
   Rig rig;
   const std::unique_ptr<Store> reader = rig.connection();
-  std::vector<std::unique_ptr<Store>> one;
-  one.push_back(rig.connection());
-  StoreReaders readers(std::move(one));
-  Router& router = rig.router(&readers);
+  const auto readers = readers_of(rig, 1);
+  Router& router = rig.router(readers.get());
   ApiRequest request{
       "POST",
       "/v1/jobs",
@@ -396,17 +421,12 @@ TEST_CASE(
     "its lane, and the io thread serves meanwhile") {
   Rig rig;
   CommitGate gate;
-  std::vector<std::unique_ptr<Store>> stores;
-  for (int i = 0; i < 2; ++i)
-    stores.push_back(std::make_unique<HeldCommits>(rig.connection(), gate));
-  StoreReaders readers(std::move(stores));
-  Router& router = rig.router(&readers);
-  fairlane::service::HttpServer server(rig.io, router);
-  const auto port = server.listen("127.0.0.1", 0);
-  REQUIRE(port.ok());
-  auto work = boost::asio::make_work_guard(rig.io);
-  std::thread loop([&] { rig.io.run(); });
-  const std::string base = "http://127.0.0.1:" + std::to_string(port.value());
+  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
+    return std::make_unique<HeldCommits>(std::move(connection), gate);
+  });
+  Served served(rig.io, rig.router(readers.get()));
+  const std::string& base = served.base;
+  fairlane::service::HttpServer& server = served.server;
   const auto upload = [&](const std::string& name, Result<fairlane::cli::HttpReply>& reply) {
     return std::thread([&reply, &base, &rig, name] {
       fairlane::cli::HttpClient client(base, rig.alice, 30s);
@@ -436,9 +456,7 @@ TEST_CASE(
   gate.release();
   one.join();
   two.join();
-  work.reset();
-  rig.io.stop();
-  loop.join();
+  served.stop();
 
   CHECK(first_held);
   CHECK(second_waits);
