@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -32,12 +33,25 @@ int main(int argc, char** argv) try {
   app.add_option("--promise-window", promise_window,
                  "Seconds a promise waits for the uploads that come with it (PromiseWindow)")
       ->check(CLI::Range(0.0, 60.0));
+  std::string books_path;
+  app.add_option("--books", books_path,
+                 "Write every accepted book (run, user, arrival, pages, promised, taken, ideal) "
+                 "to this CSV file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  std::ofstream books_csv;
+  if (!books_path.empty()) {
+    books_csv.open(books_path);
+    if (!books_csv) {
+      std::cerr << "fairlane-sim: cannot write " << books_path << '\n';
+      return 2;
+    }
+    books_csv << fairlane::sim::books_csv_header();
+  }
   bool all_hold = true;
   for (const std::string& path : paths) {
     auto scenario = fairlane::sim::load_scenario(path);
@@ -55,6 +69,8 @@ int main(int argc, char** argv) try {
     try {
       for (const SchedulerKind kind : scenario->schedulers) {
         runs.push_back(fairlane::sim::simulate(scenario.value(), kind));
+        if (books_csv.is_open())
+          books_csv << fairlane::sim::books_csv(scenario.value(), runs.back());
         all_hold = all_hold && fairlane::sim::invariants_hold(runs.back());
       }
     } catch (const std::exception& e) {

@@ -178,6 +178,31 @@ void provider_changes(std::string& out, const Scenario& scenario) {
 
 }  // namespace
 
+std::string books_csv_header() {
+  return "scenario,scheduler,user,arrival_s,pages,input_tokens,promised_s,own_s,taken_s,ideal_s\n";
+}
+
+std::string books_csv(const Scenario& scenario, const Metrics& run) {
+  const auto figure = [](const std::optional<double>& value) {
+    return value ? fmt::format("{:.3f}", *value) : std::string();
+  };
+  // A field with a comma or a quote is quoted, its quotes doubled (RFC 4180).
+  const auto field = [](const std::string& text) {
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  std::string out;
+  for (const BookResult& b : run.books) {
+    out += fmt::format("{},{},{},{:.3f},{},{},{},{},{:.3f},{}\n", field(scenario.name),
+                       name_of(run.scheduler), field(b.user), b.arrival_s, b.pages, b.input_tokens,
+                       figure(b.predicted_eta_s), figure(b.own_s), b.completion_s(),
+                       figure(b.ideal_s));
+  }
+  return out;
+}
+
 std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs) {
   std::string out = fmt::format("# {}\n\n", scenario.name.empty() ? "scenario" : scenario.name);
   if (!scenario.description.empty()) out += scenario.description + "\n\n";

@@ -49,6 +49,12 @@ PromiseFigures promise_figures(const Metrics& m, double max_wait_s, const std::s
 
 std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs);
 
+// Every accepted book of `run` as CSV rows (scenario, scheduler, user, arrival_s, pages,
+// input_tokens, promised_s, own_s, taken_s, ideal_s; an unknown figure left empty), under
+// books_csv_header()'s columns.
+std::string books_csv_header();
+std::string books_csv(const Scenario& scenario, const Metrics& run);
+
 // Whether a run kept the invariants: every accepted page ended exactly once, and the
 // provider never refused a call.
 bool invariants_hold(const Metrics& metrics);
