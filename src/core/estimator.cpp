@@ -51,7 +51,16 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
   }
 }
 
-void Estimator::record_arrival(UserId user, std::int64_t pages) {
+void Estimator::prime(std::int64_t pages, double reserved_tokens) {
+  if (settled_ || pages <= 0 || !(reserved_tokens > 0.0)) return;
+  primed_pages_ += static_cast<double>(pages);
+  primed_reserved_ += reserved_tokens;
+  avg_reserved_ = primed_reserved_ / primed_pages_;
+  avg_tokens_ = avg_reserved_;
+}
+
+void Estimator::record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens) {
+  prime(pages, static_cast<double>(reserved_tokens));
   if (!arrivals_ || pages <= 0) return;
   const auto weight = static_cast<double>(scheduler_.weight(user));
   const auto queued = static_cast<double>(scheduler_.lane_length(user));
@@ -78,6 +87,7 @@ void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens
   avg_tokens_ = ewma(avg_tokens_, static_cast<double>(tokens));
   avg_reserved_ = ewma(avg_reserved_, static_cast<double>(reserved_tokens));
   avg_latency_s_ = ewma(avg_latency_s_, std::chrono::duration<double>(latency).count());
+  settled_ = true;
 }
 
 BudgetLimits Estimator::limits() const {
@@ -105,6 +115,24 @@ double Estimator::others_ahead(UserId user, double t) const {
   return std::max(total, 0.0);
 }
 
+double Estimator::others_tokens_ahead(UserId user, double t) const {
+  if (!(avg_reserved_ > 0.0)) return others_ahead(user, t);
+  const LaneLengths& tokens = scheduler_.token_lengths();
+  const auto own_weight = static_cast<double>(scheduler_.weight(user));
+  const double own_tokens = t * avg_reserved_;
+  double total = 0.0;
+  for (const std::int64_t weight : tokens.weights()) {
+    total += tokens.sum_min(weight, own_tokens * static_cast<double>(weight) / own_weight,
+                            FairScheduler::kTokenUnit);
+  }
+  // The sums include the user's own lane (at ratio 1): take it out as the index counts it.
+  const auto own_lane = static_cast<double>(scheduler_.lane_tokens(user));
+  const auto unit = static_cast<double>(FairScheduler::kTokenUnit);
+  const bool counted_whole = std::ceil(own_lane / unit) <= std::floor(own_tokens / unit);
+  total -= counted_whole ? own_lane : (own_lane > 0.0 ? own_tokens : 0.0);
+  return std::max(total, 0.0) / avg_reserved_;
+}
+
 double Estimator::scale_for(double tokens_per_page) const {
   if (tokens_per_page <= 0 || avg_reserved_ <= 0) return 1.0;
   return tokens_per_page / avg_reserved_;
@@ -115,9 +143,10 @@ double Estimator::units(std::int64_t tokens, std::int64_t pages) const {
                            : static_cast<double>(pages);
 }
 
-double Estimator::pages_equivalent(double others, double own, double own_units) const {
+double Estimator::pages_equivalent(double others, double others_units, double own,
+                                   double own_units) const {
   const double steady = mu();
-  if (std::isinf(steady)) return others + own_units;
+  if (std::isinf(steady)) return others_units + own_units;
   // [requests, concurrency, tokens] in average pages a second. Each limit has its own
   // total: every page takes one request and one call, the user's own pages `own_units`
   // average pages' worth of tokens; the slowest limit sets the time, in average pages at mu.
@@ -125,7 +154,7 @@ double Estimator::pages_equivalent(double others, double own, double own_units) 
   double seconds = 0.0;
   if (!std::isinf(r[0])) seconds = std::max(seconds, (others + own) / r[0]);
   if (!std::isinf(r[1])) seconds = std::max(seconds, (others + own) / r[1]);
-  if (!std::isinf(r[2])) seconds = std::max(seconds, (others + own_units) / r[2]);
+  if (!std::isinf(r[2])) seconds = std::max(seconds, (others_units + own_units) / r[2]);
   return seconds * steady;
 }
 
@@ -262,7 +291,8 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   const double position = others_ahead(user, units_to_next) + (j - 1.0);
   // In pages of the average size: the others', then the user's own k.
   const double ahead_with_last =
-      pages_equivalent(others_ahead(user, units_to_last), k, units_to_last);
+      pages_equivalent(others_ahead(user, units_to_last), others_tokens_ahead(user, units_to_last),
+                       k, units_to_last);
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
   const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
   const double steady = mu();
@@ -276,7 +306,7 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
   if (std::isinf(steady) || pages <= 0) return avg_latency_s_;
   const auto count = static_cast<double>(pages);
   const double own_units = count * scale_for(static_cast<double>(tokens_per_page));
-  return pages_equivalent(0.0, count, own_units) / steady + avg_latency_s_;
+  return pages_equivalent(0.0, 0.0, count, own_units) / steady + avg_latency_s_;
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
@@ -300,7 +330,7 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
                            before + static_cast<double>(count) * scale);
   const double scaled = static_cast<double>(count) * scale;
   e.own_seconds =
-      seconds_for(pages_equivalent(0.0, static_cast<double>(count), scaled)) + avg_latency_s_;
+      seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled)) + avg_latency_s_;
   return e;
 }
 

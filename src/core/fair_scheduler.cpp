@@ -22,8 +22,10 @@ void FairScheduler::set_weight(UserId user, std::int64_t weight) {
   if (weight == lane.weight) return;
   const auto length = static_cast<std::int64_t>(lane.pages.size());
   lengths_.update(lane.weight, length, 0);
+  token_lengths_.update(lane.weight, lane.indexed, lane.tokens, 0, 0);
   lane.weight = weight;
   lengths_.update(lane.weight, 0, length);
+  token_lengths_.update(lane.weight, 0, 0, lane.indexed, lane.tokens);
 }
 
 std::int64_t FairScheduler::weight(UserId user) const {
@@ -68,6 +70,13 @@ void FairScheduler::leave_ring_if_empty(Lane& lane) {
 void FairScheduler::changed(Lane& lane, std::int64_t length_before,
                             std::optional<std::int64_t> head_before) {
   lengths_.update(lane.weight, length_before, static_cast<std::int64_t>(lane.pages.size()));
+  // A lane with pages is in the index, under key 1 at least (a page may cost nothing).
+  const std::int64_t indexed =
+      lane.pages.empty() ? 0
+                         : std::max<std::int64_t>((lane.tokens + kTokenUnit - 1) / kTokenUnit, 1);
+  token_lengths_.update(lane.weight, lane.indexed, lane.indexed_tokens, indexed, lane.tokens);
+  lane.indexed = indexed;
+  lane.indexed_tokens = lane.tokens;
   const std::optional<std::int64_t> head_after =
       lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
   if (head_before == head_after) return;

@@ -666,14 +666,16 @@ bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
   std::int64_t joined = 0;
+  std::int64_t reserved = 0;
   for (const LanePage& p : job.pages) {
-    joined += d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens})
-                  ? 1
-                  : 0;
+    if (d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens})) {
+      ++joined;
+      reserved += p.estimated_tokens;
+    }
   }
   // A job heard of twice (its upload here, then the store's notification) arrives once.
   if (joined == 0 && !job.pages.empty()) return false;
-  d.estimator.record_arrival(job.job.user_id, joined);
+  d.estimator.record_arrival(job.job.user_id, joined, reserved);
   d.promise(job.job);
   d.signal();
   return true;

@@ -224,6 +224,47 @@ TEST_CASE("Pages that cost more count for more: DRR shares tokens") {
   CHECK(estimator.estimate_new(2, 10).eta_seconds == doctest::Approx(5.2));
 }
 
+TEST_CASE("Another lane's big pages count for their tokens, not as pages of the average") {
+  // A has 10 pages of 8,000 tokens queued; B asks about 100 pages of 800 (the average
+  // reservation, known from what has arrived). While B sends its 80,000 tokens, deficit
+  // round robin lets A send as many: all of its 80,000.
+  //   tokens: (100 + 100) average pages / 6.25 = 32 s; eta = 32 + 2 = 34 s
+  // Counted as 10 average pages, A's backlog would look like 8,000 tokens: 110 / 6.25 + 2.
+  FairScheduler scheduler;
+  for (int i = 1; i <= 10; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 8'000});
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  const auto b = estimator.estimate_new(2, 100, 800);
+  CHECK(b.eta_seconds == doctest::Approx(34.0));
+  // A's tokens count up to B's own: for 5 pages of 800 (4,000 tokens), min(80,000, 4,000)
+  // = 4,000, 5 average pages: (5 + 5) / 6.25 + 2 = 3.6 s.
+  CHECK(estimator.estimate_new(2, 5, 800).eta_seconds == doctest::Approx(3.6));
+}
+
+TEST_CASE("Until a call settles, a page is taken to use what the pages seen reserve") {
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  // Nothing seen: a page of 4,560 tokens counts 5.7 pages of the configured 800, each
+  // using its 800: 100 of them use 456,000 tokens, 91.2 s at 5,000 a second, + 2 s.
+  CHECK(estimator.estimate_new(1, 100, 4'560).eta_seconds == doctest::Approx(93.2));
+  CHECK(estimator.alone_seconds(100, 4'560) == doctest::Approx(93.2));
+
+  // Pages that arrive set the average reservation to theirs, and usage with it.
+  estimator.record_arrival(1, 10, 10 * 4'560);
+  estimator.record_arrival(2, 10, 10 * 1'440);
+  CHECK(estimator.avg_reserved_tokens_per_page() == doctest::Approx(3'000.0));
+  CHECK(estimator.avg_tokens_per_page() == doctest::Approx(3'000.0));
+  // The same job, in pages of 3,000 now: the same tokens, the same time.
+  CHECK(estimator.estimate_new(1, 100, 4'560).eta_seconds == doctest::Approx(93.2));
+
+  // The first settled call starts the averages from there.
+  estimator.record_settled(1'000, 4'560, 2s);
+  CHECK(estimator.avg_tokens_per_page() == doctest::Approx(0.9 * 3'000.0 + 0.1 * 1'000.0));
+  CHECK(estimator.avg_reserved_tokens_per_page() == doctest::Approx(0.9 * 3'000.0 + 456.0));
+  // ... and later arrivals no longer move them.
+  estimator.record_arrival(3, 10, 10 * 100);
+  CHECK(estimator.avg_tokens_per_page() == doctest::Approx(2'800.0));
+}
+
 TEST_CASE("A cheap page still costs a whole request when requests bind") {
   FairScheduler scheduler;
   add_pages(scheduler, 1, 10, 6);  // A: 6 pages of 800

@@ -292,6 +292,37 @@ TEST_CASE("A lane's tokens, and the tokens ahead of a job, follow adds, takes an
   CHECK(scheduler.job_place(kA, 3)->tokens_before == 200);
 }
 
+TEST_CASE("The token index sums every lane's tokens up to a threshold, by weight") {
+  constexpr std::int64_t kUnit = FairScheduler::kTokenUnit;
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 10, 8 * kUnit);  // 80 units
+  add_pages(scheduler, kB, 2, 3, kUnit / 2);   // 1.5 units
+  const auto& index = scheduler.token_lengths();
+  const auto sum = [&](std::int64_t weight, double tokens) {
+    return index.sum_min(weight, tokens, kUnit);
+  };
+  // Each lane counts min(its tokens, threshold), exactly.
+  CHECK(sum(1, 1'000.0 * kUnit) == doctest::Approx(81.5 * kUnit));
+  CHECK(sum(1, 10.0 * kUnit) == doctest::Approx(11.5 * kUnit));
+  CHECK(sum(1, 2.0 * kUnit) == doctest::Approx(3.5 * kUnit));
+  // A lane less than a unit below the threshold counts the threshold (B: 1.5 against 1.9).
+  CHECK(sum(1, 1.9 * kUnit) == doctest::Approx(3.8 * kUnit));
+
+  // A take, a return, a cancel and a change of weight move the lane in the index.
+  const auto page = scheduler.take();
+  REQUIRE(page);
+  const double after_take = page->user_id == kA ? 73.5 : 81.0;
+  CHECK(sum(1, 1'000.0 * kUnit) == doctest::Approx(after_take * kUnit));
+  scheduler.put_back(*page);
+  CHECK(sum(1, 1'000.0 * kUnit) == doctest::Approx(81.5 * kUnit));
+  scheduler.set_weight(kA, 2);
+  CHECK(sum(1, 1'000.0 * kUnit) == doctest::Approx(1.5 * kUnit));
+  CHECK(sum(2, 1'000.0 * kUnit) == doctest::Approx(80.0 * kUnit));
+  scheduler.remove_job(kA, 1);
+  CHECK(sum(2, 1'000.0 * kUnit) == 0.0);
+  CHECK(index.weights() == std::vector<std::int64_t>{1});
+}
+
 // Against a model of one lane (its queued page ids in page order, which is the lane's
 // order), every job's place after random adds, takes, returns and cancellations: the
 // 1-based index of its first and of its last queued page, its count, its tokens and the

@@ -418,7 +418,8 @@ class Run {
                                         book.input_tokens, 0.0, predicted, own, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
-    if (kind_ == SchedulerKind::fair) estimator_.record_arrival(book.user, book.pages);
+    if (kind_ == SchedulerKind::fair)
+      estimator_.record_arrival(book.user, book.pages, book.pages * cost);
     for (std::int64_t i = 0; i < book.pages; ++i) {
       const auto page = static_cast<PageId>(page_states_.size());
       page_states_.push_back(PageState::queued);

@@ -11,9 +11,12 @@
 // q_v a lane's length and w its weight. Pages of a job that cost s times the average
 // reservation count s times in the tokens: deficit round robin shares tokens, so while u
 // sends k such pages, every other lane sends up to k * s of its own; each page still takes
-// one request and one call, and the limit whose total takes longest sets the time. avg_tokens and
-// avg_latency are EWMAs of settled calls (configured values until the first). An unlimited limit
-// (0) drops out of mu. Given the Budget, the limits are those in force (lowered to what the
+// one request and one call, and the limit whose total takes longest sets the time. For the
+// tokens limit the other lanes count their own tokens (the scheduler's token index: sum over
+// v of min(T_v, tokens u sends x w_v / w_u)), not their page counts. avg_tokens and
+// avg_latency are EWMAs of settled calls; until the first, a page uses what it reserves (the
+// configured tokens a page, or the mean reservation of the pages that have arrived). An unlimited
+// limit (0) drops out of mu. Given the Budget, the limits are those in force (lowered to what the
 // provider announces, Budget::effective_limits), not the configured ones.
 //
 // Given the Budget, the ETA also counts what the buckets hold now, which the formula
@@ -71,7 +74,7 @@ namespace fairlane {
 
 struct EstimatorConfig {
   BudgetLimits limits = {};
-  double initial_tokens_per_page = 800.0;  // until the first settled call
+  double initial_tokens_per_page = 800.0;  // reserved and used, until pages arrive
   double initial_latency_s = 2.0;          // until the first settled call
   double ewma_alpha = 0.1;                 // weight of each new observation
   // Arrivals older than about this weigh little in the competing rate.
@@ -95,9 +98,11 @@ class Estimator {
   Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
             const Budget* budget = nullptr, const Clock* clock = nullptr);
 
-  // `pages` pages of `user` are about to join their lane (call it before they do): they
-  // count as arrivals at the rounds they will take.
-  void record_arrival(UserId user, std::int64_t pages);
+  // `pages` pages of `user`, reserving `reserved_tokens` in all (0: not said), are about to
+  // join their lane (call it before they do): they count as arrivals at the rounds they will
+  // take. Until the first call settles, the pages' reservations are the average reservation,
+  // and a page is taken to use initial_tokens_per_page, or its whole reservation if smaller.
+  void record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens = 0);
 
   // A call settled: it reserved `reserved_tokens`, used `tokens` and took `latency` from
   // dispatch to answer.
@@ -131,13 +136,19 @@ class Estimator {
   [[nodiscard]] double competition(double rounds) const;
 
  private:
-  // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u).
+  // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u): pages, each counted as
+  // an average one.
   [[nodiscard]] double others_ahead(UserId user, double t) const;
-  // `others` average pages and `own` pages worth `own_units` average pages of tokens, in
-  // average pages' time under the limits: each limit counts its own total (a page is one
-  // request and one call whatever its size, and its tokens in average pages) and the
-  // slowest sets the time. So a cheap page still costs a whole request under an RPM limit.
-  [[nodiscard]] double pages_equivalent(double others, double own, double own_units) const;
+  // The same in tokens, in average reservations: sum over the other lanes of min(T_v,
+  // t x avg_reserved x w_v / w_u) / avg_reserved, T_v a lane's queued tokens. Deficit round
+  // robin shares tokens, so a lane of big pages puts its tokens ahead, not its page count.
+  [[nodiscard]] double others_tokens_ahead(UserId user, double t) const;
+  // `others` pages worth `others_units` average pages of tokens, and `own` pages worth
+  // `own_units`, in average pages' time under the limits: each limit counts its own total (a
+  // page is one request and one call whatever its size, and its tokens in average pages) and
+  // the slowest sets the time. So a cheap page still costs a whole request under an RPM limit.
+  [[nodiscard]] double pages_equivalent(double others, double others_units, double own,
+                                        double own_units) const;
   // Seconds until the last of `waiting` pages that cannot start at once starts, calls going
   // out at `burst_rate` (pages a second) once they flow.
   [[nodiscard]] double after_free(double waiting, double burst_rate) const;
@@ -169,10 +180,17 @@ class Estimator {
   // minutes after a start would otherwise expect nothing to arrive.
   std::optional<Arrivals> warmup_;
 
+  // Until the first call settles: the average reservation is that of the pages seen (the
+  // configured tokens a page until one is), and usage at most the reservation.
+  void prime(std::int64_t pages, double reserved_tokens);
+
   // Only touched on the owning thread.
   double avg_tokens_;
   double avg_reserved_;
   double avg_latency_s_;
+  bool settled_ = false;          // a call has settled: the averages are measured
+  double primed_pages_ = 0.0;     // pages seen with a reservation before that
+  double primed_reserved_ = 0.0;  // and their reservations
 };
 
 }  // namespace fairlane

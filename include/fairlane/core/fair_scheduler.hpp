@@ -120,6 +120,12 @@ class FairScheduler {
 
   // Every lane's length by weight, for the estimator.
   [[nodiscard]] const LaneLengths& lengths() const { return lengths_; }
+  // Every lane's tokens (the costs of its queued pages) by weight, filed under
+  // ceil(tokens / kTokenUnit), for the estimator: sum_min(weight, tokens, kTokenUnit) is the
+  // sum over those lanes of min(their tokens, tokens), exact but for a lane less than a unit
+  // below the threshold, which counts the threshold.
+  static constexpr std::int64_t kTokenUnit = 256;
+  [[nodiscard]] const LaneLengths& token_lengths() const { return token_lengths_; }
 
  private:
   // A job's queued pages occupy lane positions first..last, counted from the lane's
@@ -136,10 +142,12 @@ class FairScheduler {
     std::deque<QueuedPage> pages;
     std::int64_t weight = 1;
     std::int64_t credit = 0;
-    bool credited = false;      // has earned its credit for the current visit
-    std::int64_t consumed = 0;  // absolute position of the head, minus one
-    std::int64_t enqueued = 0;  // absolute position of the tail
-    std::int64_t tokens = 0;    // the costs of `pages`
+    bool credited = false;            // has earned its credit for the current visit
+    std::int64_t consumed = 0;        // absolute position of the head, minus one
+    std::int64_t enqueued = 0;        // absolute position of the tail
+    std::int64_t tokens = 0;          // the costs of `pages`
+    std::int64_t indexed = 0;         // the key token_lengths_ holds the lane under
+    std::int64_t indexed_tokens = 0;  // and the tokens it holds for it
     std::unordered_map<JobId, JobMarks> jobs;
     // The jobs in lane order with their tokens. Every job is filed under its first queued
     // page with its tokens, except the head page's job: takes leave it where it was filed
@@ -153,7 +161,7 @@ class FairScheduler {
   Lane& lane_of(UserId user);
   void join_ring(UserId user, Lane& lane);
   void leave_ring_if_empty(Lane& lane);
-  // Records a change of `lane` in the length index and the head costs.
+  // Records a change of `lane` in the length and token indexes and the head costs.
   void changed(Lane& lane, std::int64_t length_before, std::optional<std::int64_t> head_before);
   [[nodiscard]] static std::optional<std::int64_t> head_cost(const Lane& lane) {
     return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
@@ -178,6 +186,7 @@ class FairScheduler {
   std::map<std::int64_t, std::int64_t> head_costs_;  // cost -> lanes with such a head page
   std::int64_t size_ = 0;
   LaneLengths lengths_;
+  LaneLengths token_lengths_;
 };
 
 }  // namespace fairlane
