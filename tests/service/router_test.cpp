@@ -215,16 +215,16 @@ TEST_CASE("A user sees only their own jobs: another's is 404") {
 }
 
 TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate agrees") {
-  Api api(1.0);  // the door accepts 1 s of waiting behind others
+  Api api(1.5);  // the door accepts 1.5 s of waiting behind others
   const std::string carol = api.add_user("carol");
-  // Pages of 100 bytes reserve ceil((8 + 100) / 4) + 200 = 227 tokens, 0.28 of the
-  // estimator's starting average (800), and a call takes 2 s.
-  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(300)).status == 202);
-  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(300)).status == 202);
-  // Carol's 400 pages count as 113.5 average pages; Alice and Bob send as much meanwhile:
-  // 340.5 in all, 200 at once; the rest wait for those calls to end (2 s) and then go at 100
-  // a second: 3.4 s, plus 2 s for the call. Alone her 113.5 would all go at once, 2 s: the
-  // queue adds 3.4 s, more than 1 s, and would fit 2.4 s from now (Retry-After 3).
+  // Pages of 100 bytes reserve ceil((8 + 100) / 4) + 200 = 227 tokens, and until a call
+  // settles that is what a page is taken to use: 22 pages a second under the tokens limit,
+  // 1,321 in the bucket, 200 calls at once of 2 s each (100 a second once they flow).
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(100)).status == 202);
+  REQUIRE(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(100)).status == 202);
+  // Carol's 400 pages go with Alice's and Bob's 200: 200 calls at once, the other 400 as
+  // those end (2 s) at 100 a second, 4 s, then 2 s for the last call: 8 s. Alone hers would
+  // take 6 s: the queue adds 2 s, 0.5 s more than the door accepts (Retry-After 1).
   const auto predicted = api.send("GET", "/v1/estimate?pages=400&tokens_per_page=227", carol);
   const auto busy = api.send("POST", "/v1/jobs", carol, Api::pages_json(400));
   // The estimate succeeded: 200, with the door's refusal and its numbers, never a 503.
@@ -233,20 +233,20 @@ TEST_CASE("The door: a long wait is 503 busy with its numbers, and /v1/estimate 
   CHECK(refusal.at("accepted") == false);
   CHECK(refusal.at("reason") == "busy");
   CHECK(refusal.at("position").as_int64() > 0);
-  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
-  CHECK(refusal.at("eta_seconds").as_double() == doctest::Approx(5.4).epsilon(0.02));
-  CHECK(refusal.at("max_wait_seconds").as_double() == 1.0);
-  CHECK(refusal.at("retry_after_seconds") == 3);
+  CHECK(refusal.at("estimated_wait_seconds").as_double() == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(refusal.at("eta_seconds").as_double() == doctest::Approx(8.0).epsilon(0.02));
+  CHECK(refusal.at("max_wait_seconds").as_double() == 1.5);
+  CHECK(refusal.at("retry_after_seconds") == 1);
   CHECK(!std::string(refusal.at("message").as_string()).empty());
   CHECK(header(predicted, "Retry-After").empty());
   REQUIRE(busy.status == 503);
   const auto error = Api::body(busy).at("error").as_object();
   CHECK(error.at("type") == "busy");
   CHECK(error.at("position").as_int64() > 0);
-  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(3.4).epsilon(0.02));
-  CHECK(error.at("max_wait_seconds").as_double() == 1.0);
-  CHECK(error.at("retry_after_seconds") == 3);
-  CHECK(header(busy, "Retry-After") == "3");
+  CHECK(error.at("estimated_wait_seconds").as_double() == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(error.at("max_wait_seconds").as_double() == 1.5);
+  CHECK(error.at("retry_after_seconds") == 1);
+  CHECK(header(busy, "Retry-After") == "1");
   // A small job fits, and the estimate said so.
   const auto fits = api.send("GET", "/v1/estimate?pages=10&tokens_per_page=227", carol);
   CHECK(fits.status == 200);
