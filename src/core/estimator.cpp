@@ -86,7 +86,13 @@ void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens
   };
   avg_tokens_ = ewma(avg_tokens_, static_cast<double>(tokens));
   avg_reserved_ = ewma(avg_reserved_, static_cast<double>(reserved_tokens));
-  avg_latency_s_ = ewma(avg_latency_s_, std::chrono::duration<double>(latency).count());
+  // The latency's average and its spread (the EWMA of squared deviations, in the
+  // incremental form), over a longer memory: see EstimatorConfig::latency_alpha.
+  const double seconds = std::max(std::chrono::duration<double>(latency).count(), 0.0);
+  const double beta = config_.latency_alpha;
+  const double deviation = seconds - avg_latency_s_;
+  latency_var_ = settled_ ? (1.0 - beta) * (latency_var_ + beta * deviation * deviation) : 0.0;
+  avg_latency_s_ += beta * deviation;
   settled_ = true;
 }
 
@@ -297,8 +303,24 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
   const double steady = mu();
   const double competing = std::isinf(steady) ? 0.0 : rho * steady;
+  const double sent = seconds_for(ahead_with_last, competing);
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
-                     seconds_for(ahead_with_last, competing) + avg_latency_s_};
+                     sent + last_answer_s(k - j + 1.0, sent)};
+}
+
+double Estimator::last_answer_s(double pages, double sending_s) const {
+  // A job is done when the slowest of its last calls answers: those sent within a latency of
+  // its last one (its pages spread over the `sending_s` until the last goes), at most as many
+  // as can be out at once. The expected largest of n draws is about the mean plus
+  // sqrt(2 ln n) standard deviations.
+  const BudgetLimits l = limits();
+  double at_once = pages * avg_latency_s_ / std::max(sending_s, avg_latency_s_);
+  if (l.max_in_flight > 0) at_once = std::min(at_once, static_cast<double>(l.max_in_flight));
+  if (l.tokens_per_minute > 0 && avg_reserved_ > 0) {
+    at_once = std::min(at_once, static_cast<double>(l.tokens_per_minute) / avg_reserved_);
+  }
+  if (!(latency_var_ > 0.0) || at_once < 2.0) return avg_latency_s_;
+  return avg_latency_s_ + std::sqrt(latency_var_ * 2.0 * std::log(at_once));
 }
 
 double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page) const {
@@ -306,7 +328,8 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
   if (std::isinf(steady) || pages <= 0) return avg_latency_s_;
   const auto count = static_cast<double>(pages);
   const double own_units = count * scale_for(static_cast<double>(tokens_per_page));
-  return pages_equivalent(0.0, 0.0, count, own_units) / steady + avg_latency_s_;
+  const double sending = pages_equivalent(0.0, 0.0, count, own_units) / steady;
+  return sending + last_answer_s(count, sending);
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
@@ -329,8 +352,9 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   JobEstimate e = estimate(user, queued + 1, queued + count, before + scale,
                            before + static_cast<double>(count) * scale);
   const double scaled = static_cast<double>(count) * scale;
-  e.own_seconds =
-      seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled)) + avg_latency_s_;
+  const double sending =
+      seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled));
+  e.own_seconds = sending + last_answer_s(static_cast<double>(count), sending);
   return e;
 }
 

@@ -61,12 +61,32 @@ TEST_CASE("Averages start from the configuration and follow settled calls as EWM
   CHECK(estimator.avg_tokens_per_page() == 800.0);
   CHECK(estimator.avg_latency_s() == 2.0);
   estimator.record_settled(1'200, 3'000, 4s);
-  // 0.9 x 800 + 0.1 x 1200 = 840; 0.9 x 800 + 0.1 x 3000 = 1020; 0.9 x 2 + 0.1 x 4 = 2.2.
+  // 0.9 x 800 + 0.1 x 1200 = 840; 0.9 x 800 + 0.1 x 3000 = 1020; the latency at its own
+  // alpha, 0.02: 0.98 x 2 + 0.02 x 4 = 2.04.
   CHECK(estimator.avg_tokens_per_page() == doctest::Approx(840.0));
   CHECK(estimator.avg_reserved_tokens_per_page() == doctest::Approx(1'020.0));
-  CHECK(estimator.avg_latency_s() == doctest::Approx(2.2));
+  CHECK(estimator.avg_latency_s() == doctest::Approx(2.04));
   // tokens: 5000 / 840 = 5.952 pages/s.
   CHECK(estimator.mu() == doctest::Approx(5000.0 / 840.0));
+}
+
+TEST_CASE("A job waits for the slowest of its last calls: latencies that vary add their spread") {
+  FairScheduler scheduler;
+  Estimator fixed(scheduler, EstimatorConfig{.limits = kLab});
+  Estimator varying(scheduler, EstimatorConfig{.limits = kLab});
+  for (int i = 0; i < 2'000; ++i) {
+    fixed.record_settled(800, 800, 2s);
+    varying.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
+  }
+  REQUIRE(varying.avg_latency_s() == doctest::Approx(2.0).epsilon(0.02));
+  // 100 pages go over 100 / 6.25 = 16 s, 12.5 of them within a latency of the last; the
+  // slowest of 12.5 draws of mean 2 s and deviation 1 s is about 2 + sqrt(2 ln 12.5) s.
+  CHECK(fixed.estimate_new(1, 100).eta_seconds == doctest::Approx(18.0));
+  CHECK(varying.estimate_new(1, 100).eta_seconds ==
+        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(12.5))).epsilon(0.02));
+  // One page has no slower companion: its call's latency alone.
+  CHECK(varying.estimate_new(1, 1).eta_seconds ==
+        doctest::Approx(fixed.estimate_new(1, 1).eta_seconds).epsilon(0.02));
 }
 
 TEST_CASE("Position and ETA of a queued job, worked by hand") {
