@@ -47,11 +47,19 @@ double straddling(double pages, double page_rounds, double low, double high, dou
 Arrivals::Arrivals(const Clock& clock, Clock::duration window, std::size_t min_busy_slots)
     : clock_(clock),
       slot_length_(window / kSlots),
-      started_(clock.now()),
-      min_busy_slots_(min_busy_slots) {
+      min_busy_slots_(min_busy_slots),
+      started_(clock.now()) {
   if (slot_length_ <= Clock::duration::zero()) {
     throw std::invalid_argument("the arrivals' window must be positive");
   }
+}
+
+void Arrivals::continue_from(const Arrivals& before) {
+  if (before.slot_length_ != slot_length_) {
+    throw std::invalid_argument("arrivals go on only from arrivals of the same window");
+  }
+  started_ = before.started_;
+  slots_ = before.slots_;
 }
 
 std::int64_t Arrivals::slot_index(Clock::time_point t) const {

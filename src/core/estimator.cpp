@@ -70,6 +70,11 @@ void Estimator::record_arrival(UserId user, std::int64_t pages, std::int64_t res
   if (warmup_ && !arrivals_->measuring()) warmup_->record(first, last, static_cast<double>(pages));
 }
 
+void Estimator::continue_arrivals(const Estimator& before) {
+  if (arrivals_ && before.arrivals_) arrivals_->continue_from(*before.arrivals_);
+  if (warmup_ && before.warmup_) warmup_->continue_from(*before.warmup_);
+}
+
 double Estimator::competition(double rounds) const {
   if (!arrivals_) return 0.0;
   const double steady = mu();

@@ -150,6 +150,11 @@ struct PgSql {
       "SELECT dispatched_at FROM pages WHERE state = 'in_flight'";
   static constexpr std::string_view longest_call =
       "SELECT max(ended_at - at) FROM spend WHERE at > $1::bigint AND ended_at IS NOT NULL";
+  // The last $1 calls that ended with usage, newest first, with their pages' reservations.
+  static constexpr std::string_view recent_calls =
+      "SELECT s.tokens, p.estimated_tokens, s.ended_at - s.at FROM spend s JOIN pages p ON "
+      "p.id = s.page_id WHERE s.ended_at IS NOT NULL AND s.tokens > 0 ORDER BY s.at DESC "
+      "LIMIT $1::bigint";
 
   // At start (or when a leader takes over): calls in flight were lost with their process, so
   // their pages go back to their lanes, or are cancelled if their job was.

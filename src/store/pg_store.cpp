@@ -94,7 +94,8 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOpti
   for (const std::string_view sql :
        {PgSql::user_by_key, PgSql::enqueue_job, PgSql::job_by_id, PgSql::job_by_public_id,
         PgSql::results, PgSql::page_call, PgSql::revise_eta, PgSql::queued_job,
-        PgSql::in_flight_by_user, PgSql::recent_spend, PgSql::apply, PgSql::claim_lease}) {
+        PgSql::in_flight_by_user, PgSql::recent_spend, PgSql::recent_calls, PgSql::apply,
+        PgSql::claim_lease}) {
     if (Status s = connection->prepare(sql, "preparing the store's statements"); !s.ok()) {
       return s;
     }
@@ -454,6 +455,19 @@ Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
   if (!longest->is_null(0, 0))
     out.longest_recent_call = std::chrono::milliseconds(longest->int64(0, 0));
   return out;
+}
+
+Result<std::vector<EndedCall>> PgStore::recent_calls(std::size_t limit) {
+  const std::array params{pg::Param::int64(static_cast<std::int64_t>(limit))};
+  auto rows = connection_.query(PgSql::recent_calls, params, "reading the calls that ended lately");
+  if (!rows.ok()) return rows.status();
+  std::vector<EndedCall> calls;
+  calls.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = rows->size() - 1; row >= 0; --row) {  // oldest first
+    calls.push_back(EndedCall{rows->int64(row, 0), rows->int64(row, 1),
+                              std::chrono::milliseconds(rows->int64(row, 2))});
+  }
+  return calls;
 }
 
 // ---- page transitions --------------------------------------------------------------------

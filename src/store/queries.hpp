@@ -109,6 +109,11 @@ struct Sql {
       "SELECT dispatched_at FROM pages INDEXED BY pages_in_flight WHERE state = 'in_flight'";
   static constexpr std::string_view longest_call =
       "SELECT max(ended_at - at) FROM spend WHERE at > ?1 AND ended_at IS NOT NULL";
+  // The last ?1 calls that ended with usage, newest first, with their pages' reservations.
+  static constexpr std::string_view recent_calls =
+      "SELECT s.tokens, p.estimated_tokens, s.ended_at - s.at FROM spend s INDEXED BY "
+      "spend_by_time JOIN pages p ON p.id = s.page_id WHERE s.ended_at IS NOT NULL AND "
+      "s.tokens > 0 ORDER BY s.at DESC LIMIT ?1";
   static constexpr std::string_view job_id_by_public_id =
       "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
   // Job views: the columns read_job expects, in its order.
@@ -124,15 +129,39 @@ struct Sql {
 #undef FAIRLANE_JOB_VIEW
 
 // Every statement above, for the planner test.
-inline constexpr std::array kAllQueries = {
-    Sql::insert_user,       Sql::user_by_key,   Sql::user_by_name,     Sql::all_users,
-    Sql::in_flight_by_user, Sql::user_by_id,    Sql::set_weight,       Sql::job_by_idempotency_key,
-    Sql::insert_job,        Sql::insert_page,   Sql::insert_image,     Sql::insert_text,
-    Sql::requeue_in_flight, Sql::queued_pages,  Sql::weights,          Sql::dispatched,
-    Sql::insert_spend,      Sql::correct_spend, Sql::completed,        Sql::attempt_failed,
-    Sql::requeued,          Sql::failed,        Sql::cancel_job,       Sql::prune_spend,
-    Sql::results,           Sql::page_call,     Sql::recent_spend,     Sql::job_id_by_public_id,
-    Sql::job_by_id,         Sql::revise_eta,    Sql::job_by_public_id, Sql::jobs_of_first,
-    Sql::jobs_of_after};
+inline constexpr std::array kAllQueries = {Sql::insert_user,
+                                           Sql::user_by_key,
+                                           Sql::user_by_name,
+                                           Sql::all_users,
+                                           Sql::in_flight_by_user,
+                                           Sql::user_by_id,
+                                           Sql::set_weight,
+                                           Sql::job_by_idempotency_key,
+                                           Sql::insert_job,
+                                           Sql::insert_page,
+                                           Sql::insert_image,
+                                           Sql::insert_text,
+                                           Sql::requeue_in_flight,
+                                           Sql::queued_pages,
+                                           Sql::weights,
+                                           Sql::dispatched,
+                                           Sql::insert_spend,
+                                           Sql::correct_spend,
+                                           Sql::completed,
+                                           Sql::attempt_failed,
+                                           Sql::requeued,
+                                           Sql::failed,
+                                           Sql::cancel_job,
+                                           Sql::prune_spend,
+                                           Sql::results,
+                                           Sql::page_call,
+                                           Sql::recent_spend,
+                                           Sql::recent_calls,
+                                           Sql::job_id_by_public_id,
+                                           Sql::job_by_id,
+                                           Sql::revise_eta,
+                                           Sql::job_by_public_id,
+                                           Sql::jobs_of_first,
+                                           Sql::jobs_of_after};
 
 }  // namespace fairlane::store

@@ -66,6 +66,7 @@ class SqliteStore final : public Store {
   Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
+  Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override;
   Status write_health() const override { return write_health_; }
   Status probe_write() override;
 
@@ -97,7 +98,7 @@ class SqliteStore final : public Store {
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
-  Statement calls_out_, longest_call_, revise_eta_, set_promise_;
+  Statement calls_out_, longest_call_, recent_calls_, revise_eta_, set_promise_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -189,6 +190,7 @@ Status SqliteStore::prepare_all() {
       {&recent_spend_, Sql::recent_spend},
       {&calls_out_, Sql::calls_out},
       {&longest_call_, Sql::longest_call},
+      {&recent_calls_, Sql::recent_calls},
       {&all_users_, Sql::all_users},
       {&in_flight_by_user_, Sql::in_flight_by_user},
   };
@@ -767,6 +769,20 @@ Result<CallsOut> SqliteStore::calls_out(std::chrono::milliseconds window) {
   }
   if (!use->is_null(0)) out.longest_recent_call = std::chrono::milliseconds(use->int64(0));
   return out;
+}
+
+Result<std::vector<EndedCall>> SqliteStore::recent_calls(std::size_t limit) {
+  Use use(recent_calls_);
+  use->bind(1, static_cast<std::int64_t>(limit));
+  std::vector<EndedCall> calls;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    calls.push_back(
+        EndedCall{use->int64(0), use->int64(1), std::chrono::milliseconds(use->int64(2))});
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "reading the calls that ended lately");
+  std::reverse(calls.begin(), calls.end());  // oldest first
+  return calls;
 }
 
 }  // namespace

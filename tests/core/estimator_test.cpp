@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <variant>
 #include <vector>
 
@@ -375,6 +376,50 @@ TEST_CASE("Until two slots of the window have ended, arrivals are measured over 
   // At 12 s two slots of the window have ended (10 pages, then none): 9.5 / 12 s / 6.25.
   clock.advance(6s);
   CHECK(estimator.competition(10.0) == doctest::Approx(9.5 / 12.0 / 6.25));
+}
+
+TEST_CASE("An estimator built again goes on with what the one before it saw arrive") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  add_pages(scheduler, 1, 10, 10);
+  const EstimatorConfig config{.limits = kLab, .arrival_window = 60s};
+  Estimator before(scheduler, config, nullptr, &clock);
+  // As in the tests above: a newcomer's one-page book every 0.6 s for 6 s, measured by the
+  // warm-up; then three newcomers' books of 10 pages every 6 s, rho = 0.4.
+  fairlane::UserId newcomer = 100;
+  for (int i = 0; i < 10; ++i) {
+    before.record_arrival(++newcomer, 1);
+    clock.advance(600ms);
+  }
+  REQUIRE(before.competition(10.0) == doctest::Approx(0.95 / 0.6 / 6.25));
+  Estimator early(scheduler, config, nullptr, &clock);
+  CHECK(early.competition(10.0) == 0.0);  // built from the lanes, it expects no one
+  early.continue_arrivals(before);
+  CHECK(early.competition(10.0) == doctest::Approx(before.competition(10.0)));
+  clock.advance(1h);
+  for (int slot = 0; slot < 10; ++slot) {
+    for (int book = 0; book < 3; ++book) before.record_arrival(++newcomer, 10);
+    clock.advance(6s);
+  }
+  REQUIRE(before.competition(10.0) == doctest::Approx(0.4));
+  Estimator rebuilt(scheduler, config, nullptr, &clock);
+  CHECK(rebuilt.competition(10.0) == 0.0);
+  rebuilt.continue_arrivals(before);
+  CHECK(rebuilt.competition(10.0) == doctest::Approx(0.4));
+  CHECK(rebuilt.job(1, 10)->eta_seconds == doctest::Approx(before.job(1, 10)->eta_seconds));
+  // And goes on from there: what arrives next counts with what came before...
+  for (int slot = 0; slot < 5; ++slot) {
+    for (int book = 0; book < 3; ++book) rebuilt.record_arrival(++newcomer, 10);
+    clock.advance(6s);
+  }
+  CHECK(rebuilt.competition(10.0) == doctest::Approx(0.4));
+  // ... and all of it leaves the window in time.
+  clock.advance(61s);
+  CHECK(rebuilt.competition(10.0) == 0.0);
+  // Only from arrivals of the same window.
+  Estimator other(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 120s}, nullptr,
+                  &clock);
+  CHECK_THROWS_AS(other.continue_arrivals(before), std::invalid_argument);
 }
 
 TEST_CASE("The warm-up takes no burst for a rate: it needs three slots with arrivals") {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fairlane/core/estimator.hpp"
 #include "fairlane/provider/curl_provider.hpp"
 #include "fairlane/store/cluster.hpp"
 #include "provider_sim.hpp"
@@ -45,7 +46,7 @@ DispatcherConfig config() {
 // One instance: its connection to the database, its dispatcher and its router.
 struct Instance {
   Instance(boost::asio::io_context& io, fairlane::testing::StoreHome& home, std::uint16_t port,
-           std::string id)
+           std::string id, DispatcherConfig dispatcher_config = config())
       : name(std::move(id)), store(home.open()) {
     fairlane::CurlProviderConfig client;
     client.base_url = "http://127.0.0.1:" + std::to_string(port);
@@ -53,8 +54,8 @@ struct Instance {
     provider = std::move(fairlane::make_curl_provider(io, client)).value();
     // As `fairlane serve` on PostgreSQL: batches commit, and pages' texts are read, on
     // connections of their own.
-    dispatcher =
-        std::make_unique<Dispatcher>(io, *store, *provider, config(), home.open(), home.open());
+    dispatcher = std::make_unique<Dispatcher>(io, *store, *provider, std::move(dispatcher_config),
+                                              home.open(), home.open());
     fairlane::service::RouterConfig router_config;
     router_config.membership = &membership;
     membership.instance = name;
@@ -177,6 +178,76 @@ TEST_CASE(
   const auto stats = cluster.stats();
   CHECK(stats.at("rejected_503").as_int64() == 0);
   CHECK(stats.at("max_in_flight_seen").as_int64() <= kCap);
+}
+
+TEST_CASE(
+    "PostgreSQL: a follower's estimator learns what the leader's calls cost and took, not its "
+    "configured guesses") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance leader(cluster.io, *home, cluster.port, "a");
+  Instance follower(cluster.io, *home, cluster.port, "b");
+  const auto user = leader.store->add_user("alice")->user.id;
+  const auto job = enqueue(*leader.store, user, 30, "book");
+  const auto lease = leader.cluster().claim_lease("a", 60s);
+  REQUIRE(lease.ok());
+  REQUIRE(leader.dispatcher->lead("a", lease->epoch).ok());
+  REQUIRE(cluster.run_until([&] { return done_pages(*leader.store, job.job.id) == 30; }));
+  // Committed: the last batch's commit is on its own connection.
+  REQUIRE(cluster.run_until([&] { return follower.store->recent_calls(30)->size() == 30; }));
+
+  // The follower's view, read again as after a notification: its estimator never sees a
+  // call end, so it starts from those the store has.
+  REQUIRE(follower.dispatcher->follow().ok());
+  const fairlane::Estimator& learned = follower.dispatcher->estimator();
+  const fairlane::Estimator& live = leader.dispatcher->estimator();
+  const fairlane::EstimatorConfig guesses = config().estimator;
+  // Every call used its input and 20 tokens of output: the same counts on both sides (in
+  // the order they settled there, of dispatch here).
+  CHECK(learned.avg_tokens_per_page() == doctest::Approx(live.avg_tokens_per_page()).epsilon(0.01));
+  CHECK(learned.avg_tokens_per_page() < 0.5 * guesses.initial_tokens_per_page);
+  // The calls took 30 ms at the stand-in (as stored: from the dispatch's commit to the
+  // commit of its end), and the latency's memory is long (alpha 0.02): 30 calls take the
+  // average half way down from the configured 2 s, on both sides.
+  CHECK(learned.avg_latency_s() == doctest::Approx(live.avg_latency_s()).epsilon(0.05));
+  CHECK(learned.avg_latency_s() < guesses.initial_latency_s - 0.5);
+}
+
+TEST_CASE(
+    "PostgreSQL: a follower counts the jobs that come between its views as arrivals, and "
+    "keeps them when it leads") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  DispatcherConfig short_memory = config();
+  short_memory.estimator.arrival_window = 2s;  // ten slots of 0.2 s
+  Instance follower(cluster.io, *home, cluster.port, "f", short_memory);
+  // Other instances' uploads, straight into the store.
+  const auto uploads = home->open();
+  const auto alice = uploads->add_user("alice")->user.id;
+  enqueue(*uploads, alice, 40, "shelf");
+  REQUIRE(follower.dispatcher->follow().ok());
+  // The queue as it stood at the first view did not arrive while anyone waited, nor does a
+  // job seen again: two slots later (one busy slot would not be left out) nothing competes.
+  cluster.io.run_for(500ms);
+  REQUIRE(follower.dispatcher->follow().ok());
+  const double shelf_rounds = 40.0;
+  CHECK(follower.dispatcher->estimator().competition(shelf_rounds) == 0.0);
+  // Newcomers' books, one between each two views.
+  for (int i = 0; i < 6; ++i) {
+    const auto user = uploads->add_user("newcomer" + std::to_string(i))->user.id;
+    enqueue(*uploads, user, 2, "book" + std::to_string(i));
+    cluster.io.run_for(150ms);
+    REQUIRE(follower.dispatcher->follow().ok());
+  }
+  CHECK(follower.dispatcher->estimator().competition(shelf_rounds) > 0.0);
+
+  // Leading, it goes on counting them.
+  const auto lease = follower.cluster().claim_lease("f", 60s);
+  REQUIRE(lease.ok());
+  REQUIRE(follower.dispatcher->lead("f", lease->epoch).ok());
+  CHECK(follower.dispatcher->estimator().competition(shelf_rounds) > 0.0);
 }
 
 TEST_CASE(

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/provider/curl_provider.hpp"
 #include "provider_sim.hpp"
 #include "service/dispatcher.hpp"
@@ -190,6 +192,43 @@ TEST_CASE("After a restart, pages that were in flight are sent again and end don
   // Pages requeued at the start join their lane anew: six waits, six calls.
   CHECK(rig.dispatcher->counters().call_latency_seconds.count() == 6);
   CHECK(rig.dispatcher->counters().queue_wait_seconds.count() == 6);
+}
+
+TEST_CASE("After a restart the estimator starts from what the last calls cost and took") {
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("warm.db");
+  std::vector<std::int64_t> reserved;
+  {
+    fairlane::testing::ManualWallClock wall;
+    auto store =
+        fairlane::testing::open_store(db, fairlane::StoreOptions{.wall_clock = wall.function()});
+    const auto user = store->add_user("alice")->user.id;
+    const auto job = fairlane::testing::enqueue(*store, user, 40);
+    // The last process's calls, one after another: each used 360 tokens and took 3 s.
+    for (const auto& page : job.pages) {
+      fairlane::testing::apply(
+          *store, {fairlane::PageTransition::dispatched(page.page_id, page.estimated_tokens)});
+      wall.advance(3s);
+      fairlane::testing::apply(*store, {fairlane::PageTransition::completed(
+                                           page.page_id, "ok", fairlane::Usage{300, 60})});
+      reserved.push_back(page.estimated_tokens);
+    }
+  }
+  const DispatcherConfig config = fairlane_config(4);
+  Rig rig(stand_in(4), config, db);
+  REQUIRE(rig.dispatcher->start().ok());
+  // It is where an estimator that saw those calls end, in order, would be.
+  const fairlane::FairScheduler scheduler(config.quantum);
+  fairlane::Estimator seen(scheduler, config.estimator);
+  for (const std::int64_t r : reserved) seen.record_settled(360, r, 3s);
+  const fairlane::Estimator& warm = rig.dispatcher->estimator();
+  CHECK(warm.avg_tokens_per_page() == doctest::Approx(seen.avg_tokens_per_page()));
+  CHECK(warm.avg_reserved_tokens_per_page() ==
+        doctest::Approx(seen.avg_reserved_tokens_per_page()));
+  CHECK(warm.avg_latency_s() == doctest::Approx(seen.avg_latency_s()));
+  // Which is far from where one that saw nothing starts.
+  CHECK(seen.avg_tokens_per_page() < 0.5 * config.estimator.initial_tokens_per_page);
+  CHECK(seen.avg_latency_s() > config.estimator.initial_latency_s + 0.5);
 }
 
 TEST_CASE("Cancelling a job mid-run: queued pages are cancelled, those in flight finish") {

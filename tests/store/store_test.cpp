@@ -418,6 +418,41 @@ FAIRLANE_STORE_TEST_CASE("recent_spend counts calls of the window, with actual t
   CHECK(spend.tokens == 500);
 }
 
+FAIRLANE_STORE_TEST_CASE(
+    "recent_calls: the last calls that ended with usage, oldest first, with reservation and time",
+    sqlite_memory) {
+  Fixture f(home);
+  const auto job = enqueue(*f.store, f.alice, 4);
+  const auto& pages = job.pages;
+  apply(*f.store, {PageTransition::dispatched(pages[0].page_id, pages[0].estimated_tokens),
+                   PageTransition::dispatched(pages[1].page_id, pages[1].estimated_tokens)});
+  f.wall.advance(500ms);
+  apply(*f.store, {PageTransition::dispatched(pages[2].page_id, pages[2].estimated_tokens)});
+  f.wall.advance(1s);
+  apply(*f.store, {PageTransition::completed(pages[0].page_id, "ok", Usage{100, 20})});
+  f.wall.advance(1s);
+  // A call that failed used nothing the provider reported, and one still out has not ended:
+  // neither says what a call costs.
+  apply(*f.store, {PageTransition::attempt_failed(pages[1].page_id, "reset", f.wall.now),
+                   PageTransition::dispatched(pages[3].page_id, pages[3].estimated_tokens)});
+  f.wall.advance(1s);
+  apply(*f.store, {PageTransition::completed(pages[2].page_id, "ok", Usage{200, 40})});
+
+  const auto calls = f.store->recent_calls(10).value();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].tokens == 120);
+  CHECK(calls[0].reserved_tokens == pages[0].estimated_tokens);
+  CHECK(calls[0].latency == 1500ms);
+  CHECK(calls[1].tokens == 240);
+  CHECK(calls[1].reserved_tokens == pages[2].estimated_tokens);
+  CHECK(calls[1].latency == 3000ms);
+  // At most as many as asked for: the newest.
+  const auto newest = f.store->recent_calls(1).value();
+  REQUIRE(newest.size() == 1);
+  CHECK(newest[0].tokens == 240);
+  CHECK(f.store->recent_calls(0)->empty());
+}
+
 FAIRLANE_STORE_TEST_CASE("A user's jobs come newest first, a page at a time, and only their own",
                          sqlite_memory) {
   Fixture f(home);

@@ -63,6 +63,9 @@ class ForwardingStore : public Store {
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override {
     return inner_->calls_out(window);
   }
+  Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override {
+    return inner_->recent_calls(limit);
+  }
   [[nodiscard]] Status write_health() const override { return inner_->write_health(); }
   Status probe_write() override { return inner_->probe_write(); }
   ClusterStore* cluster() override { return inner_->cluster(); }

@@ -59,6 +59,11 @@ class Arrivals {
   // slots ended); until then it says 0.
   [[nodiscard]] bool measuring() const;
 
+  // Goes on from `before`'s history, as if it had recorded what `before` did: for arrivals
+  // rebuilt with their estimator (a cluster's view read again, a takeover). The two must have
+  // the same window and clocks that read the same time (std::invalid_argument otherwise).
+  void continue_from(const Arrivals& before);
+
  private:
   struct Slot {
     std::int64_t index = -1;  // which slot of time since start it holds; -1: none yet
@@ -73,10 +78,10 @@ class Arrivals {
   // Constant after construction.
   const Clock& clock_;
   const Clock::duration slot_length_;
-  const Clock::time_point started_;
   const std::size_t min_busy_slots_;
 
-  // Only touched on the owning thread: slot i % kSlots holds slot i.
+  // Only touched on the owning thread: slot i % kSlots holds slot i, counted from started_.
+  Clock::time_point started_;
   std::array<Slot, kSlots> slots_{};
 };
 

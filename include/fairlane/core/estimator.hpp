@@ -108,6 +108,11 @@ class Estimator {
   // mean of those seen so far).
   void record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens = 0);
 
+  // An estimator built again from the store (a cluster's view read again, a takeover) goes on
+  // counting what `before`, with the same configuration, saw arrive: the competition a
+  // promise expects is not rebuilt from the lanes, which show what waits, not what came.
+  void continue_arrivals(const Estimator& before);
+
   // A call settled: it reserved `reserved_tokens`, used `tokens` and took `latency` from
   // dispatch to answer.
   void record_settled(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency);

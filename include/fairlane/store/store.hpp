@@ -106,6 +106,13 @@ struct CallsOut {
   std::optional<std::chrono::milliseconds> longest_recent_call;
 };
 
+// A call that ended with the provider's usage, for the estimator's warm start.
+struct EndedCall {
+  std::int64_t tokens = 0;               // what the provider counted
+  std::int64_t reserved_tokens = 0;      // what its page reserved: input estimate + max_tokens
+  std::chrono::milliseconds latency{0};  // from its dispatch to its end being recorded
+};
+
 // What a page's call needs: its text, and the output tokens its job asks for.
 struct PageCall {
   std::string text;
@@ -191,6 +198,9 @@ class Store {
   // At start, before load_lanes(): the calls still out, and the longest call that ended in
   // the last `window`.
   virtual Result<CallsOut> calls_out(std::chrono::milliseconds window) = 0;
+  // The last `limit` calls that ended with usage (within the spend kept, an hour), oldest
+  // first: an estimator starts from what they cost and took, not from configured guesses.
+  virtual Result<std::vector<EndedCall>> recent_calls(std::size_t limit) = 0;
 
   // Whether writes go through: the last write's failure for want of a disk (full,
   // read-only or failing), or ok once a write has committed since. /readyz reports it.
