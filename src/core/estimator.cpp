@@ -85,7 +85,21 @@ double Estimator::competition(double rounds) const {
 
 void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,
                                Clock::duration latency) {
-  const double alpha = config_.ewma_alpha;
+  learn(tokens, reserved_tokens, latency, config_.ewma_alpha, config_.latency_alpha);
+}
+
+void Estimator::record_settled_before(std::int64_t tokens, std::int64_t reserved_tokens,
+                                      Clock::duration latency) {
+  // At 1 / n the averages are the plain mean (and the spread the plain variance) of the
+  // calls so far, the first replacing the configured guesses; then the EWMAs go on.
+  settled_before_ += 1.0;
+  const double running = 1.0 / settled_before_;
+  learn(tokens, reserved_tokens, latency, std::max(config_.ewma_alpha, running),
+        std::max(config_.latency_alpha, running));
+}
+
+void Estimator::learn(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency,
+                      double alpha, double beta) {
   const auto ewma = [alpha](double average, double observed) {
     return (1.0 - alpha) * average + alpha * std::max(observed, 0.0);
   };
@@ -94,7 +108,6 @@ void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens
   // The latency's average and its spread (the EWMA of squared deviations, in the
   // incremental form), over a longer memory: see EstimatorConfig::latency_alpha.
   const double seconds = std::max(std::chrono::duration<double>(latency).count(), 0.0);
-  const double beta = config_.latency_alpha;
   const double deviation = seconds - avg_latency_s_;
   latency_var_ = settled_ ? (1.0 - beta) * (latency_var_ + beta * deviation * deviation) : 0.0;
   avg_latency_s_ += beta * deviation;

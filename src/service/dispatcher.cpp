@@ -606,15 +606,15 @@ Status Dispatcher::Impl::restore_promises(const std::vector<Lane>& lanes) {
   return {};
 }
 
-// The last calls the estimator starts from: at its slowest memory (the latency's, alpha
-// 0.02) the configured guesses keep 0.98^256, under 1%, of their weight.
+// The last calls the estimator starts from: five times its slowest memory (the latency's,
+// alpha 0.02, about 50 calls).
 constexpr std::size_t kWarmCalls = 256;
 
 Status Dispatcher::Impl::warm_estimator() {
   auto calls = store.recent_calls(kWarmCalls);
   if (!calls.ok()) return calls.status();
   for (const EndedCall& call : calls.value()) {
-    estimator.record_settled(call.tokens, call.reserved_tokens, call.latency);
+    estimator.record_settled_before(call.tokens, call.reserved_tokens, call.latency);
   }
   return {};
 }

@@ -90,6 +90,42 @@ TEST_CASE("A job waits for the slowest of its last calls: latencies that vary ad
         doctest::Approx(fixed.estimate_new(1, 1).eta_seconds).epsilon(0.02));
 }
 
+TEST_CASE("Calls that settled before an estimator existed give it their own averages") {
+  FairScheduler scheduler;
+  const EstimatorConfig config{.limits = kLab};
+  // The first replaces the configured guesses (800 tokens, 2 s) ...
+  Estimator estimator(scheduler, config);
+  estimator.record_settled_before(1'200, 3'000, 4s);
+  CHECK(estimator.avg_tokens_per_page() == doctest::Approx(1'200.0));
+  CHECK(estimator.avg_reserved_tokens_per_page() == doctest::Approx(3'000.0));
+  CHECK(estimator.avg_latency_s() == doctest::Approx(4.0));
+  // ... and those after it are averaged with it, their spread their own: calls of 1 s and
+  // 3 s in turn, fifty of them (one latency alpha's worth), average 2 s, deviation 1 s.
+  Estimator varying(scheduler, config);
+  for (int i = 0; i < 50; ++i) varying.record_settled_before(800, 800, i % 2 == 0 ? 1s : 3s);
+  CHECK(varying.avg_latency_s() == doctest::Approx(2.0));
+  CHECK(varying.estimate_new(1, 100).eta_seconds ==
+        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(12.5))));
+  // Calls ten times faster than the configured guess, all alike, at ten times the lab's
+  // limits (62.5 pages a second): no spread, 100 pages in 1.6 s and a call's 0.2 s. Taken as
+  // calls of its own, the estimator would still be on its way down from 2 s, and every
+  // deviation on the way counted as spread, times sqrt(2 ln 12.5) for the 12.5 pages that
+  // go within a latency of the last (the follower's promises of 2026-12-04 were 2.3 times
+  // too long for that).
+  const EstimatorConfig fast{.limits = {.requests_per_minute = 15'000,
+                                        .tokens_per_minute = 3'000'000,
+                                        .max_in_flight = 200}};
+  Estimator before(scheduler, fast);
+  Estimator own(scheduler, fast);
+  for (int i = 0; i < 256; ++i) {
+    before.record_settled_before(800, 800, 200ms);
+    own.record_settled(800, 800, 200ms);
+  }
+  CHECK(before.avg_latency_s() == doctest::Approx(0.2));
+  CHECK(before.estimate_new(1, 100).eta_seconds == doctest::Approx(1.8));
+  CHECK(own.estimate_new(1, 100).eta_seconds > 1.8 + 0.2);
+}
+
 TEST_CASE("Position and ETA of a queued job, worked by hand") {
   FairScheduler scheduler;
   add_pages(scheduler, 1, 10, 10);  // A: job 10, 10 pages
