@@ -100,8 +100,9 @@ std::string reason_of(const OutcomeKind& kind, int status) {
 }
 
 // The provider's outcome in the policy's terms: what happened to the call, not how the
-// provider said it.
-CallOutcome core_outcome(const ProviderOutcome& o) {
+// provider said it. `latency`: from the page leaving its lane to its answer, which is what
+// a page's end waits for (its dispatch's commit and its text's read as well as the call).
+CallOutcome core_outcome(const ProviderOutcome& o, Clock::duration latency) {
   const auto end = [&o]() -> CallEnd {
     if (const auto* ok = std::get_if<outcome::Ok>(&o.kind)) {
       return call::Answered{ok->input_tokens, ok->output_tokens};
@@ -128,7 +129,7 @@ CallOutcome core_outcome(const ProviderOutcome& o) {
   // What the headers said of the provider's budgets, for the policy's buckets to follow.
   const Announced announced{o.limits.requests.limit, o.limits.tokens_limit(),
                             o.limits.requests.remaining, o.limits.tokens_remaining()};
-  return CallOutcome{end(), o.latency, announced};
+  return CallOutcome{end(), latency, announced};
 }
 
 }  // namespace
@@ -252,7 +253,9 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   awaitable<std::int64_t> commit(PageTransition transition, JobId job);
   awaitable<ProviderOutcome> call_provider(ProviderRequest request);
 
-  void handle(const QueuedPage& page, std::int64_t call, Lease& lease, const ProviderOutcome& o);
+  // `taken`: when the page left its lane.
+  void handle(const QueuedPage& page, std::int64_t call, Lease& lease, const ProviderOutcome& o,
+              Clock::time_point taken);
   // Counts the policy's verdict on a call and commits its transition; `answer` is the
   // provider's, for a Complete.
   void record(const QueuedPage& page, std::int64_t call, const CallVerdict& verdict,
@@ -289,6 +292,7 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
   // which points into it, is gone.
   const std::shared_ptr<Impl> keep = std::move(self);
   Lease lease = std::move(lease_argument);
+  const Clock::time_point taken = clock.now();
   PageTransition dispatched = PageTransition::dispatched(page.page_id, page.cost);
   const std::int64_t call = co_await commit(std::move(dispatched), page.job_id);
   if (dead) co_return;
@@ -336,19 +340,19 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
                           std::move(what.image)};
   const ProviderOutcome outcome = co_await call_provider(std::move(request));
   if (dead) co_return;
-  handle(page, call, lease, outcome);
+  handle(page, call, lease, outcome, taken);
   end();
 }
 
 void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& lease,
-                              const ProviderOutcome& o) {
+                              const ProviderOutcome& o, Clock::time_point taken) {
   ++counters.outcomes[std::string(outcome_name(o.kind))];
   counters.call_latency_seconds.observe(std::chrono::duration<double>(o.latency).count());
   if (std::holds_alternative<outcome::RateLimited>(o.kind)) ++counters.provider_429;
   if (std::holds_alternative<outcome::Overloaded>(o.kind)) ++counters.provider_503;
   // The policy settles (or cancels) the lease, then has the buckets follow what the
   // provider's headers announced.
-  const CallVerdict verdict = policy.on_outcome(page, lease, core_outcome(o));
+  const CallVerdict verdict = policy.on_outcome(page, lease, core_outcome(o, clock.now() - taken));
   if (verdict.outage_pause) {
     ++counters.outage_pauses;
     std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n",

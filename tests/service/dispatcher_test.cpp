@@ -232,6 +232,21 @@ TEST_CASE("After a restart the estimator starts from what the last calls cost an
   CHECK(warm.alone_seconds(100) == doctest::Approx(seen.alone_seconds(100)));
 }
 
+TEST_CASE("A page's latency, for the estimator, runs from its leaving its lane to its answer") {
+  DispatcherConfig config = fairlane_config(1);
+  config.estimator.latency_alpha = 1.0;  // the last call's alone
+  Rig rig(stand_in(1), config);
+  const auto job = rig.enqueue(rig.user("alice"), 1, "leaflet");
+  REQUIRE(rig.dispatcher->start().ok());
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto& calls = rig.dispatcher->counters().call_latency_seconds;
+  REQUIRE(calls.count() == 1);
+  // Its dispatch's commit and its text's read came before the call, and a job's end waits
+  // for them too.
+  CHECK(rig.dispatcher->estimator().avg_latency_s() > calls.sum());
+  CHECK(rig.dispatcher->estimator().avg_latency_s() < calls.sum() + 1.0);
+}
+
 TEST_CASE("Cancelling a job mid-run: queued pages are cancelled, those in flight finish") {
   Rig rig(stand_in(2, 40), fairlane_config(2));
   const auto user = rig.user("alice");

@@ -64,7 +64,9 @@ struct Announced {
 
 struct CallOutcome {
   CallEnd end;
-  Clock::duration latency{};  // from the call's start to its end
+  // From the call's start to its end; the service counts from the page leaving its lane (its
+  // dispatch's commit and its text's read go before the call).
+  Clock::duration latency{};
   Announced announced{};
 };
 
