@@ -188,6 +188,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   Status commit_error;   // the last flush's failure, ok after a flush that went through
   bool dead = false;     // the Dispatcher is gone: touch neither the store nor the provider
   bool leading = false;  // the loop was started (start, lead); a follower's view has none
+  bool begun = false;    // begin() loaded lanes: a view read again tells what arrived since
   bool looping = false;
   bool stopping = false;
   std::function<void(Status)> stopped;
@@ -201,9 +202,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   // Loads the lanes and starts: as a leader (the lanes as load_lanes() leaves them, the
   // loop running) or as a follower's view (ClusterStore::lanes_view(), no loop). With
-  // `held`, the jobs a view before this one held: the others arrived since (count_arrivals).
+  // `held`, the jobs a view before this one held: the others arrived since (arrived()).
   Status begin(bool lead, const std::unordered_set<JobId>* held = nullptr);
-  bool begun = false;  // begin() loaded lanes: a view read again tells what arrived since
   // Stops at once: nothing more is sent or committed; calls still out are abandoned (their
   // pages stay in flight in the store, for the next start or the next leader).
   void kill();
