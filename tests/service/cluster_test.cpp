@@ -64,6 +64,15 @@ struct Instance {
 
   fairlane::ClusterStore& cluster() { return *store->cluster(); }
 
+  // Takes the lease under its name and leads with its epoch, which it returns.
+  std::int64_t lead() {
+    const auto lease = cluster().claim_lease(name, 60s);
+    REQUIRE(lease.ok());
+    REQUIRE(lease->held);
+    REQUIRE(dispatcher->lead(name, lease->epoch).ok());
+    return lease->epoch;
+  }
+
   std::string name;
   fairlane::service::Membership membership;
   std::unique_ptr<fairlane::Store> store;
@@ -147,10 +156,7 @@ TEST_CASE(
   const auto user = a.store->add_user("alice")->user.id;
   const auto job = enqueue(*a.store, user, 30, "book");
 
-  const auto first = a.cluster().claim_lease("a", 60s);
-  REQUIRE(first.ok());
-  REQUIRE(first->held);
-  REQUIRE(a.dispatcher->lead("a", first->epoch).ok());
+  const std::int64_t first = a.lead();
   std::vector<fairlane::Status> deposed;
   a.dispatcher->on_deposed([&](const fairlane::Status& why) {
     deposed.push_back(why);
@@ -160,11 +166,7 @@ TEST_CASE(
 
   // b takes the lease over (as a follower would once a's ran out) and leads with its epoch.
   REQUIRE(b.cluster().release_lease("a").ok());
-  const auto second = b.cluster().claim_lease("b", 60s);
-  REQUIRE(second.ok());
-  REQUIRE(second->held);
-  CHECK(second->epoch > first->epoch);
-  REQUIRE(b.dispatcher->lead("b", second->epoch).ok());
+  CHECK(b.lead() > first);
 
   // a's next commit is refused: it is told once, and stops dispatching.
   REQUIRE(cluster.run_until([&] { return !deposed.empty(); }));
@@ -190,9 +192,7 @@ TEST_CASE(
   Instance follower(cluster.io, *home, cluster.port, "b");
   const auto user = leader.store->add_user("alice")->user.id;
   const auto job = enqueue(*leader.store, user, 30, "book");
-  const auto lease = leader.cluster().claim_lease("a", 60s);
-  REQUIRE(lease.ok());
-  REQUIRE(leader.dispatcher->lead("a", lease->epoch).ok());
+  leader.lead();
   REQUIRE(cluster.run_until([&] { return done_pages(*leader.store, job.job.id) == 30; }));
   // Committed: the last batch's commit is on its own connection.
   REQUIRE(cluster.run_until([&] { return follower.store->recent_calls(30)->size() == 30; }));
@@ -247,9 +247,7 @@ TEST_CASE(
   CHECK(follower.dispatcher->estimator().competition(shelf_rounds) > 0.0);
 
   // Leading, it goes on counting them.
-  const auto lease = follower.cluster().claim_lease("f", 60s);
-  REQUIRE(lease.ok());
-  REQUIRE(follower.dispatcher->lead("f", lease->epoch).ok());
+  follower.lead();
   CHECK(follower.dispatcher->estimator().competition(shelf_rounds) > 0.0);
 }
 
