@@ -105,6 +105,7 @@ DispatchStep DispatchPolicy::next_step() {
                           too_large->tokens, too_large->capacity)};
   }
   ++calls_out_;
+  tickets_[page.page_id] = sends_.sent();
   return step::Send{page, std::move(std::get<Lease>(admission))};
 }
 
@@ -130,11 +131,17 @@ void DispatchPolicy::follow(const Announced& announced) {
 
 CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
                                        const CallOutcome& outcome) {
-  end_call();
   const CallEnd& end = outcome.end;
   const auto* answered = std::get_if<call::Answered>(&end);
+  std::optional<SendOrder::Settled> settled;
   if (answered != nullptr) {
-    lease.settle(answered->input_tokens + answered->output_tokens);
+    settled = SendOrder::Settled{.used = answered->input_tokens + answered->output_tokens,
+                                 .reserved = page.cost,
+                                 .latency = outcome.latency};
+  }
+  end_call(page, settled);
+  if (answered != nullptr) {
+    lease.settle(settled->used);
   } else if (std::holds_alternative<call::Unreadable>(end)) {
     // The provider ran the call and counted its tokens, but its answer cannot be read:
     // count what was reserved, the side that never overspends.
@@ -147,10 +154,8 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
   if (unreachable == nullptr) outage_pauses_ = 0;  // the provider is there
 
   if (answered != nullptr) {
-    const std::int64_t used = answered->input_tokens + answered->output_tokens;
-    estimator_.record_settled(used, page.cost, outcome.latency);
     // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
-    order_.correct(page.user_id, used - page.cost);
+    order_.correct(page.user_id, settled->used - page.cost);
     forget(page);
     return CallVerdict{verdict::Complete{}, std::nullopt};
   }
@@ -182,13 +187,13 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
 
 CallVerdict DispatchPolicy::could_not_call(const QueuedPage& page, Lease& lease,
                                            const std::string& reason) {
-  end_call();
+  end_call(page);
   lease.cancel();
   return retry_or_fail(page, reason);
 }
 
 void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_lane) {
-  end_call();
+  end_call(page);
   lease.cancel();
   if (cancelled_jobs_.contains(page.job_id)) {
     forget(page);  // the store cancels it as it comes back
@@ -198,7 +203,7 @@ void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_la
 }
 
 void DispatchPolicy::withdrawn(const QueuedPage& page, Lease& lease) {
-  end_call();
+  end_call(page);
   lease.cancel();
   forget(page);
 }
@@ -239,8 +244,14 @@ Clock::time_point DispatchPolicy::next_release() const {
   return held_.empty() ? Clock::time_point::max() : held_.begin()->first;
 }
 
-void DispatchPolicy::end_call() {
+void DispatchPolicy::end_call(const QueuedPage& page, std::optional<SendOrder::Settled> settled) {
   if (calls_out_ > 0) --calls_out_;
+  const auto ticket = tickets_.find(page.page_id);
+  if (ticket == tickets_.end()) return;
+  sends_.ended(ticket->second, settled, [this](const SendOrder::Settled& call) {
+    estimator_.record_settled(call.used, call.reserved, call.latency);
+  });
+  tickets_.erase(ticket);
 }
 
 CallVerdict DispatchPolicy::requeue(const QueuedPage& page, const std::string& returns) {

@@ -234,6 +234,25 @@ TEST_CASE("An answer settles the lease with the usage, teaches the estimator, co
   CHECK(rig.policy.calls_out() == 0);
 }
 
+TEST_CASE("The estimator learns answered calls in the order they were sent, not as they end") {
+  Rig rig;
+  rig.add(kAlice, 1, 3);
+  auto first = rig.send();
+  auto second = rig.send();
+  auto third = rig.send();
+  // The last one sent answers first, in 1 s: it waits for the two sent before it.
+  (void)rig.policy.on_outcome(third.page, third.lease, CallOutcome{call::Answered{300, 100}, 1s});
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(2.0));
+  // The first (5 s) is learned at once; the second never answers (its text could not be
+  // read), which lets the third go on. EWMAs at the latency's alpha, 0.02, from 2 s.
+  (void)rig.policy.on_outcome(first.page, first.lease, CallOutcome{call::Answered{300, 100}, 5s});
+  const double after_first = 0.98 * 2.0 + 0.02 * 5.0;
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(after_first));
+  (void)rig.policy.could_not_call(second.page, second.lease, "no text");
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(0.98 * after_first + 0.02 * 1.0));
+  CHECK(rig.policy.calls_out() == 0);
+}
+
 TEST_CASE(
     "The buckets follow what an answer announces: limits, then what is left, after the settle") {
   Rig rig;

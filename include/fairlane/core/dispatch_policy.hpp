@@ -17,8 +17,8 @@
 // announced): their capacity and refill the provider's limits (the lower of those and the
 // configured ones, Budget::follow_announced), their levels lowered to what it says is left;
 // after the settle, so a refund cannot undo them. Then:
-//   Answered         the estimator learns the usage and latency; the lane is corrected by
-//                    (used - estimate); Complete
+//   Answered         the estimator learns the usage and latency, in the order calls were
+//                    sent (SendOrder); the lane is corrected by (used - estimate); Complete
 //   RateLimited,     ALL dispatch pauses until Retry-After (default_pause when none came);
 //   Overloaded       the page goes back to the head, no attempt spent; Requeue, or Fail
 //                    ("gave up after N refusals...") past max_requeues returns
@@ -62,6 +62,7 @@
 #include "fairlane/core/in_flight_cap.hpp"
 #include "fairlane/core/lease.hpp"
 #include "fairlane/core/page_order.hpp"
+#include "fairlane/core/send_order.hpp"
 #include "fairlane/core/wall_clock.hpp"
 
 namespace fairlane {
@@ -196,7 +197,8 @@ class DispatchPolicy {
   // Held pages whose time has come go back to the head of their lanes.
   void release_held(Clock::time_point now);
   [[nodiscard]] Clock::time_point next_release() const;
-  void end_call();
+  // A Send has ended: what it settled, when answered, goes to the estimator in send order.
+  void end_call(const QueuedPage& page, std::optional<SendOrder::Settled> settled = std::nullopt);
   // The buckets follow what an answer announced of the provider's budgets.
   void follow(const Announced& announced);
   // `returns` names what sent the page back, for its error if it returns too often.
@@ -224,6 +226,8 @@ class DispatchPolicy {
   std::optional<Clock::time_point> paused_;
   std::int64_t outage_pauses_ = 0;
   std::int64_t calls_out_ = 0;
+  SendOrder sends_;                                    // the calls out, in the order they went
+  std::unordered_map<PageId, std::uint64_t> tickets_;  // each call out's place in sends_
 };
 
 }  // namespace fairlane
