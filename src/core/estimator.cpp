@@ -329,30 +329,32 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
 double Estimator::last_answer_s(double pages, double sending_s) const {
   // A job is done when the slowest of its last calls answers. Its pages go out evenly over
   // the `sending_s` until the last one (`gap` apart), and the k-th from the end answers
-  // about (k - 1) gaps before the last one would with the same latency, so the job waits
-  // for the latency average plus the most, over k, of the expected largest of k draws
-  // (sqrt(2 ln k) standard deviations) less (k - 1) gaps. k counts at most the calls out
-  // with the last one: those sent within a latency of it, and what can be out at once.
+  // about (k - 1) gaps before the last one would with the same latency. The largest of k
+  // draws stays below sqrt(2 ln (k / (1 - q))) deviations above the average with probability
+  // about q (finish_quantile), so the job waits for the latency average plus the most, over
+  // k, of that less (k - 1) gaps. k counts at most the calls out with the last one: those
+  // sent within a latency of it, and what can be out at once.
   const BudgetLimits l = limits();
   const double sending = std::max(sending_s, 0.0);
-  double at_once = pages * avg_latency_s_ / std::max(sending, avg_latency_s_);
+  double at_once = std::max(pages * avg_latency_s_ / std::max(sending, avg_latency_s_), 1.0);
   if (l.max_in_flight > 0) at_once = std::min(at_once, static_cast<double>(l.max_in_flight));
   if (l.tokens_per_minute > 0 && avg_reserved_ > 0) {
     at_once = std::min(at_once, static_cast<double>(l.tokens_per_minute) / avg_reserved_);
   }
-  if (!(latency_var_ > 0.0) || at_once < 2.0) return avg_latency_s_;
+  if (!(latency_var_ > 0.0) || !(pages > 0.0)) return avg_latency_s_;
   const double sigma = std::sqrt(latency_var_);
-  const double gap = pages > 0.0 ? sending / pages : 0.0;
+  const double gap = sending / pages;
+  const double draws = 1.0 / std::max(1.0 - config_.finish_quantile, 1e-6);
   const auto slowest = [&](double n) {
-    return sigma * std::sqrt(2.0 * std::log(n)) - (n - 1.0) * gap;
+    return sigma * std::sqrt(2.0 * std::log(std::max(n, 1.0) * draws)) - (n - 1.0) * gap;
   };
-  // The most is where k sqrt(2 ln k) = sigma / gap: a fixed point that settles in a few
-  // steps, as sqrt(ln k) hardly moves.
+  // The most is where k sqrt(2 ln (k / (1 - q))) = sigma / gap: a fixed point that settles
+  // in a few steps, as the root hardly moves.
   double k = at_once;
   if (gap > 0.0) {
     const double target = sigma / gap;
-    k = std::max(target, 2.0);
-    for (int i = 0; i < 4; ++i) k = std::max(target / std::sqrt(2.0 * std::log(k)), 2.0);
+    k = std::max(target, 1.0);
+    for (int i = 0; i < 4; ++i) k = std::max(target / std::sqrt(2.0 * std::log(k * draws)), 1.0);
     k = std::min(k, at_once);
   }
   const double beyond = std::max(slowest(std::floor(k)), slowest(std::min(std::ceil(k), at_once)));

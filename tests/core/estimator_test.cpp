@@ -80,17 +80,17 @@ TEST_CASE("A job waits for the slowest of its last calls: latencies that vary ad
     varying.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
   }
   REQUIRE(varying.avg_latency_s() == doctest::Approx(2.0).epsilon(0.02));
-  // 100 pages go over 100 / 6.25 = 16 s, 0.16 s apart. The slowest of the last k calls is
-  // about 2 + sqrt(2 ln k) s (mean 2 s, deviation 1 s) after the first of them, which went
-  // (k - 1) x 0.16 s before the last: most at k = 4, 1.665 - 0.48 = 1.185 s past a call's
-  // average. (Counted as if the 12.5 calls within a latency of the last all went with it,
-  // sqrt(2 ln 12.5) = 2.25 s, a promise ran a second long.)
+  // 100 pages go over 100 / 6.25 = 16 s, 0.16 s apart. The slowest of the last k calls
+  // stays below 2 + sqrt(2 ln (100 k)) s (mean 2 s, deviation 1 s) 99 times in 100, after
+  // the first of them, which went (k - 1) x 0.16 s before the last: most at k = 2,
+  // sqrt(2 ln 200) - 0.16 = 3.10 s past a call's average.
   CHECK(fixed.estimate_new(1, 100).eta_seconds == doctest::Approx(18.0));
   CHECK(varying.estimate_new(1, 100).eta_seconds ==
-        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(4.0)) - 3.0 * 0.16).epsilon(0.02));
-  // One page has no slower companion: its call's latency alone.
+        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(200.0)) - 0.16).epsilon(0.02));
+  // One page has no slower companion: its own call at its 99th percentile.
   CHECK(varying.estimate_new(1, 1).eta_seconds ==
-        doctest::Approx(fixed.estimate_new(1, 1).eta_seconds).epsilon(0.02));
+        doctest::Approx(fixed.estimate_new(1, 1).eta_seconds + std::sqrt(2.0 * std::log(100.0)))
+            .epsilon(0.02));
 }
 
 TEST_CASE("Calls that go out together wait for the slowest of them all") {
@@ -100,9 +100,10 @@ TEST_CASE("Calls that go out together wait for the slowest of them all") {
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
   for (int i = 0; i < 2'000; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
   // A full tokens bucket (300,000) and 200 permits send 100 pages of 800 tokens at once:
-  // no gap between them, and the largest of 100 draws, sqrt(2 ln 100) deviations.
+  // no gap between them, and the largest of 100 draws at its 99th percentile,
+  // sqrt(2 ln (100 x 100)) deviations.
   CHECK(estimator.estimate_new(1, 100).eta_seconds ==
-        doctest::Approx(2.0 + std::sqrt(2.0 * std::log(100.0))).epsilon(0.02));
+        doctest::Approx(2.0 + std::sqrt(2.0 * std::log(10'000.0))).epsilon(0.02));
 }
 
 TEST_CASE("Calls that settled before an estimator existed give it their own averages") {
@@ -120,7 +121,7 @@ TEST_CASE("Calls that settled before an estimator existed give it their own aver
   for (int i = 0; i < 50; ++i) varying.record_settled_before(800, 800, i % 2 == 0 ? 1s : 3s);
   CHECK(varying.avg_latency_s() == doctest::Approx(2.0));
   CHECK(varying.estimate_new(1, 100).eta_seconds ==
-        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(4.0)) - 3.0 * 0.16).epsilon(0.001));
+        doctest::Approx(18.0 + std::sqrt(2.0 * std::log(200.0)) - 0.16).epsilon(0.001));
   // Calls ten times faster than the configured guess, all alike, at ten times the lab's
   // limits (62.5 pages a second): no spread, 100 pages in 1.6 s and a call's 0.2 s. Taken as
   // calls of its own, the estimator would still be on its way down from 2 s, and every

@@ -80,10 +80,16 @@ struct EstimatorConfig {
   double initial_tokens_per_page = 800.0;  // reserved and used, until pages arrive
   double initial_latency_s = 2.0;          // until the first settled call
   double ewma_alpha = 0.1;                 // weight of each new observation of tokens
-  // The same for a call's latency and its spread. Calls sent together settle fastest first,
-  // so a short memory ends every burst on its slowest calls (2026-12-04: alpha 0.1 read 3.5 s
-  // where calls took 2.2 s on average); 0.02 spans a burst of a hundred calls.
+  // The same for a call's latency and its spread, learned in the order calls were sent
+  // (SendOrder). A spread read from few calls is noisy: in simulator 5b alpha 0.05 and 0.1
+  // left more books late than 0.02, which spans a burst of a hundred calls.
   double latency_alpha = 0.02;
+  // A job's last answer is promised at this quantile of its slowest call: where the largest
+  // of k draws is expected about sqrt(2 ln k) deviations above the average, it stays below
+  // sqrt(2 ln (k / (1 - q))) with probability about q. The door's target is 95% of books
+  // within promise + 10%, and the arrivals' spread takes most of those 5%
+  // (docs/architecture.md, Estimator).
+  double finish_quantile = 0.99;
   // Arrivals older than about this weigh little in the competing rate.
   Clock::duration arrival_window = std::chrono::minutes(5);
   // The largest share of the rate that arriving work may be expected to take (rho's cap).
