@@ -105,6 +105,10 @@ DispatchStep DispatchPolicy::next_step() {
                           too_large->tokens, too_large->capacity)};
   }
   ++calls_out_;
+  // A page has one call out at a time; were one still ticketed, it is over without an answer.
+  if (const auto out = tickets_.find(page.page_id); out != tickets_.end()) {
+    sends_.ended(out->second, std::nullopt, [](const SendOrder::Settled&) {});
+  }
   tickets_[page.page_id] = sends_.sent();
   return step::Send{page, std::move(std::get<Lease>(admission))};
 }

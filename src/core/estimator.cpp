@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace fairlane {
 namespace {
@@ -43,6 +44,9 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
       avg_tokens_(config.initial_tokens_per_page),
       avg_reserved_(config.initial_tokens_per_page),
       avg_latency_s_(config.initial_latency_s) {
+  if (!(config.finish_quantile >= 0.5 && config.finish_quantile < 1.0)) {
+    throw std::invalid_argument("the estimator's finish_quantile must be in [0.5, 1)");
+  }
   if (clock != nullptr) {
     arrivals_.emplace(*clock, config.arrival_window);
     if (config.arrival_window / Arrivals::kSlots >= Arrivals::kSlots * Clock::duration(1)) {
@@ -330,20 +334,21 @@ double Estimator::last_answer_s(double pages, double sending_s) const {
   // A job is done when the slowest of its last calls answers. Its pages go out evenly over
   // the `sending_s` until the last one (`gap` apart), and the k-th from the end answers
   // about (k - 1) gaps before the last one would with the same latency. The largest of k
-  // draws stays below sqrt(2 ln (k / (1 - q))) deviations above the average with probability
-  // about q (finish_quantile), so the job waits for the latency average plus the most, over
-  // k, of that less (k - 1) gaps. k counts at most the calls out with the last one: those
-  // sent within a latency of it, and what can be out at once.
+  // draws is allowed sqrt(2 ln (k / (1 - q))) deviations above the average (q the
+  // finish_quantile: see EstimatorConfig), so the job waits for the latency average plus
+  // the most, over k, of that less (k - 1) gaps. k counts at most the calls out with the last one:
+  // those sent within a latency of it, and what can be out at once.
   const BudgetLimits l = limits();
   const double sending = std::max(sending_s, 0.0);
-  double at_once = std::max(pages * avg_latency_s_ / std::max(sending, avg_latency_s_), 1.0);
+  double at_once = pages * avg_latency_s_ / std::max(sending, avg_latency_s_);
   if (l.max_in_flight > 0) at_once = std::min(at_once, static_cast<double>(l.max_in_flight));
   if (l.tokens_per_minute > 0 && avg_reserved_ > 0) {
     at_once = std::min(at_once, static_cast<double>(l.tokens_per_minute) / avg_reserved_);
   }
-  if (!(latency_var_ > 0.0) || !(pages > 0.0)) return avg_latency_s_;
+  at_once = std::max(at_once, 1.0);  // the last call itself
+  const double gap = pages > 0.0 ? sending / pages : 0.0;
+  if (!(latency_var_ > 0.0) || !std::isfinite(gap)) return avg_latency_s_;
   const double sigma = std::sqrt(latency_var_);
-  const double gap = sending / pages;
   const double draws = 1.0 / std::max(1.0 - config_.finish_quantile, 1e-6);
   const auto slowest = [&](double n) {
     return sigma * std::sqrt(2.0 * std::log(std::max(n, 1.0) * draws)) - (n - 1.0) * gap;
@@ -357,7 +362,8 @@ double Estimator::last_answer_s(double pages, double sending_s) const {
     for (int i = 0; i < 4; ++i) k = std::max(target / std::sqrt(2.0 * std::log(k * draws)), 1.0);
     k = std::min(k, at_once);
   }
-  const double beyond = std::max(slowest(std::floor(k)), slowest(std::min(std::ceil(k), at_once)));
+  const double beyond =
+      std::max(slowest(std::max(std::floor(k), 1.0)), slowest(std::min(std::ceil(k), at_once)));
   return avg_latency_s_ + std::max(beyond, 0.0);
 }
 

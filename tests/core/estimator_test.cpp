@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -80,17 +81,56 @@ TEST_CASE("A job waits for the slowest of its last calls: latencies that vary ad
     varying.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
   }
   REQUIRE(varying.avg_latency_s() == doctest::Approx(2.0).epsilon(0.02));
-  // 100 pages go over 100 / 6.25 = 16 s, 0.16 s apart. The slowest of the last k calls
-  // stays below 2 + sqrt(2 ln (100 k)) s (mean 2 s, deviation 1 s) 99 times in 100, after
-  // the first of them, which went (k - 1) x 0.16 s before the last: most at k = 2,
-  // sqrt(2 ln 200) - 0.16 = 3.10 s past a call's average.
+  // 100 pages go over 100 / 6.25 = 16 s, 0.16 s apart. The slowest of the last k calls is
+  // allowed 2 + sqrt(2 ln (100 k)) s (mean 2 s, deviation 1 s; the expected largest of
+  // 100 k draws, finish_quantile 0.99) after the first of them, which went (k - 1) x 0.16 s
+  // before the last: most at k = 2, sqrt(2 ln 200) - 0.16 = 3.10 s past a call's average.
   CHECK(fixed.estimate_new(1, 100).eta_seconds == doctest::Approx(18.0));
   CHECK(varying.estimate_new(1, 100).eta_seconds ==
         doctest::Approx(18.0 + std::sqrt(2.0 * std::log(200.0)) - 0.16).epsilon(0.02));
-  // One page has no slower companion: its own call at its 99th percentile.
+  // One page has no slower companion: its own call, with the margin of 100 draws.
   CHECK(varying.estimate_new(1, 1).eta_seconds ==
         doctest::Approx(fixed.estimate_new(1, 1).eta_seconds + std::sqrt(2.0 * std::log(100.0)))
             .epsilon(0.02));
+}
+
+TEST_CASE("The slowest of a job's last calls: the most over every count of them") {
+  FairScheduler scheduler;
+  // Ten times the lab's limits: 62.5 pages a second, 100 pages 0.016 s apart over 1.6 s.
+  const EstimatorConfig fast{.limits = {.requests_per_minute = 15'000,
+                                        .tokens_per_minute = 3'000'000,
+                                        .max_in_flight = 200}};
+  Estimator estimator(scheduler, fast);
+  // Calls of 1 s and 3 s in turn: mean 2 s, deviation 1 s exactly.
+  for (int i = 0; i < 50; ++i) estimator.record_settled_before(800, 800, i % 2 == 0 ? 1s : 3s);
+  // Every count k of the last calls, 1 to the 100 within a latency of the last, by hand.
+  double most = 0.0;
+  for (int k = 1; k <= 100; ++k) {
+    most = std::max(most, std::sqrt(2.0 * std::log(100.0 * k)) - (k - 1) * 0.016);
+  }
+  CHECK(estimator.estimate_new(1, 100).eta_seconds == doctest::Approx(1.6 + 2.0 + most));
+}
+
+TEST_CASE("A page that alone reserves more than a minute's tokens waits for its own call") {
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  // Pages reserve 600,000 tokens, twice the 300,000 a minute: not even one is out with
+  // another. They use 800 (6.25 pages a second); calls of 1 s and 3 s, mean 2, deviation 1.
+  for (int i = 0; i < 50; ++i) {
+    estimator.record_settled_before(800, 600'000, i % 2 == 0 ? 1s : 3s);
+  }
+  // 0.16 s to send, then its call with the margin of 100 draws, and no more.
+  CHECK(estimator.estimate_new(1, 1).eta_seconds ==
+        doctest::Approx(0.16 + 2.0 + std::sqrt(2.0 * std::log(100.0))));
+}
+
+TEST_CASE("A finish quantile outside [0.5, 1) is refused") {
+  FairScheduler scheduler;
+  CHECK_THROWS_AS(Estimator(scheduler, EstimatorConfig{.finish_quantile = 1.0}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(Estimator(scheduler, EstimatorConfig{.finish_quantile = 0.2}),
+                  std::invalid_argument);
+  CHECK_NOTHROW(Estimator(scheduler, EstimatorConfig{.finish_quantile = 0.9}));
 }
 
 TEST_CASE("Calls that go out together wait for the slowest of them all") {
@@ -100,8 +140,8 @@ TEST_CASE("Calls that go out together wait for the slowest of them all") {
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
   for (int i = 0; i < 2'000; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
   // A full tokens bucket (300,000) and 200 permits send 100 pages of 800 tokens at once:
-  // no gap between them, and the largest of 100 draws at its 99th percentile,
-  // sqrt(2 ln (100 x 100)) deviations.
+  // no gap between them, and the largest of 100 draws with the margin (q = 0.99), the
+  // expected largest of 100 / 0.01 draws: sqrt(2 ln (100 x 100)) deviations.
   CHECK(estimator.estimate_new(1, 100).eta_seconds ==
         doctest::Approx(2.0 + std::sqrt(2.0 * std::log(10'000.0))).epsilon(0.02));
 }

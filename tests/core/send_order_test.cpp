@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -61,12 +62,34 @@ TEST_CASE("A call that ended without an answer lets the ones after it go, and te
   CHECK(learned.seconds == std::vector<std::int64_t>{2, 4});
 }
 
-TEST_CASE("A ticket that is not out is refused") {
+TEST_CASE("A ticket never given, or ended twice, is refused") {
   SendOrder order;
   Learned learned;
   CHECK_THROWS_AS(order.ended(0, took(1s), learned), std::invalid_argument);
+  const std::uint64_t held_back = order.sent();
   const std::uint64_t ticket = order.sent();
   order.ended(ticket, took(1s), learned);
+  // Ended while a call before it holds it back, then again.
   CHECK_THROWS_AS(order.ended(ticket, took(1s), learned), std::invalid_argument);
   CHECK_THROWS_AS(order.ended(ticket + 1, took(1s), learned), std::invalid_argument);
+  order.ended(held_back, std::nullopt, learned);
+  CHECK(learned.seconds == std::vector<std::int64_t>{1});
+}
+
+TEST_CASE("A call whose end never comes stops holding the others back after kHeldAtMost") {
+  SendOrder order;
+  Learned learned;
+  const std::uint64_t lost = order.sent();
+  for (std::size_t i = 0; i < SendOrder::kHeldAtMost - 1; ++i)
+    order.ended(order.sent(), took(2s), learned);
+  CHECK(learned.seconds.empty());
+  CHECK(order.held() == SendOrder::kHeldAtMost);
+  // One more: the lost call is given up on, and every answer behind it goes on.
+  order.ended(order.sent(), took(3s), learned);
+  CHECK(learned.seconds.size() == SendOrder::kHeldAtMost);
+  CHECK(learned.seconds.back() == 3);
+  CHECK(order.held() == 0);
+  // Its end, should it come after all, changes nothing.
+  order.ended(lost, took(9s), learned);
+  CHECK(learned.seconds.size() == SendOrder::kHeldAtMost);
 }

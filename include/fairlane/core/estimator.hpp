@@ -84,11 +84,13 @@ struct EstimatorConfig {
   // (SendOrder). A spread read from few calls is noisy: in simulator 5b alpha 0.05 and 0.1
   // left more books late than 0.02, which spans a burst of a hundred calls.
   double latency_alpha = 0.02;
-  // A job's last answer is promised at this quantile of its slowest call: where the largest
-  // of k draws is expected about sqrt(2 ln k) deviations above the average, it stays below
-  // sqrt(2 ln (k / (1 - q))) with probability about q. The door's target is 95% of books
-  // within promise + 10%, and the arrivals' spread takes most of those 5%
-  // (docs/architecture.md, Estimator).
+  // How surely a job's slowest call is done by its promise, q: where the largest of k draws
+  // is expected about sqrt(2 ln k) deviations above the average, the promise allows
+  // sqrt(2 ln (k / (1 - q))), the expected largest of k / (1 - q) draws. That holds with
+  // probability near q for latencies with a long tail (lognormal: 98.8% at k = 1) and more
+  // for normal ones (99.9%). The door's target is 95% of books within promise + 10%, and
+  // the arrivals' spread takes most of those 5% (docs/architecture.md, Estimator). In
+  // [0.5, 1).
   double finish_quantile = 0.99;
   // Arrivals older than about this weigh little in the competing rate.
   Clock::duration arrival_window = std::chrono::minutes(5);

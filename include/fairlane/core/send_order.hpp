@@ -7,14 +7,17 @@
 // every call sent before it has ended (answered, failed, or never made), and then they go on
 // in the order they were sent: the averages see each burst whole, in the order it went out.
 // What it costs: an answer teaches the estimator no sooner than the slowest call sent before
-// it ends, which the call timeout bounds.
+// it ends (the call timeout bounds the call; the dispatch's commit and the text's read come
+// before it). A call whose end never comes (a bug) must not stop the learning for good: once
+// kHeldAtMost calls wait behind the oldest, it is taken as ended without an answer.
 //
 // Cost: sent() and ended() O(1) amortized; memory, the calls from the oldest one still out to
-// the newest.
+// the newest, at most kHeldAtMost.
 //
 // Thread safety: none, by design; the dispatch loop's thread owns it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -26,6 +29,9 @@ namespace fairlane {
 
 class SendOrder {
  public:
+  // Far more than can be out at once (the in-flight cap, 200 by default).
+  static constexpr std::size_t kHeldAtMost = 4096;
+
   // What an answered call used, what it had reserved, and how long it took.
   struct Settled {
     std::int64_t used = 0;
@@ -41,17 +47,19 @@ class SendOrder {
 
   // The call `ticket` has ended, with what it settled when it was answered (std::nullopt
   // for a call that failed or was never made). `learn(const Settled&)` is called for each
-  // answered call that no earlier call holds back any more, oldest first. Throws
-  // std::invalid_argument for a ticket not out (a bug in the caller).
+  // answered call that no earlier call holds back any more, oldest first. The end of a call
+  // given up on (kHeldAtMost) is ignored. Throws std::invalid_argument for a ticket never
+  // given or ended twice (a bug in the caller).
   template <class Learn>
   void ended(std::uint64_t ticket, std::optional<Settled> settled, Learn&& learn) {
-    if (ticket < first_ || ticket - first_ >= calls_.size() || calls_[ticket - first_].ended) {
+    if (ticket < first_) return;  // given up on
+    if (ticket - first_ >= calls_.size() || calls_[ticket - first_].ended) {
       throw std::invalid_argument("SendOrder::ended: the call is not out");
     }
     Call& call = calls_[ticket - first_];
     call.ended = true;
     call.settled = settled;
-    while (!calls_.empty() && calls_.front().ended) {
+    while (!calls_.empty() && (calls_.front().ended || calls_.size() > kHeldAtMost)) {
       if (calls_.front().settled) learn(*calls_.front().settled);
       calls_.pop_front();
       ++first_;
