@@ -124,7 +124,7 @@ TEST_CASE("A page that alone reserves more than a minute's tokens waits for its 
         doctest::Approx(0.16 + 2.0 + std::sqrt(2.0 * std::log(100.0))));
 }
 
-TEST_CASE("A finish quantile outside [0.5, 1) is refused") {
+TEST_CASE("A finish quantile below one half or at one or more is refused") {
   FairScheduler scheduler;
   CHECK_THROWS_AS(Estimator(scheduler, EstimatorConfig{.finish_quantile = 1.0}),
                   std::invalid_argument);
