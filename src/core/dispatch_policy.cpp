@@ -83,7 +83,7 @@ DispatchStep DispatchPolicy::next_step() {
   const Clock::time_point release = next_release();
   if (paused_ && *paused_ > now) return step::SleepUntil{std::min(*paused_, release)};
   paused_.reset();
-  if (outage_pauses_ > 0 && calls_out_ > 0) {
+  if (outage_pauses_ > 0 && !tickets_.empty()) {
     // The provider was unreachable: one call at a time finds out whether it is back.
     return step::WaitForCall{release};
   }
@@ -104,7 +104,6 @@ DispatchStep DispatchPolicy::next_step() {
         page, fmt::format("the page needs {} tokens, more than the provider's {} a minute",
                           too_large->tokens, too_large->capacity)};
   }
-  ++calls_out_;
   // A page has one call out at a time; were one still ticketed, it is over without an answer.
   if (const auto out = tickets_.find(page.page_id); out != tickets_.end()) {
     sends_.ended(out->second, std::nullopt, [](const SendOrder::Settled&) {});
@@ -249,7 +248,6 @@ Clock::time_point DispatchPolicy::next_release() const {
 }
 
 void DispatchPolicy::end_call(const QueuedPage& page, std::optional<SendOrder::Settled> settled) {
-  if (calls_out_ > 0) --calls_out_;
   const auto ticket = tickets_.find(page.page_id);
   if (ticket == tickets_.end()) return;
   sends_.ended(ticket->second, settled, [this](const SendOrder::Settled& call) {

@@ -166,7 +166,9 @@ class DispatchPolicy {
   // Outage pauses in a row (0 once the provider answers anything).
   [[nodiscard]] std::int64_t outage_pauses() const { return outage_pauses_; }
   // Calls sent and not yet ended.
-  [[nodiscard]] std::int64_t calls_out() const { return calls_out_; }
+  [[nodiscard]] std::int64_t calls_out() const {
+    return static_cast<std::int64_t>(tickets_.size());
+  }
   // Pages held back until their backoff ends.
   [[nodiscard]] std::size_t held() const { return held_.size(); }
   // Pages known (queued, held or out), and cancelled jobs remembered because some of their
@@ -225,9 +227,9 @@ class DispatchPolicy {
   std::multimap<Clock::time_point, QueuedPage> held_;  // by release time, then hold order
   std::optional<Clock::time_point> paused_;
   std::int64_t outage_pauses_ = 0;
-  std::int64_t calls_out_ = 0;
-  SendOrder sends_;                                    // the calls out, in the order they went
-  std::unordered_map<PageId, std::uint64_t> tickets_;  // each call out's place in sends_
+  SendOrder sends_;  // the calls out, in the order they went
+  // Each call out's place in sends_; their count is calls_out().
+  std::unordered_map<PageId, std::uint64_t> tickets_;
 };
 
 }  // namespace fairlane
