@@ -9,10 +9,13 @@
 # and would promise far too much), and leaves about 60 pages of budget. Then eight users
 # each upload one book, 87 pages in all, from small to large, so the tokens bind about 3 s
 # later: six small books (2 to 5 pages) are done within about 1.5 s, the books of 30 and 38
-# pages end once the budget binds. 6 s after its start the stand-in halves its TPM and
-# doubles its latency, and announces the limit in its headers (the budget still holds pages
-# then, so fairlane learns it before it binds and no call is refused): the pages left past
-# the budget go at 1 a second, not 2, so the last book (nothing arrived after it) ends late.
+# pages end once the budget binds. From its 114th call the stand-in halves its TPM and
+# doubles its latency, and announces the limit in its headers (the budget still holds about
+# 20 pages then, so fairlane learns it before it binds and no call is refused): the pages
+# left past the budget go at 1 a second, not 2, so the last book (nothing arrived after it)
+# ends late. The change comes at a call, not at a time, so that however slowly this machine
+# starts and uploads, it comes after the last book is accepted: the warm-up's 64 calls and
+# the 49 pages of the seven books before the last make 113.
 # The book of 30 pages ends late too, because the last one arrived ahead of its last page
 # in fair order. Each book is polled every 0.25 s until all have ended: every book that
 # finished later than its promise by more than max(2 s, 10% of the promised duration)
@@ -42,7 +45,7 @@ warm=$(add_user warm)
 
 limits=(--rpm 6000 --tpm 30240 --max-in-flight 4)
 start_stand_in "${limits[@]}" --latency-ms 200 --output-tokens 20 \
-  --change "6000:tpm=15120,latency-ms=400"
+  --change "call=114:tpm=15120,latency-ms=400"
 started_ms=$((${EPOCHREALTIME/./} / 1000))
 # 920 bytes of prompt: 232 input tokens a page (with its text), plus the 20 of output.
 start_serve "${limits[@]}" --max-tokens 20 --max-wait 600 \

@@ -237,7 +237,7 @@ TEST_CASE("A storm is written START_S:LENGTH_S:RETRY_AFTER_S") {
   }
 }
 
-TEST_CASE("A change of limits is written AT_MS:KEY=VALUE,... with keys rpm, tpm, latency-ms") {
+TEST_CASE("A change of limits is written AT:KEY=VALUE,... with keys rpm, tpm, latency-ms") {
   const auto all = sim::parse_change("4000:rpm=30,tpm=3000,latency-ms=400.5");
   REQUIRE(all.ok());
   CHECK(all->at == 4000ms);
@@ -250,23 +250,32 @@ TEST_CASE("A change of limits is written AT_MS:KEY=VALUE,... with keys rpm, tpm,
   CHECK_FALSE(one->requests_per_minute);
   CHECK(one->tokens_per_minute == 1);
   CHECK_FALSE(one->latency_ms);
-  for (const char* bad : {"", "4000", "4000:", "-1:tpm=5", "4s:tpm=5", "4000:tpm", "4000:tpm=0",
-                          "4000:tpm=-5", "4000:tpm=1.5", "4000:rpm=5,rpm=6", "4000:speed=2",
-                          "4000:latency-ms=-1", "4000:latency-ms=fast", "4000:tpm=5,"}) {
+  CHECK_FALSE(one->at_call);
+  const auto at_call = sim::parse_change("call=114:tpm=15120,latency-ms=400");
+  REQUIRE(at_call.ok());
+  CHECK(at_call->at_call == 114);
+  CHECK(at_call->tokens_per_minute == 15'120);
+  CHECK(at_call->latency_ms == 400.0);
+  for (const char* bad :
+       {"", "4000", "4000:", "-1:tpm=5", "4s:tpm=5", "4000:tpm", "4000:tpm=0", "4000:tpm=-5",
+        "4000:tpm=1.5", "4000:rpm=5,rpm=6", "4000:speed=2", "4000:latency-ms=-1",
+        "4000:latency-ms=fast", "4000:tpm=5,", "call=0:tpm=5", "call=:tpm=5", "call=-2:tpm=5",
+        "call=1.5:tpm=5", "calls=3:tpm=5"}) {
     CAPTURE(bad);
     const auto refused = sim::parse_change(bad);
     CHECK(refused.status().code() == fairlane::StatusCode::invalid_argument);
-    CHECK(refused.status().message().find("AT_MS:KEY=VALUE") != std::string::npos);
+    CHECK(refused.status().message().find("AT:KEY=VALUE") != std::string::npos);
+    CHECK(refused.status().message().find("call=N") != std::string::npos);
   }
 }
 
 TEST_CASE("A change may set only a limit the configuration sets") {
   sim::Config config;
-  config.changes = {sim::LimitChange{1s, std::nullopt, 1'000, std::nullopt}};
+  config.changes = {sim::LimitChange{1s, std::nullopt, 1'000, std::nullopt, std::nullopt}};
   CHECK(sim::check_changes(config).ok());
   config.tokens_per_minute = 0;
   CHECK(sim::check_changes(config).code() == fairlane::StatusCode::invalid_argument);
-  config.changes = {sim::LimitChange{1s, std::nullopt, std::nullopt, 10.0}};
+  config.changes = {sim::LimitChange{1s, std::nullopt, std::nullopt, 10.0, std::nullopt}};
   CHECK(sim::check_changes(config).ok());
 }
 
@@ -286,7 +295,7 @@ TEST_CASE("After a change the stand-in enforces and announces the new limits, in
   for (const Dialect dialect : {Dialect::openai, Dialect::anthropic}) {
     CAPTURE(fairlane::to_string(dialect));
     sim::Config config = quick();
-    config.changes = {sim::LimitChange{0ms, 2, 150'000, 20.0}};
+    config.changes = {sim::LimitChange{0ms, 2, 150'000, 20.0, std::nullopt}};
     Rig rig(config, dialect);
     wait_for_changes(rig, 1);
     const auto limits = rig.stats().at("limits").as_object();
@@ -312,7 +321,7 @@ TEST_CASE("After a change the stand-in enforces and announces the new limits, in
 TEST_CASE("A change may raise a limit above the configured one") {
   sim::Config config = quick();
   config.tokens_per_minute = 1'000;
-  config.changes = {sim::LimitChange{0ms, std::nullopt, 2'000, std::nullopt}};
+  config.changes = {sim::LimitChange{0ms, std::nullopt, 2'000, std::nullopt, std::nullopt}};
   Rig rig(config);
   wait_for_changes(rig, 1);
   CHECK(rig.stats().at("limits").as_object().at("tokens_per_minute") == 2'000);
@@ -322,6 +331,32 @@ TEST_CASE("A change may raise a limit above the configured one") {
   // The bucket started full at 1,000 and the call took 253: raising the limit added no
   // tokens at once (it refills 33 a second, so this holds for 7 s of a slow machine).
   CHECK(*done[0].limits.tokens.remaining < 1'000);
+}
+
+TEST_CASE("A change at a call applies as that call arrives, whatever the time") {
+  sim::Config config = quick();
+  // At 0 ms a timed change would have applied at once: only the count applies these. Given
+  // out of order, applied in call order.
+  config.changes = {sim::LimitChange{0ms, std::nullopt, std::nullopt, 30.0, 5},
+                    sim::LimitChange{0ms, 2, std::nullopt, std::nullopt, 2}};
+  Rig rig(config);
+  const auto first = rig.calls(1);
+  expect<outcome::Ok>(first[0]);
+  CHECK(first[0].limits.requests.limit == 1'500);
+  CHECK(rig.stats().at("changes_applied") == 0);
+  // Calls 2 to 4: the second is the first under an RPM of 2, so the fourth is refused.
+  int ok = 0;
+  for (const auto& o : rig.calls(3)) {
+    CHECK(o.limits.requests.limit == 2);
+    if (std::holds_alternative<outcome::Ok>(o.kind)) ++ok;
+  }
+  CHECK(ok == 2);
+  CHECK(rig.stats().at("rejected_429") == 1);
+  CHECK(rig.stats().at("changes_applied") == 1);
+  CHECK(rig.stats().at("limits").as_object().at("latency_ms") == 5.0);
+  rig.calls(1);  // the fifth
+  CHECK(rig.stats().at("changes_applied") == 2);
+  CHECK(rig.stats().at("limits").as_object().at("latency_ms") == 30.0);
 }
 
 TEST_CASE("Nobody listening is a connection error that says the provider is unreachable") {

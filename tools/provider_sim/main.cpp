@@ -69,9 +69,9 @@ int main(int argc, char** argv) try {
                  "for LENGTH_S seconds from START_S after the start (repeatable)");
   std::vector<std::string> changes;
   app.add_option("--change", changes,
-                 "AT_MS:KEY=VALUE,...: from AT_MS milliseconds after the start, enforce and "
-                 "announce new limits; keys rpm, tpm, latency-ms, e.g. "
-                 "4000:tpm=3000,latency-ms=400 (repeatable)");
+                 "AT:KEY=VALUE,...: from AT (milliseconds after the start, or call=N for "
+                 "the N-th call) enforce and announce new limits; keys rpm, tpm, latency-ms, "
+                 "e.g. 4000:tpm=3000,latency-ms=400 or call=100:tpm=3000 (repeatable)");
   app.add_option("--seed", config.seed, "Random seed")->capture_default_str();
   app.add_flag("--cjk-tokens", config.cjk_tokens,
                "Count each CJK character as one input token (the rest bytes / 4)");

@@ -143,8 +143,16 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         started(clock.now()),
         born(started) {
     budget.follow_announced(config.requests_per_minute, config.tokens_per_minute);
+    // The timed changes in time order, then those at a call in call order.
     std::stable_sort(config.changes.begin(), config.changes.end(),
-                     [](const LimitChange& a, const LimitChange& b) { return a.at < b.at; });
+                     [](const LimitChange& a, const LimitChange& b) {
+                       return std::pair(a.at_call.value_or(0), a.at) <
+                              std::pair(b.at_call.value_or(0), b.at);
+                     });
+    next_call_change = static_cast<std::size_t>(
+        std::find_if(config.changes.begin(), config.changes.end(),
+                     [](const LimitChange& change) { return change.at_call.has_value(); }) -
+        config.changes.begin());
   }
 
   asio::io_context& io;
@@ -158,6 +166,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::optional<asio::steady_timer> change_timer;  // until the next change of limits
   std::size_t changes_applied = 0;
+  std::int64_t calls_arrived = 0;    // since the start: what a change at a call counts
+  std::size_t next_call_change = 0;  // index in config.changes of the next change at a call
 
   // Counters (GET /stats).
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
@@ -181,8 +191,11 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   // Each coroutine holds `self`, keeping this state alive as long as it runs.
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
-  // Applies each change of limits at its time, until the last or until stopped.
+  // Applies each timed change of limits at its time, until the last or until stopped.
   awaitable<void> follow_changes(std::shared_ptr<Impl> self);
+  // Applies the changes due at the call that just arrived.
+  void change_at_call();
+  void apply(const LimitChange& change);
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
   awaitable<Reply> handle(const Request& request);
   awaitable<Reply> call(Dialect dialect, const Request& request);
@@ -263,14 +276,27 @@ awaitable<void> Server::Impl::accept_loop(std::shared_ptr<Impl> self) {
 
 awaitable<void> Server::Impl::follow_changes(std::shared_ptr<Impl> /*self*/) {
   for (const LimitChange& change : config.changes) {
+    if (change.at_call) co_return;  // the rest are at a call
     change_timer->expires_at(born + change.at);
     boost::system::error_code error;
     co_await change_timer->async_wait(asio::redirect_error(use_awaitable, error));
     if (error) co_return;  // stopped
-    budget.follow_announced(change.requests_per_minute, change.tokens_per_minute);
-    if (change.latency_ms) config.latency_ms = *change.latency_ms;
-    ++changes_applied;
+    apply(change);
   }
+}
+
+void Server::Impl::change_at_call() {
+  ++calls_arrived;
+  while (next_call_change < config.changes.size() &&
+         *config.changes[next_call_change].at_call <= calls_arrived) {
+    apply(config.changes[next_call_change++]);
+  }
+}
+
+void Server::Impl::apply(const LimitChange& change) {
+  budget.follow_announced(change.requests_per_minute, change.tokens_per_minute);
+  if (change.latency_ms) config.latency_ms = *change.latency_ms;
+  ++changes_applied;
 }
 
 awaitable<void> Server::Impl::session(std::shared_ptr<Impl> /*self*/, tcp::socket socket) {
@@ -461,6 +487,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const std::int64_t max_tokens = body.max_tokens;
   const std::int64_t input = body.input_tokens();
 
+  change_at_call();
   ++requests;
   ++this_minute().requests;
   TextCalls& counts = texts[body.page];
@@ -694,8 +721,9 @@ Result<Storm> parse_storm(const std::string& text) {
 Result<LimitChange> parse_change(const std::string& text) {
   const auto bad = [&](std::string_view why) {
     return Status(StatusCode::invalid_argument,
-                  fmt::format("--change takes AT_MS:KEY=VALUE,... with keys rpm, tpm and "
-                              "latency-ms, e.g. 4000:tpm=3000,latency-ms=400; '{}' {}",
+                  fmt::format("--change takes AT:KEY=VALUE,... with AT in milliseconds or "
+                              "call=N, and keys rpm, tpm and latency-ms, e.g. "
+                              "4000:tpm=3000,latency-ms=400 or call=100:tpm=3000; '{}' {}",
                               text, why));
   };
   const auto colon = text.find(':');
@@ -710,9 +738,21 @@ Result<LimitChange> parse_change(const std::string& text) {
     }
     return value;
   };
-  const auto at_ms = whole(std::string_view(text).substr(0, colon));
-  if (!at_ms || *at_ms > 1'000'000'000) return bad("does not start with a time in milliseconds");
-  LimitChange change{std::chrono::milliseconds(*at_ms), {}, {}, {}};
+  LimitChange change{};
+  const std::string_view at = std::string_view(text).substr(0, colon);
+  if (constexpr std::string_view kCall = "call="; at.starts_with(kCall)) {
+    const auto call = whole(at.substr(kCall.size()));
+    if (!call || *call < 1 || *call > 1'000'000'000) {
+      return bad("gives the call as other than a whole number from 1");
+    }
+    change.at_call = call;
+  } else {
+    const auto at_ms = whole(at);
+    if (!at_ms || *at_ms > 1'000'000'000) {
+      return bad("does not start with a time in milliseconds or call=N");
+    }
+    change.at = std::chrono::milliseconds(*at_ms);
+  }
   std::string_view rest = std::string_view(text).substr(colon + 1);
   while (true) {
     const auto comma = rest.find(',');

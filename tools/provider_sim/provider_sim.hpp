@@ -54,13 +54,17 @@ struct Storm {
   std::chrono::milliseconds retry_after{0};
 };
 
-// A change of limits at `at` after the stand-in began: each field given replaces the
-// current value (rpm and tpm at least 1, latency_ms at least 0).
+// A change of limits at `at` after the stand-in began or, when `at_call` is set, as that
+// call arrives (counted from the start, 1 the first, never reset by POST /stats/reset): that
+// call is the first under the new limits. Each field given replaces the current value (rpm
+// and tpm at least 1, latency_ms at least 0). A test that must change the limits at a point
+// of its own run, whatever the machine's pace, counts calls; one that follows a clock, time.
 struct LimitChange {
   std::chrono::milliseconds at{0};
   std::optional<std::int64_t> requests_per_minute;
   std::optional<std::int64_t> tokens_per_minute;
   std::optional<double> latency_ms;
+  std::optional<std::int64_t> at_call;
 };
 
 struct Config {
@@ -108,9 +112,10 @@ Result<std::vector<std::pair<double, double>>> parse_quantiles(const std::string
 // Parses "START_S:LENGTH_S:RETRY_AFTER_S" (seconds, fractions allowed), e.g. "2:5:10".
 Result<Storm> parse_storm(const std::string& text);
 
-// Parses "AT_MS:KEY=VALUE,..." with keys rpm, tpm and latency-ms (any subset, each once),
-// e.g. "4000:tpm=3000,latency-ms=400": from 4 s after the start, 3,000 tokens a minute
-// and 400 ms a call.
+// Parses "AT:KEY=VALUE,..." with keys rpm, tpm and latency-ms (any subset, each once). AT is
+// milliseconds after the start, or "call=N" for the N-th call: "4000:tpm=3000,latency-ms=400"
+// gives 3,000 tokens a minute and 400 ms a call from 4 s after the start; "call=100:tpm=3000"
+// from the 100th call.
 Result<LimitChange> parse_change(const std::string& text);
 
 // Whether `config`'s changes fit it: a change of rpm or tpm needs that limit set (a limit
