@@ -89,21 +89,13 @@ double Estimator::competition(double rounds) const {
 
 void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens,
                                Clock::duration latency) {
-  learn(tokens, reserved_tokens, latency, config_.ewma_alpha, config_.latency_alpha);
-}
-
-void Estimator::record_settled_before(std::int64_t tokens, std::int64_t reserved_tokens,
-                                      Clock::duration latency) {
-  // At 1 / n the averages are the plain mean (and the spread the plain variance) of the
-  // calls so far, the first replacing the configured guesses; then the EWMAs go on.
-  settled_before_ += 1.0;
-  const double running = 1.0 / settled_before_;
-  learn(tokens, reserved_tokens, latency, std::max(config_.ewma_alpha, running),
-        std::max(config_.latency_alpha, running));
-}
-
-void Estimator::learn(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency,
-                      double alpha, double beta) {
+  // The n-th call weighs max(alpha, 1 / n): until 1 / alpha calls have settled the averages
+  // are their plain mean (and the spread their plain variance), the first replacing the
+  // configured guesses; then the EWMAs go on, forgetting the oldest.
+  settled_calls_ += 1.0;
+  const double running = 1.0 / settled_calls_;
+  const double alpha = std::max(config_.ewma_alpha, running);
+  const double beta = std::max(config_.latency_alpha, running);
   const auto ewma = [alpha](double average, double observed) {
     return (1.0 - alpha) * average + alpha * std::max(observed, 0.0);
   };

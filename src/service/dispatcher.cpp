@@ -618,7 +618,7 @@ Status Dispatcher::Impl::warm_estimator() {
   auto calls = store.recent_calls(kWarmCalls);
   if (!calls.ok()) return calls.status();
   for (const EndedCall& call : calls.value()) {
-    estimator.record_settled_before(call.tokens, call.reserved_tokens, call.latency);
+    estimator.record_settled(call.tokens, call.reserved_tokens, call.latency);
   }
   return {};
 }

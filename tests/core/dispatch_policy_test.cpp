@@ -225,8 +225,8 @@ TEST_CASE("An answer settles the lease with the usage, teaches the estimator, co
   CHECK(rig.tokens_spent() == 400);  // the reservation of 1,000 settled at the 400 used
   CHECK(rig.requests_spent() == 1);
   CHECK(rig.budget.in_flight().in_use() == 0);
-  // EWMAs with alpha 0.1 from the defaults (800 tokens, 2 s): 760 tokens, 2 s.
-  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(760.0));
+  // The first settled call replaces the defaults (800 tokens): 400 tokens, its 2 s.
+  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(400.0));
   CHECK(rig.estimator.avg_latency_s() == doctest::Approx(2.0));
   REQUIRE(rig.order.corrections.size() == 1);
   CHECK(rig.order.corrections[0] == std::pair<fairlane::UserId, std::int64_t>{kAlice, -600});
@@ -243,13 +243,12 @@ TEST_CASE("The estimator learns answered calls in the order they were sent, not 
   // The last one sent answers first, in 1 s: it waits for the two sent before it.
   (void)rig.policy.on_outcome(third.page, third.lease, CallOutcome{call::Answered{300, 100}, 1s});
   CHECK(rig.estimator.avg_latency_s() == doctest::Approx(2.0));
-  // The first (5 s) is learned at once; the second never answers (its text could not be
-  // read), which lets the third go on. EWMAs at the latency's alpha, 0.02, from 2 s.
+  // The first (5 s) is learned at once, replacing the configured 2 s; the second never
+  // answers (its text could not be read), which lets the third go on: the mean of 5 and 1.
   (void)rig.policy.on_outcome(first.page, first.lease, CallOutcome{call::Answered{300, 100}, 5s});
-  const double after_first = 0.98 * 2.0 + 0.02 * 5.0;
-  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(after_first));
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(5.0));
   (void)rig.policy.could_not_call(second.page, second.lease, "no text");
-  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(0.98 * after_first + 0.02 * 1.0));
+  CHECK(rig.estimator.avg_latency_s() == doctest::Approx(3.0));
   CHECK(rig.policy.calls_out() == 0);
 }
 

@@ -226,7 +226,7 @@ TEST_CASE("After a restart the estimator starts from what the last calls cost an
   fairlane::EstimatorConfig limited = config.estimator;
   limited.limits = config.limits;
   fairlane::Estimator seen(scheduler, limited);
-  for (const std::int64_t r : reserved) seen.record_settled_before(360, r, 3s);
+  for (const std::int64_t r : reserved) seen.record_settled(360, r, 3s);
   CHECK(warm.avg_reserved_tokens_per_page() ==
         doctest::Approx(seen.avg_reserved_tokens_per_page()));
   CHECK(warm.alone_seconds(100) == doctest::Approx(seen.alone_seconds(100)));

@@ -17,7 +17,7 @@
 // avg_latency are EWMAs of settled calls; until the first, a page uses what it reserves (the
 // configured tokens a page, or the mean reservation of the pages that have arrived). A
 // restarted service, a new leader and a follower start them from the calls the store kept
-// (record_settled_before); a follower's view and a new leader go on with the arrivals of the
+// (record_settled); a follower's view and a new leader go on with the arrivals of the
 // state before (continue_arrivals). An unlimited
 // limit (0) drops out of mu. Given the Budget, the limits are those in force (lowered to what the
 // provider announces, Budget::effective_limits), not the configured ones.
@@ -125,15 +125,11 @@ class Estimator {
   void continue_arrivals(const Estimator& before);
 
   // A call settled: it reserved `reserved_tokens`, used `tokens` and took `latency` from
-  // dispatch to answer.
+  // dispatch to answer. Calls that settled before this estimator existed (a restart's, the
+  // leader's) are given the same way, oldest first, before any of its own. The n-th weighs
+  // max(alpha, 1 / n), so the averages and the latency's spread are the calls' own (in effect
+  // the last 1 / alpha of them), never pulled towards the configured guesses.
   void record_settled(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency);
-
-  // A call that settled before this estimator existed (a restart's, the leader's), given
-  // oldest first and before any call of its own: the n-th weighs max(alpha, 1 / n), so the
-  // averages and the latency's spread are those calls' own (in effect the last 1 / alpha of
-  // them), not pulled towards the configured guesses.
-  void record_settled_before(std::int64_t tokens, std::int64_t reserved_tokens,
-                             Clock::duration latency);
 
   [[nodiscard]] double avg_tokens_per_page() const { return avg_tokens_; }
   [[nodiscard]] double avg_reserved_tokens_per_page() const { return avg_reserved_; }
@@ -214,17 +210,13 @@ class Estimator {
   // Until the first call settles: the average reservation is that of the pages seen (the
   // configured tokens a page until one is), and usage at most the reservation.
   void prime(std::int64_t pages, double reserved_tokens);
-  // A settled call into the averages, at `alpha` for tokens and `beta` for the latency.
-  void learn(std::int64_t tokens, std::int64_t reserved_tokens, Clock::duration latency,
-             double alpha, double beta);
-
   // Only touched on the owning thread.
   double avg_tokens_;
   double avg_reserved_;
   double avg_latency_s_;
   double latency_var_ = 0.0;      // EWMA of the squared deviation from avg_latency_s_
   bool settled_ = false;          // a call has settled: the averages are measured
-  double settled_before_ = 0.0;   // calls given to record_settled_before
+  double settled_calls_ = 0.0;    // calls given to record_settled
   double primed_pages_ = 0.0;     // pages seen with a reservation before that
   double primed_reserved_ = 0.0;  // and their reservations
 };
