@@ -66,9 +66,21 @@ std::int64_t Arrivals::slot_index(Clock::time_point t) const {
   return (t - started_) / slot_length_;
 }
 
+void Arrivals::counted_for(Clock::duration counted) {
+  started_ = clock_.now() - std::max(counted, Clock::duration::zero());
+}
+
 void Arrivals::record(double first_round, double last_round, double pages) {
-  if (!(pages > 0.0)) return;
-  const std::int64_t index = slot_index(clock_.now());
+  record_ago(Clock::duration::zero(), first_round, last_round, pages);
+}
+
+void Arrivals::record_ago(Clock::duration ago, double first_round, double last_round,
+                          double pages) {
+  const Clock::time_point now = clock_.now();
+  const Clock::time_point at = now - std::max(ago, Clock::duration::zero());
+  if (!(pages > 0.0) || at < started_) return;
+  const std::int64_t index = slot_index(at);
+  if (index <= slot_index(now) - static_cast<std::int64_t>(kSlots)) return;  // out of the window
   Slot& slot = slots_[static_cast<std::size_t>(index) % kSlots];
   if (slot.index != index) slot = Slot{.index = index};
   const double from = std::max(first_round, 0.0);

@@ -74,6 +74,24 @@ void Estimator::record_arrival(UserId user, std::int64_t pages, std::int64_t res
   if (warmup_ && !arrivals_->measuring()) warmup_->record(first, last, static_cast<double>(pages));
 }
 
+void Estimator::arrivals_counted_for(Clock::duration counted) {
+  if (!arrivals_) return;
+  arrivals_->counted_for(counted);
+  if (warmup_) warmup_->counted_for(counted);
+}
+
+void Estimator::record_arrived(Clock::duration ago, UserId user, std::int64_t pages,
+                               std::int64_t ahead) {
+  if (!arrivals_ || pages <= 0) return;
+  const auto weight = static_cast<double>(scheduler_.weight(user));
+  const double first = static_cast<double>(ahead) / weight;
+  const double last = static_cast<double>(ahead + pages) / weight;
+  arrivals_->record_ago(ago, first, last, static_cast<double>(pages));
+  if (warmup_ && !arrivals_->measuring()) {
+    warmup_->record_ago(ago, first, last, static_cast<double>(pages));
+  }
+}
+
 void Estimator::continue_arrivals(const Estimator& before) {
   if (arrivals_ && before.arrivals_) arrivals_->continue_from(*before.arrivals_);
   if (warmup_ && before.warmup_) warmup_->continue_from(*before.warmup_);

@@ -8,12 +8,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <cassert>
 #include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <queue>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -219,6 +222,11 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   }
   // At start: the estimator learns what the last calls cost and took (recent_calls).
   Status warm_estimator();
+  // At the first start of this Dispatcher's estimators: what arrived in the last arrivals
+  // window, from the jobs the store kept (recent_jobs), so that a restart's first promises
+  // expect the work the process before was seeing arrive.
+  Status restore_arrivals();
+  bool arrivals_restored = false;  // carried on to the estimators built again after this one
   // At start: the restored jobs that were promised a finish keep their promises, in the
   // order and (restored_promises) for the Router's Promises. One read of the store a job.
   Status restore_promises(const std::vector<Lane>& lanes);
@@ -623,6 +631,48 @@ Status Dispatcher::Impl::warm_estimator() {
   return {};
 }
 
+// The jobs a restart counts as arrived lately: at most the newest so many of the window.
+constexpr std::size_t kArrivedJobs = 16'384;
+
+Status Dispatcher::Impl::restore_arrivals() {
+  arrivals_restored = true;
+  const Clock::duration window = config.estimator.arrival_window;
+  const WallTime now = wall_clock.now();
+  const auto ago = [now](WallTime t) {
+    return std::chrono::duration_cast<Clock::duration>(now - t);
+  };
+  auto recent =
+      store.recent_jobs(now - std::chrono::duration_cast<WallTime::duration>(window), kArrivedJobs);
+  if (!recent.ok()) return recent.status();
+  // No job in the window: nothing says the service was taking uploads lately (a new store, or
+  // one back from a long stop), so the arrivals start from none and their warm-up measures.
+  if (recent->jobs.empty() || !recent->first_job_at) return {};
+  estimator.arrivals_counted_for(std::min(window, ago(*recent->first_job_at)));
+  // Each job joined its lane behind its user's earlier jobs of the window that had not ended
+  // when it came (all their pages: how far they had gone is not kept).
+  struct Unfinished {
+    WallTime finished;
+    std::int64_t pages;
+    bool operator>(const Unfinished& other) const { return finished > other.finished; }
+  };
+  struct UserLane {
+    std::priority_queue<Unfinished, std::vector<Unfinished>, std::greater<>> open;
+    std::int64_t pages = 0;
+  };
+  std::unordered_map<UserId, UserLane> lanes;
+  for (const ArrivedJob& job : recent->jobs) {
+    UserLane& lane = lanes[job.user_id];
+    while (!lane.open.empty() && lane.open.top().finished <= job.created_at) {
+      lane.pages -= lane.open.top().pages;
+      lane.open.pop();
+    }
+    estimator.record_arrived(ago(job.created_at), job.user_id, job.pages, lane.pages);
+    lane.open.push(Unfinished{job.finished_at.value_or(WallTime::max()), job.pages});
+    lane.pages += job.pages;
+  }
+  return {};
+}
+
 Status Dispatcher::Impl::begin(bool lead, const std::unordered_set<JobId>* held) {
   // Before load_lanes, which turns the pages of those calls back to queued.
   if (Status inherited = inherit_calls_out(); !inherited.ok()) return inherited;
@@ -650,6 +700,10 @@ Status Dispatcher::Impl::begin(bool lead, const std::unordered_set<JobId>* held)
       policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens}, p.attempts,
                      p.not_before);
     }
+  }
+  // After the lanes, whose users' weights set their rounds.
+  if (!arrivals_restored) {
+    if (Status restored = restore_arrivals(); !restored.ok()) return restored;
   }
   // A follower's view is rebuilt every second or so: its promises are the leader's to keep.
   if (lead) {
@@ -684,6 +738,7 @@ void Dispatcher::replace() {
   fresh->counters = old.counters;
   // What arrived lately is not in the store's lanes, which show what waits: keep counting it.
   fresh->estimator.continue_arrivals(old.estimator);
+  fresh->arrivals_restored = old.arrivals_restored;
   fresh->job_changed = std::move(old.job_changed);
   fresh->deposed = std::move(old.deposed);
   old.kill();

@@ -155,6 +155,13 @@ struct PgSql {
       "SELECT s.tokens, p.estimated_tokens, s.ended_at - s.at FROM spend s JOIN pages p ON "
       "p.id = s.page_id WHERE s.ended_at IS NOT NULL AND s.tokens > 0 ORDER BY s.at DESC "
       "LIMIT $1::bigint";
+  // The jobs created after $1 among the $2 newest (ids follow creation), oldest first; and
+  // when the first job was created.
+  static constexpr std::string_view recent_jobs =
+      "SELECT user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
+      "max(id) FROM jobs) - $2::bigint AND created_at > $1::bigint ORDER BY id";
+  static constexpr std::string_view first_job_at =
+      "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";
 
   // At start (or when a leader takes over): calls in flight were lost with their process, so
   // their pages go back to their lanes, or are cancelled if their job was.

@@ -470,6 +470,24 @@ Result<std::vector<EndedCall>> PgStore::recent_calls(std::size_t limit) {
   return calls;
 }
 
+Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
+  RecentJobs out;
+  auto first = connection_.query(PgSql::first_job_at, {}, "reading the first job");
+  if (!first.ok()) return first.status();
+  if (first->size() > 0) out.first_job_at = from_ms(first->int64(0, 0));
+  const std::array params{pg::Param::int64(to_ms(since)),
+                          pg::Param::int64(static_cast<std::int64_t>(limit))};
+  auto rows = connection_.query(PgSql::recent_jobs, params, "reading the jobs created lately");
+  if (!rows.ok()) return rows.status();
+  out.jobs.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    out.jobs.push_back(ArrivedJob{rows->int64(row, 0), rows->int64(row, 1),
+                                  from_ms(rows->int64(row, 2)),
+                                  from_ms(rows->optional_int64(row, 3))});
+  }
+  return out;
+}
+
 // ---- page transitions --------------------------------------------------------------------
 
 Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> transitions) {

@@ -114,6 +114,13 @@ struct Sql {
       "SELECT s.tokens, p.estimated_tokens, s.ended_at - s.at FROM spend s INDEXED BY "
       "spend_by_time JOIN pages p ON p.id = s.page_id WHERE s.ended_at IS NOT NULL AND "
       "s.tokens > 0 ORDER BY s.at DESC LIMIT ?1";
+  // The jobs created after ?1 among the ?2 newest (ids follow creation), oldest first; and
+  // when the first job was created.
+  static constexpr std::string_view recent_jobs =
+      "SELECT user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
+      "max(id) FROM jobs) - ?2 AND created_at > ?1 ORDER BY id";
+  static constexpr std::string_view first_job_at =
+      "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";
   static constexpr std::string_view job_id_by_public_id =
       "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
   // Job views: the columns read_job expects, in its order.
@@ -138,6 +145,6 @@ inline constexpr std::array kAllQueries = {
     Sql::requeued,          Sql::failed,        Sql::cancel_job,       Sql::prune_spend,
     Sql::results,           Sql::page_call,     Sql::recent_spend,     Sql::job_id_by_public_id,
     Sql::job_by_id,         Sql::revise_eta,    Sql::job_by_public_id, Sql::jobs_of_first,
-    Sql::jobs_of_after,     Sql::recent_calls};
+    Sql::jobs_of_after,     Sql::recent_calls,  Sql::recent_jobs,      Sql::first_job_at};
 
 }  // namespace fairlane::store

@@ -67,6 +67,7 @@ class SqliteStore final : public Store {
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
   Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override;
+  Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) override;
   Status write_health() const override { return write_health_; }
   Status probe_write() override;
 
@@ -99,6 +100,7 @@ class SqliteStore final : public Store {
   Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
   Statement calls_out_, longest_call_, recent_calls_, revise_eta_, set_promise_;
+  Statement recent_jobs_, first_job_at_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -191,6 +193,8 @@ Status SqliteStore::prepare_all() {
       {&calls_out_, Sql::calls_out},
       {&longest_call_, Sql::longest_call},
       {&recent_calls_, Sql::recent_calls},
+      {&recent_jobs_, Sql::recent_jobs},
+      {&first_job_at_, Sql::first_job_at},
       {&all_users_, Sql::all_users},
       {&in_flight_by_user_, Sql::in_flight_by_user},
   };
@@ -783,6 +787,25 @@ Result<std::vector<EndedCall>> SqliteStore::recent_calls(std::size_t limit) {
   if (rc != SQLITE_DONE) return db_.error(rc, "reading the calls that ended lately");
   std::reverse(calls.begin(), calls.end());  // oldest first
   return calls;
+}
+
+Result<RecentJobs> SqliteStore::recent_jobs(WallTime since, std::size_t limit) {
+  RecentJobs out;
+  {
+    Use first(first_job_at_);
+    const int rc = first->step();
+    if (rc == SQLITE_ROW) out.first_job_at = from_ms(first->int64(0));
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error(rc, "reading the first job");
+  }
+  Use use(recent_jobs_);
+  use->bind(1, to_ms(since)).bind(2, static_cast<std::int64_t>(limit));
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    out.jobs.push_back(ArrivedJob{use->int64(0), use->int64(1), from_ms(use->int64(2)),
+                                  from_ms(use->optional_int64(3))});
+  }
+  if (rc != SQLITE_DONE) return db_.error(rc, "reading the jobs created lately");
+  return out;
 }
 
 }  // namespace

@@ -526,6 +526,65 @@ TEST_CASE("An estimator built again goes on with what the one before it saw arri
   CHECK_THROWS_AS(other.continue_arrivals(before), std::invalid_argument);
 }
 
+TEST_CASE("A restart's arrivals, replayed from the jobs kept, count as if they had been live") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  const EstimatorConfig config{.limits = kLab, .arrival_window = 60s};
+  // Over 90 s, a newcomer's book of 1 to 4 pages every 1.5 s; its first 20 s also feed the
+  // warm-up (6 s slots of the 60 s window end from 12 s).
+  for (const auto history : {90s, 10s}) {
+    CAPTURE(history.count());
+    Estimator live(scheduler, config, nullptr, &clock);
+    const auto began = clock.now();
+    std::vector<std::pair<fairlane::Clock::time_point, std::int64_t>> jobs;
+    fairlane::UserId newcomer = 100;
+    for (auto t = 0ms; t < history; t += 1500ms) {
+      const std::int64_t pages = 1 + (t.count() / 1500) % 4;
+      live.record_arrival(++newcomer, pages);
+      jobs.emplace_back(clock.now(), pages);
+      clock.advance(1500ms);
+    }
+    REQUIRE(live.competition(10.0) > 0.0);
+    Estimator restarted(scheduler, config, nullptr, &clock);
+    CHECK(restarted.competition(10.0) == 0.0);
+    restarted.arrivals_counted_for(clock.now() - began);
+    for (const auto& [at, pages] : jobs) restarted.record_arrived(clock.now() - at, 1, pages, 0);
+    CHECK(restarted.competition(10.0) == doctest::Approx(live.competition(10.0)));
+    CHECK(restarted.competition(3.0) == doctest::Approx(live.competition(3.0)));
+    // And it goes on as the live one does.
+    for (int i = 0; i < 20; ++i) {
+      live.record_arrival(++newcomer, 2);
+      restarted.record_arrival(++newcomer, 2);
+      clock.advance(1500ms);
+    }
+    CHECK(restarted.competition(10.0) == doctest::Approx(live.competition(10.0)));
+    clock.advance(1h);
+  }
+}
+
+TEST_CASE("A replayed job behind its user's earlier pages delays only jobs further out") {
+  fairlane::FakeClock clock;
+  FairScheduler scheduler;
+  const EstimatorConfig config{.limits = kLab, .arrival_window = 60s};
+  Estimator front(scheduler, config, nullptr, &clock);
+  Estimator behind(scheduler, config, nullptr, &clock);
+  for (Estimator* e : {&front, &behind}) e->arrivals_counted_for(60s);
+  // A book of 10 pages every 6 s for the last minute: at the front of its lane, or behind
+  // 100 pages of its user's that had not ended when it came.
+  for (auto ago = 57s; ago > 0s; ago -= 6s) {
+    front.record_arrived(ago, 7, 10, 0);
+    behind.record_arrived(ago, 7, 10, 100);
+  }
+  CHECK(front.competition(50.0) > 0.0);
+  CHECK(behind.competition(50.0) == 0.0);  // rounds 100 to 110: behind a job 50 rounds out
+  CHECK(behind.competition(1'000.0) > 0.0);
+  // What is older than the window, or than the counting, is left out.
+  Estimator late(scheduler, config, nullptr, &clock);
+  late.arrivals_counted_for(30s);
+  for (auto ago = 57s; ago > 30s; ago -= 6s) late.record_arrived(ago, 7, 10, 0);
+  CHECK(late.competition(50.0) == 0.0);
+}
+
 TEST_CASE("The warm-up takes no burst for a rate: it needs three slots with arrivals") {
   fairlane::FakeClock clock;
   FairScheduler scheduler;

@@ -232,6 +232,55 @@ TEST_CASE("After a restart the estimator starts from what the last calls cost an
   CHECK(warm.alone_seconds(100) == doctest::Approx(seen.alone_seconds(100)));
 }
 
+TEST_CASE("After a restart the estimator expects the arrivals of the last window at once") {
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("arrivals.db");
+  DispatcherConfig config = fairlane_config(4);
+  // The last 300 s: a newcomer's book of 2 pages every 10 s, 5 s off the window's 30 s slots
+  // (so that the milliseconds of this test move none across a slot's edge).
+  const auto now =
+      std::chrono::time_point_cast<fairlane::WallTime::duration>(std::chrono::system_clock::now());
+  {
+    fairlane::testing::ManualWallClock wall;
+    auto store =
+        fairlane::testing::open_store(db, fairlane::StoreOptions{.wall_clock = wall.function()});
+    for (int i = 29; i >= 0; --i) {
+      wall.now = now - std::chrono::seconds(5 + 10 * i);
+      fairlane::testing::enqueue(*store, store->add_user("u" + std::to_string(i))->user.id, 2);
+    }
+  }
+  Rig rig(stand_in(4), config, db);
+  // Before it starts (as a fresh process would): nothing seen.
+  CHECK(rig.dispatcher->estimator().competition(1'000.0) == 0.0);
+  REQUIRE(rig.dispatcher->start().ok());
+  // The window's nine ended slots hold three books each (the tenth is the current one), the
+  // busiest left out: 8 x 6 pages in 8 x 30 s, 0.2 pages a second, each page weighing
+  // 1 - 1 / 1000 for a job 1,000 rounds out.
+  const fairlane::Estimator& estimator = rig.dispatcher->estimator();
+  CHECK(estimator.competition(1'000.0) ==
+        doctest::Approx(0.2 * (1.0 - 1.0 / 1'000.0) / estimator.mu()));
+}
+
+TEST_CASE("A restart counts no job older than the arrivals' window") {
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("quiet.db");
+  {
+    fairlane::testing::ManualWallClock wall;
+    wall.now = std::chrono::time_point_cast<fairlane::WallTime::duration>(
+                   std::chrono::system_clock::now()) -
+               1h;
+    auto store =
+        fairlane::testing::open_store(db, fairlane::StoreOptions{.wall_clock = wall.function()});
+    for (int i = 0; i < 30; ++i) {
+      fairlane::testing::enqueue(*store, store->add_user("u" + std::to_string(i))->user.id, 2);
+      wall.advance(10s);
+    }
+  }
+  Rig rig(stand_in(4), fairlane_config(4), db);
+  REQUIRE(rig.dispatcher->start().ok());
+  CHECK(rig.dispatcher->estimator().competition(1'000.0) == 0.0);
+}
+
 TEST_CASE("A page's latency, for the estimator, runs from its leaving its lane to its answer") {
   DispatcherConfig config = fairlane_config(1);
   config.estimator.latency_alpha = 1.0;  // the last call's alone

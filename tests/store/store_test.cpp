@@ -453,6 +453,56 @@ FAIRLANE_STORE_TEST_CASE(
   CHECK(f.store->recent_calls(0)->empty());
 }
 
+FAIRLANE_STORE_TEST_CASE(
+    "recent_jobs: the jobs created since a time, the newest so many, oldest first, and the first",
+    sqlite_memory) {
+  Fixture f(home);
+  const auto none = f.store->recent_jobs(f.wall.now - 60s, 10).value();
+  CHECK(none.jobs.empty());
+  CHECK_FALSE(none.first_job_at);
+
+  const fairlane::WallTime start = f.wall.now;
+  const auto a = enqueue(*f.store, f.alice, 2);
+  f.wall.advance(10s);
+  const auto b = enqueue(*f.store, f.bob, 3);
+  f.wall.advance(10s);
+  apply(*f.store, {PageTransition::dispatched(a.pages[0].page_id, 300),
+                   PageTransition::dispatched(a.pages[1].page_id, 300)});
+  apply(*f.store, {PageTransition::completed(a.pages[0].page_id, "ok", Usage{100, 20}),
+                   PageTransition::completed(a.pages[1].page_id, "ok", Usage{100, 20})});
+  const fairlane::WallTime a_done = f.wall.now;
+  f.wall.advance(10s);
+  enqueue(*f.store, f.alice, 1);
+
+  const auto all = f.store->recent_jobs(start - 1s, 10).value();
+  REQUIRE(all.first_job_at);
+  CHECK(*all.first_job_at == start);
+  REQUIRE(all.jobs.size() == 3);
+  CHECK(all.jobs[0].user_id == f.alice);
+  CHECK(all.jobs[0].pages == 2);
+  CHECK(all.jobs[0].created_at == start);
+  REQUIRE(all.jobs[0].finished_at);
+  CHECK(*all.jobs[0].finished_at == a_done);
+  CHECK(all.jobs[1].user_id == f.bob);
+  CHECK(all.jobs[1].pages == 3);
+  CHECK(all.jobs[1].created_at == b.job.created_at);
+  CHECK_FALSE(all.jobs[1].finished_at);
+  CHECK(all.jobs[2].user_id == f.alice);
+  CHECK(all.jobs[2].pages == 1);
+  CHECK(all.jobs[2].created_at == start + 30s);
+  // Only those created after the time given ...
+  const auto later = f.store->recent_jobs(start + 5s, 10).value();
+  REQUIRE(later.jobs.size() == 2);
+  CHECK(later.jobs[0].pages == 3);
+  CHECK(*later.first_job_at == start);
+  // ... and of those, the newest so many.
+  const auto newest = f.store->recent_jobs(start - 1s, 2).value();
+  REQUIRE(newest.jobs.size() == 2);
+  CHECK(newest.jobs[0].pages == 3);
+  CHECK(newest.jobs[1].pages == 1);
+  CHECK(f.store->recent_jobs(start - 1s, 0)->jobs.empty());
+}
+
 FAIRLANE_STORE_TEST_CASE("A user's jobs come newest first, a page at a time, and only their own",
                          sqlite_memory) {
   Fixture f(home);

@@ -66,6 +66,9 @@ class ForwardingStore : public Store {
   Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override {
     return inner_->recent_calls(limit);
   }
+  Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) override {
+    return inner_->recent_jobs(since, limit);
+  }
   [[nodiscard]] Status write_health() const override { return inner_->write_health(); }
   Status probe_write() override { return inner_->probe_write(); }
   ClusterStore* cluster() override { return inner_->cluster(); }

@@ -51,6 +51,13 @@ class Arrivals {
   // `pages` pages joined a lane, spread evenly over rounds [first_round, last_round] of it.
   void record(double first_round, double last_round, double pages);
 
+  // For arrivals rebuilt from a history (a restart's, from the jobs the store kept), before
+  // anything else is recorded: as if they had been counting for `counted` until now, and
+  // `pages` had joined a lane `ago` before now, given oldest first. What is older than the
+  // counting or the window is left out; a negative `ago` counts as now.
+  void counted_for(Clock::duration counted);
+  void record_ago(Clock::duration ago, double first_round, double last_round, double pages);
+
   // Pages a second, of those arriving lately, that would go before a job's last page
   // `rounds` rounds from the front, averaged over its wait (the formula above).
   [[nodiscard]] double competing_rate(double rounds) const;

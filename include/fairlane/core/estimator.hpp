@@ -18,7 +18,8 @@
 // configured tokens a page, or the mean reservation of the pages that have arrived). A
 // restarted service, a new leader and a follower start them from the calls the store kept
 // (record_settled); a follower's view and a new leader go on with the arrivals of the
-// state before (continue_arrivals). An unlimited
+// state before (continue_arrivals), and a first start rebuilds them from the jobs the store
+// kept (record_arrived). An unlimited
 // limit (0) drops out of mu. Given the Budget, the limits are those in force (lowered to what the
 // provider announces, Budget::effective_limits), not the configured ones.
 //
@@ -118,6 +119,12 @@ class Estimator {
   // take. Until the first call settles, a page is taken to use its whole reservation (the
   // mean of those seen so far).
   void record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens = 0);
+
+  // A restart's arrivals, from the jobs the store kept, before any arrival of its own: as if
+  // it had been counting them for `counted` until now, and each job, given oldest first, had
+  // joined its lane `ago` before now, behind `ahead` pages of it.
+  void arrivals_counted_for(Clock::duration counted);
+  void record_arrived(Clock::duration ago, UserId user, std::int64_t pages, std::int64_t ahead);
 
   // An estimator built again from the store (a cluster's view read again, a takeover) goes on
   // counting what `before`, with the same configuration, saw arrive: the competition a

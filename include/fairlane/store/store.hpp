@@ -113,6 +113,21 @@ struct EndedCall {
   std::chrono::milliseconds latency{0};  // from its dispatch to its end being recorded
 };
 
+// A job as it arrived, for the estimator's arrivals after a restart.
+struct ArrivedJob {
+  UserId user_id = 0;
+  std::int64_t pages = 0;
+  WallTime created_at;
+  std::optional<WallTime> finished_at;  // when its last page ended, if it has
+};
+
+// The jobs accepted lately, oldest first, and when the store's first job ever was: whether it
+// was taking uploads through the whole of a window, or only since then.
+struct RecentJobs {
+  std::vector<ArrivedJob> jobs;
+  std::optional<WallTime> first_job_at;  // none: the store has no job
+};
+
 // What a page's call needs: its text, and the output tokens its job asks for.
 struct PageCall {
   std::string text;
@@ -201,6 +216,9 @@ class Store {
   // The last `limit` calls that ended with usage (within the spend kept, an hour), oldest
   // first: an estimator starts from what they cost and took, not from configured guesses.
   virtual Result<std::vector<EndedCall>> recent_calls(std::size_t limit) = 0;
+  // The jobs created after `since`, at most the `limit` newest of them, oldest first: what a
+  // restarted estimator counts as having arrived lately.
+  virtual Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) = 0;
 
   // Whether writes go through: the last write's failure for want of a disk (full,
   // read-only or failing), or ok once a write has committed since. /readyz reports it.
