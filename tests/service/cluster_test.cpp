@@ -44,6 +44,18 @@ DispatcherConfig config() {
   return c;
 }
 
+// The same, with the estimator's arrivals counted over `window` (in ten slots).
+DispatcherConfig config(std::chrono::seconds window) {
+  DispatcherConfig c = config();
+  c.estimator.arrival_window = window;
+  return c;
+}
+
+fairlane::WallTime wall_now() {
+  return std::chrono::time_point_cast<fairlane::WallTime::duration>(
+      std::chrono::system_clock::now());
+}
+
 // One instance: its connection to the database, its dispatcher and its router.
 struct Instance {
   Instance(boost::asio::io_context& io, fairlane::testing::StoreHome& home, std::uint16_t port,
@@ -223,17 +235,11 @@ TEST_CASE(
   auto home = postgresql();
   if (!home) return;
   Cluster cluster;
-  DispatcherConfig short_memory = config();
-  short_memory.estimator.arrival_window = 2s;  // ten slots of 0.2 s
-  Instance follower(cluster.io, *home, cluster.port, "f", short_memory);
+  Instance follower(cluster.io, *home, cluster.port, "f", config(2s));  // slots of 0.2 s
   // Other instances' uploads, straight into the store; a shelf from before the arrivals'
   // window (a job of the window would count as arrived when it was created: the next test).
   fairlane::testing::ManualWallClock wall;
-  const auto system_now = [] {
-    return std::chrono::time_point_cast<fairlane::WallTime::duration>(
-        std::chrono::system_clock::now());
-  };
-  wall.now = system_now() - 10s;
+  wall.now = wall_now() - 10s;
   const auto uploads = home->open(fairlane::StoreOptions{.wall_clock = wall.function()});
   const auto alice = uploads->add_user("alice")->user.id;
   enqueue(*uploads, alice, 40, "shelf");
@@ -246,7 +252,7 @@ TEST_CASE(
   CHECK(follower.dispatcher->estimator().competition(shelf_rounds) == 0.0);
   // Newcomers' books, one between each two views.
   for (int i = 0; i < 6; ++i) {
-    wall.now = system_now();
+    wall.now = wall_now();
     const auto user = uploads->add_user("newcomer" + std::to_string(i))->user.id;
     enqueue(*uploads, user, 2, "book" + std::to_string(i));
     cluster.io.run_for(150ms);
@@ -265,15 +271,12 @@ TEST_CASE(
   auto home = postgresql();
   if (!home) return;
   Cluster cluster;
-  DispatcherConfig config_60s = config();
-  config_60s.estimator.arrival_window = 60s;  // ten slots of 6 s
-  Instance follower(cluster.io, *home, cluster.port, "f", config_60s);
+  Instance follower(cluster.io, *home, cluster.port, "f", config(60s));  // slots of 6 s
   // Another instance took a newcomer's page every 2 s for the last minute, 1 s off the
   // slots' edges: the nine slots that have ended hold three each.
   fairlane::testing::ManualWallClock wall;
   const auto uploads = home->open(fairlane::StoreOptions{.wall_clock = wall.function()});
-  const auto now =
-      std::chrono::time_point_cast<fairlane::WallTime::duration>(std::chrono::system_clock::now());
+  const auto now = wall_now();
   for (int i = 29; i >= 0; --i) {
     wall.now = now - std::chrono::seconds(1 + 2 * i);
     enqueue(*uploads, uploads->add_user("newcomer" + std::to_string(i))->user.id, 1, "page");

@@ -2,6 +2,7 @@
 // client, and the provider stand-in on loopback with a few milliseconds of latency. Every
 // wait is bounded.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -246,7 +247,7 @@ TEST_CASE("After a restart the estimator expects the arrivals of the last window
         fairlane::testing::open_store(db, fairlane::StoreOptions{.wall_clock = wall.function()});
     for (int i = 29; i >= 0; --i) {
       wall.now = now - std::chrono::seconds(5 + 10 * i);
-      fairlane::testing::enqueue(*store, store->add_user("u" + std::to_string(i))->user.id, 2);
+      fairlane::testing::enqueue(*store, store->add_user(fmt::format("user{}", i))->user.id, 2);
     }
   }
   Rig rig(stand_in(4), config, db);
@@ -272,7 +273,7 @@ TEST_CASE("A restart counts no job older than the arrivals' window") {
     auto store =
         fairlane::testing::open_store(db, fairlane::StoreOptions{.wall_clock = wall.function()});
     for (int i = 0; i < 30; ++i) {
-      fairlane::testing::enqueue(*store, store->add_user("u" + std::to_string(i))->user.id, 2);
+      fairlane::testing::enqueue(*store, store->add_user(fmt::format("user{}", i))->user.id, 2);
       wall.advance(10s);
     }
   }
