@@ -635,7 +635,6 @@ Status Dispatcher::Impl::warm_estimator() {
 constexpr std::size_t kArrivedJobs = 16'384;
 
 Status Dispatcher::Impl::restore_arrivals() {
-  arrivals_restored = true;
   const Clock::duration window = config.estimator.arrival_window;
   const WallTime now = wall_clock.now();
   const auto ago = [now](WallTime t) {
@@ -704,6 +703,7 @@ Status Dispatcher::Impl::begin(bool lead, const std::unordered_set<JobId>* held)
   // After the lanes, whose users' weights set their rounds.
   if (!arrivals_restored) {
     if (Status restored = restore_arrivals(); !restored.ok()) return restored;
+    arrivals_restored = true;  // a view read again, or a takeover, goes on from these
   }
   // A follower's view is rebuilt every second or so: its promises are the leader's to keep.
   if (lead) {
