@@ -56,7 +56,7 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
 }
 
 void Estimator::prime(std::int64_t pages, double reserved_tokens) {
-  if (settled_ || pages <= 0 || !(reserved_tokens > 0.0)) return;
+  if (settled_calls_ > 0.0 || pages <= 0 || !(reserved_tokens > 0.0)) return;
   primed_pages_ += static_cast<double>(pages);
   primed_reserved_ += reserved_tokens;
   avg_reserved_ = primed_reserved_ / primed_pages_;
@@ -65,13 +65,7 @@ void Estimator::prime(std::int64_t pages, double reserved_tokens) {
 
 void Estimator::record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens) {
   prime(pages, static_cast<double>(reserved_tokens));
-  if (!arrivals_ || pages <= 0) return;
-  const auto weight = static_cast<double>(scheduler_.weight(user));
-  const auto queued = static_cast<double>(scheduler_.lane_length(user));
-  const double first = queued / weight;
-  const double last = (queued + static_cast<double>(pages)) / weight;
-  arrivals_->record(first, last, static_cast<double>(pages));
-  if (warmup_ && !arrivals_->measuring()) warmup_->record(first, last, static_cast<double>(pages));
+  record_arrived(Clock::duration::zero(), user, pages, scheduler_.lane_length(user));
 }
 
 void Estimator::arrivals_counted_for(Clock::duration counted) {
@@ -123,9 +117,9 @@ void Estimator::record_settled(std::int64_t tokens, std::int64_t reserved_tokens
   // incremental form), over a longer memory: see EstimatorConfig::latency_alpha.
   const double seconds = std::max(std::chrono::duration<double>(latency).count(), 0.0);
   const double deviation = seconds - avg_latency_s_;
-  latency_var_ = settled_ ? (1.0 - beta) * (latency_var_ + beta * deviation * deviation) : 0.0;
+  // The first call weighs 1: the spread starts at 0, its deviation from the guess unread.
+  latency_var_ = (1.0 - beta) * (latency_var_ + beta * deviation * deviation);
   avg_latency_s_ += beta * deviation;
-  settled_ = true;
 }
 
 BudgetLimits Estimator::limits() const {

@@ -222,8 +222,7 @@ class Estimator {
   double avg_reserved_;
   double avg_latency_s_;
   double latency_var_ = 0.0;      // EWMA of the squared deviation from avg_latency_s_
-  bool settled_ = false;          // a call has settled: the averages are measured
-  double settled_calls_ = 0.0;    // calls given to record_settled
+  double settled_calls_ = 0.0;    // calls given to record_settled (> 0: the averages measured)
   double primed_pages_ = 0.0;     // pages seen with a reservation before that
   double primed_reserved_ = 0.0;  // and their reservations
 };
