@@ -523,9 +523,11 @@ class Run {
     metrics_.max_in_flight_seen = std::max(metrics_.max_in_flight_seen, in_flight_);
     push(now() + latency, EventKind::completion, slot);
 
-    window_tokens_[page.user_id] += page.cost;
+    // Fairness is in the tokens the provider counts (DESIGN.md section 4), not in the
+    // reservations lanes are first charged: counted when the call goes out.
+    window_tokens_[page.user_id] += actual_tokens;
     if (backlogged_.size() >= 2)
-      metrics_.tokens_while_backlogged[user_names_.at(page.user_id)] += page.cost;
+      metrics_.tokens_while_backlogged[user_names_.at(page.user_id)] += actual_tokens;
     if (total_queued_ > 0 && first_backlog_ns_ &&
         now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
       ++steady_requests_;
