@@ -158,7 +158,7 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
 
   if (answered != nullptr) {
     // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
-    order_.correct(page.user_id, settled->used - page.cost);
+    order_.settle(page, settled->used);
     forget(page);
     return CallVerdict{verdict::Complete{}, std::nullopt};
   }

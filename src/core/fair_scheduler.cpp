@@ -1,15 +1,26 @@
 #include "fairlane/core/fair_scheduler.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace fairlane {
 
 FairScheduler::FairScheduler(std::int64_t quantum)
     : configured_quantum_(std::max<std::int64_t>(quantum, 0)) {}
 
+namespace {
+constexpr double kRefundAlpha = 0.1;  // the weight of each settled page in the average refund
+}  // namespace
+
 std::int64_t FairScheduler::quantum() const {
-  const std::int64_t largest_head = head_costs_.empty() ? 1 : head_costs_.rbegin()->first;
+  const std::int64_t largest_head =
+      head_costs_.empty() ? 1 : charge_for(head_costs_.rbegin()->first);
   return std::max(configured_quantum_, largest_head);
+}
+
+std::int64_t FairScheduler::charge_for(std::int64_t cost) const {
+  const auto expected = cost - static_cast<std::int64_t>(std::llround(expected_refund_));
+  return std::max(expected, std::min<std::int64_t>(cost, 1));
 }
 
 FairScheduler::Lane& FairScheduler::lane_of(UserId user) {
@@ -164,31 +175,35 @@ void FairScheduler::put_back(const QueuedPage& page) {
   ++size_;
   changed(lane, length_before, head_before);
   if (lane.in_ring) {
-    // Its cost was charged when it was taken; the call never happened, so refund it.
-    lane.credit += page.cost;
+    // It was charged when it was taken; the call never happened, so refund it.
+    lane.credit += page.charged;
   } else {
     join_ring(page.user_id, lane);
   }
 }
 
-void FairScheduler::correct(UserId user, std::int64_t delta) {
-  const auto it = lanes_.find(user);
+void FairScheduler::settle(const QueuedPage& page, std::int64_t used) {
+  settled_ += 1.0;
+  const double weight = std::max(kRefundAlpha, 1.0 / settled_);
+  expected_refund_ += weight * (static_cast<double>(page.cost - used) - expected_refund_);
+  if (page.charged == 0) return;  // sent out of turn: its lane paid nothing
+  const auto it = lanes_.find(page.user_id);
   if (it == lanes_.end() || !it->second.in_ring) return;
-  it->second.credit -= delta;
+  it->second.credit -= used - page.charged;
 }
 
 const QueuedPage* FairScheduler::peek() {
   if (ring_.empty()) return nullptr;
   // Every lane in the ring is non-empty and each visit earns at least a head page's cost, so
   // a lane whose credit is not negative finds a page on its first fresh visit; one that owes
-  // (correct()) pays its debt off a quantum a visit first.
+  // (settle()) pays its debt off a quantum a visit first.
   while (true) {
     Lane& lane = lanes_.at(*current_);
     if (!lane.credited) {
       lane.credit += quantum() * lane.weight;
       lane.credited = true;
     }
-    if (lane.pages.front().cost <= lane.credit) return &lane.pages.front();
+    if (charge_for(lane.pages.front().cost) <= lane.credit) return &lane.pages.front();
     // This visit is over: the lane keeps its remaining credit for the next one.
     lane.credited = false;
     if (++current_ == ring_.end()) current_ = ring_.begin();
@@ -198,14 +213,17 @@ const QueuedPage* FairScheduler::peek() {
 std::optional<QueuedPage> FairScheduler::take() {
   if (peek() == nullptr) return std::nullopt;
   Lane& lane = lanes_.at(*current_);
-  lane.credit -= lane.pages.front().cost;
-  return pop_head(lane);
+  const std::int64_t charge = charge_for(lane.pages.front().cost);
+  lane.credit -= charge;
+  QueuedPage page = pop_head(lane);
+  page.charged = charge;
+  return page;
 }
 
 void FairScheduler::give_turn() {
   if (peek() == nullptr) return;
   Lane& lane = lanes_.at(*current_);
-  lane.credit -= lane.pages.front().cost;
+  lane.credit -= charge_for(lane.pages.front().cost);
 }
 
 std::size_t FairScheduler::lane_jobs(UserId user) const {
@@ -228,6 +246,7 @@ QueuedPage FairScheduler::pop_head(Lane& lane) {
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
   QueuedPage page = lane.pages.front();
+  page.charged = 0;
   lane.pages.pop_front();
   lane.tokens -= page.cost;
   ++lane.consumed;

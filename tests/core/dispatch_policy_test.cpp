@@ -41,9 +41,9 @@ class RecordingOrder final : public fairlane::PageOrder {
   QueuedPage take() override { return inner_.take(); }
   void add(const QueuedPage& page) override { inner_.add(page); }
   void put_back(const QueuedPage& page) override { inner_.put_back(page); }
-  void correct(fairlane::UserId user, std::int64_t delta) override {
-    corrections.emplace_back(user, delta);
-    inner_.correct(user, delta);
+  void settle(const QueuedPage& page, std::int64_t used) override {
+    corrections.emplace_back(page.user_id, used - page.charged);
+    inner_.settle(page, used);
   }
   std::vector<QueuedPage> remove_job(fairlane::UserId user, fairlane::JobId job) override {
     return inner_.remove_job(user, job);

@@ -408,7 +408,7 @@ TEST_CASE("Corrected by what calls really cost, backlogged lanes share the token
     const std::int64_t actual = page->user_id == kA ? 390 : 240;
     counted[page->user_id] += actual;
     ++pages[page->user_id];
-    scheduler.correct(page->user_id, actual - page->cost);
+    scheduler.settle(*page, actual);
   }
   const double share =
       static_cast<double>(counted[kA]) / static_cast<double>(counted[kA] + counted[kB]);
@@ -417,12 +417,56 @@ TEST_CASE("Corrected by what calls really cost, backlogged lanes share the token
   // Without the correction each lane sends half of the pages: A's counted share is 0.62.
 }
 
+// Pages that reserve 4,560 tokens and use 1,000 (scenario 4's output allowance). Charged
+// their reservation, a lane sends bursts of four or five pages a visit on its refunds, so
+// one backlogged user runs a whole reservation of counted tokens ahead of another. Charged
+// what a page is expected to use, the turns alternate page by page once a call has settled.
+TEST_CASE(
+    "Pages that use a fraction of what they reserve are charged what they are expected to use") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 40, 4560);
+  add_pages(scheduler, kB, 2, 40, 4560);
+  std::string order;
+  for (int i = 0; i < 40; ++i) {
+    const auto page = scheduler.take();
+    REQUIRE(page.has_value());
+    order.push_back(page->user_id == kA ? 'A' : 'B');
+    scheduler.settle(*page, 1000);
+  }
+  // A's first page was charged in full, before anything had settled: its refund is A's to
+  // spend (three pages more). Then the lanes alternate.
+  CHECK(order.substr(0, 5) == "AAAAB");
+  std::string alternating;
+  while (alternating.size() < order.size() - 5) alternating += "AB";
+  CHECK(order.substr(5) == alternating.substr(0, order.size() - 5));
+}
+
+// A user alone sends a wave of pages that reserve 8 times what they use (scenario 10), and a
+// newcomer joins before they settle. Charged their reservations, the first user's refunds
+// came back as credit once the newcomer was there, and bought it page after page while the
+// newcomer waited; charged what pages are expected to use, the two take turns from the
+// newcomer's first page on.
+TEST_CASE("A newcomer takes turns at once with a user whose pages settle after it came") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kC, 9, 1, 6400);
+  const auto learned = scheduler.take();  // one settled page teaches what pages use
+  scheduler.settle(*learned, 800);
+  add_pages(scheduler, kA, 1, 60, 6400);
+  std::vector<QueuedPage> wave;
+  for (int i = 0; i < 20; ++i) wave.push_back(*scheduler.take());
+  add_pages(scheduler, kB, 2, 20, 6400);
+  for (const QueuedPage& page : wave) scheduler.settle(page, 800);
+  const std::string order = take_users(scheduler, 10);
+  CHECK((order == "ABABABABAB" || order == "BABABABABA"));
+}
+
 TEST_CASE("A correction for a lane that has emptied is forgotten with its credit") {
   FairScheduler scheduler;
   add_pages(scheduler, kA, 1, 1, 300);
   add_pages(scheduler, kB, 2, 3, 300);
-  REQUIRE(scheduler.take()->user_id == kA);  // A's only page: its lane empties
-  scheduler.correct(kA, 10'000);
+  const auto page = scheduler.take();
+  REQUIRE(page->user_id == kA);  // A's only page: its lane empties
+  scheduler.settle(*page, 10'300);
   add_pages(scheduler, kA, 3, 3, 300);
   // A joins anew, owing nothing: the turns alternate as for any new lane.
   CHECK(take_users(scheduler, 4) == "BABA");

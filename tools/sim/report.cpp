@@ -240,8 +240,8 @@ std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>
     if (m.fairness_windows > 0) {
       out += fmt::format("| {:.0f} s windows with 2+ users backlogged | {} |\n", scenario.window_s,
                          m.fairness_windows);
-      out +=
-          fmt::format("| Jain's index (counted tokens / weight), lowest window | {:.4f} |\n", m.min_jain);
+      out += fmt::format("| Jain's index (counted tokens / weight), lowest window | {:.4f} |\n",
+                         m.min_jain);
       out += fmt::format("| largest deviation from a fair token share | {} |\n",
                          percent(m.max_share_deviation));
     }

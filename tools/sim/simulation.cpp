@@ -141,7 +141,7 @@ class FifoOrder final : public PageOrder {
   }
   void add(const QueuedPage& page) override { pages_.push_back(page); }
   void put_back(const QueuedPage& page) override { pages_.push_front(page); }
-  void correct(UserId /*user*/, std::int64_t /*delta*/) override {}  // no lanes to correct
+  void settle(const QueuedPage& /*page*/, std::int64_t /*used*/) override {}  // no lanes
   std::vector<QueuedPage> remove_job(UserId /*user*/, JobId job) override {
     std::vector<QueuedPage> removed;
     std::erase_if(pages_, [&](const QueuedPage& page) {

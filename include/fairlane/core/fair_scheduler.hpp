@@ -42,6 +42,9 @@ struct QueuedPage {
   JobId job_id = 0;
   UserId user_id = 0;
   std::int64_t cost = 0;  // estimated tokens: the TPM reservation of its call
+  // What its lane was charged when it was taken (FairScheduler): what the page is expected to
+  // use. 0 while queued, and for a page sent out of turn (take_from), whose lane paid nothing.
+  std::int64_t charged = 0;
 };
 
 class FairScheduler {
@@ -64,26 +67,32 @@ class FairScheduler {
   void add(const QueuedPage& page);
 
   // Returns a page taken earlier to the HEAD of its user's lane (after any returned page
-  // with a smaller id) and refunds its cost to the lane's credit: a retry keeps its place.
-  // If the lane had emptied meanwhile, it joins the round like a new lane.
+  // with a smaller id) and refunds what it was charged to the lane's credit: a retry keeps
+  // its place. If the lane had emptied meanwhile, it joins the round like a new lane.
   void put_back(const QueuedPage& page);
 
-  // Corrects the credit of `user`'s lane by what a page's call really cost: `delta` is the
-  // tokens the provider counted minus the page's cost (its estimate, charged when it was
-  // taken). An overrun is owed by the lane's next turns, a refund is theirs to use, so
-  // backlogged users share the tokens the provider counted, not fairlane's estimates. A lane
-  // that has emptied since has forgotten its credit, and the correction with it.
-  void correct(UserId user, std::int64_t delta);
+  // A page taken earlier settled: the provider counted `used` tokens for its call. Its lane
+  // is corrected by `used` minus what it was charged: an overrun is owed by the lane's next
+  // turns, a refund is theirs to use, so backlogged users share the tokens the provider
+  // counted, not fairlane's estimates. A lane that has emptied since has forgotten its
+  // credit, and the correction with it.
+  //
+  // A lane is charged what a page is expected to use, not its reservation: its cost less
+  // the average refund (cost - used) of the pages settled so far, the n-th weighing
+  // max(0.1, 1 / n); the whole cost until one has. Charged its reservation, a lane whose
+  // pages reserve four times what they use spends its refunds in bursts of four pages, and
+  // a backlogged user runs a whole reservation of counted tokens ahead of another.
+  void settle(const QueuedPage& page, std::int64_t used);
 
   // The next page in fair order, or nullptr when every lane is empty. Repeated calls return
   // the same page until it is taken. The pointer is valid until the next change.
   [[nodiscard]] const QueuedPage* peek();
 
-  // Takes the page peek() returns.
+  // Takes the page peek() returns, with what its lane was charged for it.
   std::optional<QueuedPage> take();
 
-  // The lane whose page peek() returns gives its turn away: it is charged that page's cost,
-  // as if it had sent it, and the page stays at its head (PromiseOrder sends a page whose
+  // The lane whose page peek() returns gives its turn away: it is charged for that page as
+  // if it had sent it, and the page stays at its head (PromiseOrder sends a page whose
   // promise is at risk in its place). Nothing happens when every lane is empty.
   void give_turn();
 
@@ -92,7 +101,8 @@ class FairScheduler {
   [[nodiscard]] const QueuedPage* peek_lane(UserId user) const;
 
   // Takes the head page of `user`'s lane out of turn (PromiseOrder, after give_turn()). The
-  // round and the lane's credit are left as they are: the lane's own turns are still its.
+  // round and the lane's credit are left as they are: the lane's own turns are still its,
+  // and the page is charged nothing (so nothing is refunded or corrected for it either).
   std::optional<QueuedPage> take_from(UserId user);
 
   // Removes every queued page of `job` from `user`'s lane (a cancellation) and returns them.
@@ -167,6 +177,9 @@ class FairScheduler {
     return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
   }
   [[nodiscard]] std::int64_t quantum() const;
+  // What a lane is charged for a page of `cost`: its cost less the expected refund, and at
+  // least 1 for a page that costs anything.
+  [[nodiscard]] std::int64_t charge_for(std::int64_t cost) const;
   // Removes the head page of a non-empty lane (its credit untouched) and returns it.
   QueuedPage pop_head(Lane& lane);
   // The id of the first queued page of a job of `lane`.
@@ -185,6 +198,8 @@ class FairScheduler {
   std::list<UserId>::iterator current_ = ring_.end();
   std::map<std::int64_t, std::int64_t> head_costs_;  // cost -> lanes with such a head page
   std::int64_t size_ = 0;
+  double expected_refund_ = 0.0;  // average cost - used of settled pages
+  double settled_ = 0.0;          // pages settled
   LaneLengths lengths_;
   LaneLengths token_lengths_;
 };

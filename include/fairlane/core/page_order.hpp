@@ -30,8 +30,8 @@ class PageOrder {
   virtual void add(const QueuedPage& page) = 0;
   // A page taken earlier goes back to the head: it keeps its place.
   virtual void put_back(const QueuedPage& page) = 0;
-  // A page of `user` cost `delta` tokens more than its estimate (less when negative).
-  virtual void correct(UserId user, std::int64_t delta) = 0;
+  // A page taken earlier settled: the provider counted `used` tokens for its call.
+  virtual void settle(const QueuedPage& page, std::int64_t used) = 0;
   // Removes every queued page of `job` (a cancellation) and returns them.
   virtual std::vector<QueuedPage> remove_job(UserId user, JobId job) = 0;
   // The door promised `job` of `user` it would be done by `finish_by`. An order that keeps
@@ -48,7 +48,7 @@ class FairOrder final : public PageOrder {
   QueuedPage take() override;
   void add(const QueuedPage& page) override { scheduler_.add(page); }
   void put_back(const QueuedPage& page) override { scheduler_.put_back(page); }
-  void correct(UserId user, std::int64_t delta) override { scheduler_.correct(user, delta); }
+  void settle(const QueuedPage& page, std::int64_t used) override { scheduler_.settle(page, used); }
   std::vector<QueuedPage> remove_job(UserId user, JobId job) override {
     return scheduler_.remove_job(user, job);
   }

@@ -74,7 +74,7 @@ class PromiseOrder final : public PageOrder {
   QueuedPage take() override;
   void add(const QueuedPage& page) override;
   void put_back(const QueuedPage& page) override;
-  void correct(UserId user, std::int64_t delta) override { scheduler_.correct(user, delta); }
+  void settle(const QueuedPage& page, std::int64_t used) override { scheduler_.settle(page, used); }
   std::vector<QueuedPage> remove_job(UserId user, JobId job) override;
   void promise(UserId user, JobId job, Clock::time_point finish_by) override;
 
