@@ -45,25 +45,6 @@ EstimatorConfig estimator_config(const DispatcherConfig& config) {
   return c;
 }
 
-// The queued pages of a job in a view, and what they reserve in all.
-struct Arrived {
-  std::int64_t pages = 0;
-  std::int64_t reserved = 0;
-};
-using ArrivedJobs = std::unordered_map<JobId, Arrived>;
-
-// The jobs of `lane` that `held` does not name.
-ArrivedJobs arrived(const Lane& lane, const std::unordered_set<JobId>& held) {
-  ArrivedJobs jobs;
-  for (const LanePage& p : lane.pages) {
-    if (held.contains(p.job_id)) continue;
-    Arrived& job = jobs[p.job_id];
-    ++job.pages;
-    job.reserved += p.estimated_tokens;
-  }
-  return jobs;
-}
-
 DispatchPolicyConfig policy_config(const DispatcherConfig& config) {
   return DispatchPolicyConfig{.max_attempts = config.max_attempts,
                               .max_requeues = config.max_requeues,
@@ -191,7 +172,6 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   Status commit_error;   // the last flush's failure, ok after a flush that went through
   bool dead = false;     // the Dispatcher is gone: touch neither the store nor the provider
   bool leading = false;  // the loop was started (start, lead); a follower's view has none
-  bool begun = false;    // begin() loaded lanes: a view read again tells what arrived since
   bool looping = false;
   bool stopping = false;
   std::function<void(Status)> stopped;
@@ -204,9 +184,8 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   void signal() { wake.cancel(); }
 
   // Loads the lanes and starts: as a leader (the lanes as load_lanes() leaves them, the
-  // loop running) or as a follower's view (ClusterStore::lanes_view(), no loop). With
-  // `held`, the jobs a view before this one held: the others arrived since (arrived()).
-  Status begin(bool lead, const std::unordered_set<JobId>* held = nullptr);
+  // loop running) or as a follower's view (ClusterStore::lanes_view(), no loop).
+  Status begin(bool lead);
   // Stops at once: nothing more is sent or committed; calls still out are abandoned (their
   // pages stay in flight in the store, for the next start or the next leader).
   void kill();
@@ -222,11 +201,27 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   }
   // At start: the estimator learns what the last calls cost and took (recent_calls).
   Status warm_estimator();
-  // At the first start of this Dispatcher's estimators: what arrived in the last arrivals
-  // window, from the jobs the store kept (recent_jobs), so that a restart's first promises
-  // expect the work the process before was seeing arrive.
-  Status restore_arrivals();
-  bool arrivals_restored = false;  // carried on to the estimators built again after this one
+  // What arrived, from the jobs the store kept (recent_jobs). At the first start of this
+  // Dispatcher's estimators, the last arrivals window: a restart's first promises expect the
+  // work the process before was seeing arrive. At each start after (a follower's view read
+  // again, a takeover), the jobs created since the read before that are not counted yet,
+  // whether they wait in the lanes or have been sent already: a follower hears of no job
+  // as it comes, as the leader does in add().
+  Status count_arrivals();
+  // Carried on to the estimators built again after this one: when the store was last read
+  // for arrivals (none: never), and the jobs counted as arrived since a little before that,
+  // with when they were created (or heard of, in add()).
+  std::optional<WallTime> arrivals_read_at;
+  std::unordered_map<JobId, WallTime> counted_arrivals;
+  // The first read: each job of the window as arrived when it was created.
+  void count_window(const RecentJobs& recent, WallTime now);
+  // Counts a job read from the store as arrived `ago`, behind `ahead` pages of its user's,
+  // unless it was already.
+  void count_arrival(const ArrivedJob& job, Clock::duration ago, std::int64_t ahead);
+  // A leader, which reads no more, forgets the jobs older than the arrivals window now and
+  // then (when twice as many are kept as the time before).
+  void forget_old_arrivals();
+  std::size_t forget_arrivals_at = 0;
   // At start: the restored jobs that were promised a finish keep their promises, in the
   // order and (restored_promises) for the Router's Promises. One read of the store a job.
   Status restore_promises(const std::vector<Lane>& lanes);
@@ -631,22 +626,63 @@ Status Dispatcher::Impl::warm_estimator() {
   return {};
 }
 
-// The jobs a restart counts as arrived lately: at most the newest so many of the window.
+// The jobs a read counts as arrived lately: at most the newest so many of the window.
 constexpr std::size_t kArrivedJobs = 16'384;
+// How far before the last read a read looks again: a job's created_at is taken before its
+// upload commits, so a job may show in the store a little after a read that it predates.
+constexpr WallTime::duration kReadAgainFrom = std::chrono::seconds(10);
 
-Status Dispatcher::Impl::restore_arrivals() {
-  const Clock::duration window = config.estimator.arrival_window;
+void Dispatcher::Impl::count_arrival(const ArrivedJob& job, Clock::duration ago,
+                                     std::int64_t ahead) {
+  if (!counted_arrivals.emplace(job.id, job.created_at).second) return;
+  estimator.record_arrived(ago, job.user_id, job.pages, ahead);
+}
+
+void Dispatcher::Impl::forget_old_arrivals() {
+  if (counted_arrivals.size() <= std::max(forget_arrivals_at, kArrivedJobs)) return;
+  const WallTime oldest = wall_clock.now() - std::chrono::duration_cast<WallTime::duration>(
+                                                 config.estimator.arrival_window);
+  std::erase_if(counted_arrivals, [oldest](const auto& job) { return job.second < oldest; });
+  forget_arrivals_at = 2 * counted_arrivals.size();
+}
+
+Status Dispatcher::Impl::count_arrivals() {
   const WallTime now = wall_clock.now();
+  const auto window =
+      std::chrono::duration_cast<WallTime::duration>(config.estimator.arrival_window);
   const auto ago = [now](WallTime t) {
     return std::chrono::duration_cast<Clock::duration>(now - t);
   };
-  auto recent =
-      store.recent_jobs(now - std::chrono::duration_cast<WallTime::duration>(window), kArrivedJobs);
+  const std::optional<WallTime> read_before = arrivals_read_at;
+  const WallTime since =
+      read_before ? std::max(*read_before - kReadAgainFrom, now - window) : now - window;
+  auto recent = store.recent_jobs(since, kArrivedJobs);
   if (!recent.ok()) return recent.status();
+  arrivals_read_at = now;
+  // What was counted before `since` cannot be read again.
+  std::erase_if(counted_arrivals, [since](const auto& job) { return job.second <= since; });
+  if (!read_before) {
+    count_window(recent.value(), now);
+    return {};
+  }
+  // Each job joined its lane behind its user's pages that are still ahead of it in this view,
+  // or none if it has left the lanes (sent, or cancelled).
+  for (const ArrivedJob& job : recent->jobs) {
+    const auto place = scheduler.job_place(job.user_id, job.id);
+    count_arrival(job, ago(job.created_at), place ? place->next_index - 1 : 0);
+  }
+  return {};
+}
+
+void Dispatcher::Impl::count_window(const RecentJobs& recent, WallTime now) {
+  const auto ago = [now](WallTime t) {
+    return std::chrono::duration_cast<Clock::duration>(now - t);
+  };
   // No job in the window: nothing says the service was taking uploads lately (a new store, or
   // one back from a long stop), so the arrivals start from none and their warm-up measures.
-  if (recent->jobs.empty() || !recent->first_job_at) return {};
-  estimator.arrivals_counted_for(std::min(window, ago(*recent->first_job_at)));
+  if (recent.jobs.empty() || !recent.first_job_at) return;
+  estimator.arrivals_counted_for(
+      std::min(config.estimator.arrival_window, ago(*recent.first_job_at)));
   // Each job joined its lane behind its user's earlier jobs of the window that had not ended
   // when it came (all their pages: how far they had gone is not kept).
   struct Unfinished {
@@ -659,20 +695,19 @@ Status Dispatcher::Impl::restore_arrivals() {
     std::int64_t pages = 0;
   };
   std::unordered_map<UserId, UserLane> lanes;
-  for (const ArrivedJob& job : recent->jobs) {
+  for (const ArrivedJob& job : recent.jobs) {
     UserLane& lane = lanes[job.user_id];
     while (!lane.open.empty() && lane.open.top().finished <= job.created_at) {
       lane.pages -= lane.open.top().pages;
       lane.open.pop();
     }
-    estimator.record_arrived(ago(job.created_at), job.user_id, job.pages, lane.pages);
+    count_arrival(job, ago(job.created_at), lane.pages);
     lane.open.push(Unfinished{job.finished_at.value_or(WallTime::max()), job.pages});
     lane.pages += job.pages;
   }
-  return {};
 }
 
-Status Dispatcher::Impl::begin(bool lead, const std::unordered_set<JobId>* held) {
+Status Dispatcher::Impl::begin(bool lead) {
   // Before load_lanes, which turns the pages of those calls back to queued.
   if (Status inherited = inherit_calls_out(); !inherited.ok()) return inherited;
   // A fresh estimator (a restart, a takeover, a follower's view read again, which never sees
@@ -686,30 +721,18 @@ Status Dispatcher::Impl::begin(bool lead, const std::unordered_set<JobId>* held)
   if (!lanes.ok()) return lanes.status();
   for (const Lane& lane : lanes.value()) {
     scheduler.set_weight(lane.user_id, lane.weight);
-    // A follower hears of no job as it comes (the leader does, in add()): the jobs its view
-    // did not hold before arrived since, and count as the leader counted them, each as its
-    // first page joins the lane.
-    ArrivedJobs arrivals = held != nullptr ? arrived(lane, *held) : ArrivedJobs{};
     for (const LanePage& p : lane.pages) {
-      if (const auto job = arrivals.find(p.job_id); job != arrivals.end()) {
-        estimator.record_arrival(lane.user_id, job->second.pages, job->second.reserved);
-        arrivals.erase(job);
-      }
       // Into its lane, or held back while its backoff still runs.
       policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens}, p.attempts,
                      p.not_before);
     }
   }
-  // After the lanes, whose users' weights set their rounds.
-  if (!arrivals_restored) {
-    if (Status restored = restore_arrivals(); !restored.ok()) return restored;
-    arrivals_restored = true;  // a view read again, or a takeover, goes on from these
-  }
+  // After the lanes, whose users' weights set their rounds and which hold the jobs' places.
+  if (Status counted = count_arrivals(); !counted.ok()) return counted;
   // A follower's view is rebuilt every second or so: its promises are the leader's to keep.
   if (lead) {
     if (Status promised = restore_promises(lanes.value()); !promised.ok()) return promised;
   }
-  begun = true;
   // The provider counted what was sent in the last minute: start the buckets without it.
   auto spend = store.recent_spend(std::chrono::minutes(1));
   if (!spend.ok()) return spend.status();
@@ -738,7 +761,9 @@ void Dispatcher::replace() {
   fresh->counters = old.counters;
   // What arrived lately is not in the store's lanes, which show what waits: keep counting it.
   fresh->estimator.continue_arrivals(old.estimator);
-  fresh->arrivals_restored = old.arrivals_restored;
+  fresh->arrivals_read_at = old.arrivals_read_at;
+  fresh->counted_arrivals = std::move(old.counted_arrivals);
+  fresh->forget_arrivals_at = old.forget_arrivals_at;
   fresh->job_changed = std::move(old.job_changed);
   fresh->deposed = std::move(old.deposed);
   old.kill();
@@ -746,15 +771,8 @@ void Dispatcher::replace() {
 }
 
 Status Dispatcher::follow() {
-  // A view read again: the jobs the one before held (none the first time, when the lanes are
-  // the queue as it stands, not what arrived).
-  std::optional<std::unordered_set<JobId>> held;
-  if (impl_->begun) {
-    const std::vector<JobId> jobs = impl_->policy.tracked_jobs();
-    held.emplace(jobs.begin(), jobs.end());
-  }
   replace();
-  return impl_->begin(false, held ? &*held : nullptr);
+  return impl_->begin(false);
 }
 
 Status Dispatcher::lead(std::string_view instance, std::int64_t epoch) {
@@ -793,7 +811,11 @@ bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   }
   // A job heard of twice (its upload here, then the store's notification) arrives once.
   if (joined == 0 && !job.pages.empty()) return false;
-  d.estimator.record_arrival(job.job.user_id, joined, reserved);
+  // As does one a read of the store counted already (count_arrivals).
+  if (d.counted_arrivals.emplace(job.job.id, d.wall_clock.now()).second) {
+    d.estimator.record_arrival(job.job.user_id, joined, reserved);
+    d.forget_old_arrivals();
+  }
   d.promise(job.job);
   d.signal();
   return true;

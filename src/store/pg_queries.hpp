@@ -158,7 +158,7 @@ struct PgSql {
   // The jobs created after $1 among the $2 newest (ids follow creation), oldest first; and
   // when the first job was created.
   static constexpr std::string_view recent_jobs =
-      "SELECT user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
+      "SELECT id, user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
       "max(id) FROM jobs) - $2::bigint AND created_at > $1::bigint ORDER BY id";
   static constexpr std::string_view first_job_at =
       "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";

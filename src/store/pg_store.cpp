@@ -481,9 +481,9 @@ Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
   if (!rows.ok()) return rows.status();
   out.jobs.reserve(static_cast<std::size_t>(rows->size()));
   for (int row = 0; row < rows->size(); ++row) {
-    out.jobs.push_back(ArrivedJob{rows->int64(row, 0), rows->int64(row, 1),
-                                  from_ms(rows->int64(row, 2)),
-                                  from_ms(rows->optional_int64(row, 3))});
+    out.jobs.push_back(ArrivedJob{rows->int64(row, 0), rows->int64(row, 1), rows->int64(row, 2),
+                                  from_ms(rows->int64(row, 3)),
+                                  from_ms(rows->optional_int64(row, 4))});
   }
   return out;
 }

@@ -801,8 +801,8 @@ Result<RecentJobs> SqliteStore::recent_jobs(WallTime since, std::size_t limit) {
   use->bind(1, to_ms(since)).bind(2, static_cast<std::int64_t>(limit));
   int rc = SQLITE_ROW;
   while ((rc = use->step()) == SQLITE_ROW) {
-    out.jobs.push_back(ArrivedJob{use->int64(0), use->int64(1), from_ms(use->int64(2)),
-                                  from_ms(use->optional_int64(3))});
+    out.jobs.push_back(ArrivedJob{use->int64(0), use->int64(1), use->int64(2),
+                                  from_ms(use->int64(3)), from_ms(use->optional_int64(4))});
   }
   if (rc != SQLITE_DONE) return db_.error(rc, "reading the jobs created lately");
   return out;

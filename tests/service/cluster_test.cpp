@@ -2,6 +2,7 @@
 // in one process, each with its own store connection, dispatcher and router, on one database
 // and one provider stand-in on loopback. Every wait is bounded.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
@@ -15,6 +16,7 @@
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/provider/curl_provider.hpp"
 #include "fairlane/store/cluster.hpp"
+#include "fairlane/store/page_transition.hpp"
 #include "provider_sim.hpp"
 #include "service/dispatcher.hpp"
 #include "service/leadership.hpp"
@@ -27,6 +29,7 @@ using namespace std::chrono_literals;
 using fairlane::JobRequest;
 using fairlane::JobState;
 using fairlane::PageInput;
+using fairlane::PageTransition;
 using fairlane::StatusCode;
 using fairlane::service::Dispatcher;
 using fairlane::service::DispatcherConfig;
@@ -263,6 +266,41 @@ TEST_CASE(
   // Leading, it goes on counting them.
   follower.lead();
   CHECK(follower.dispatcher->estimator().competition(shelf_rounds) > 0.0);
+}
+
+TEST_CASE(
+    "PostgreSQL: a follower counts the jobs that came and were done between two of its views") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  // The leader writes the jobs' pages done; its dispatcher was never told of them (no
+  // notifications here), so it sends nothing itself.
+  Instance leader(cluster.io, *home, cluster.port, "a");
+  leader.lead();
+  Instance follower(cluster.io, *home, cluster.port, "f", config(2s));  // slots of 0.2 s
+  REQUIRE(follower.dispatcher->follow().ok());
+  cluster.io.run_for(500ms);
+  REQUIRE(follower.dispatcher->follow().ok());
+  const double rounds = 40.0;
+  CHECK(follower.dispatcher->estimator().competition(rounds) == 0.0);
+  // Newcomers' books, each sent and answered before the follower's next view: no view ever
+  // holds them in its lanes.
+  for (int i = 0; i < 6; ++i) {
+    const auto user = leader.store->add_user(fmt::format("newcomer{}", i))->user.id;
+    const auto book = enqueue(*leader.store, user, 2, fmt::format("book{}", i));
+    std::vector<PageTransition> sent;
+    std::vector<PageTransition> answered;
+    for (const auto& page : book.pages) {
+      sent.push_back(PageTransition::dispatched(page.page_id, 300));
+      answered.push_back(PageTransition::completed(page.page_id, "ok", fairlane::Usage{100, 20}));
+    }
+    REQUIRE(leader.store->apply(sent).ok());
+    REQUIRE(leader.store->apply(answered).ok());
+    cluster.io.run_for(150ms);
+    REQUIRE(follower.dispatcher->follow().ok());
+  }
+  CHECK(follower.dispatcher->scheduler().size() == 0);
+  CHECK(follower.dispatcher->estimator().competition(rounds) > 0.0);
 }
 
 TEST_CASE(

@@ -478,11 +478,13 @@ FAIRLANE_STORE_TEST_CASE(
   REQUIRE(all.first_job_at);
   CHECK(*all.first_job_at == start);
   REQUIRE(all.jobs.size() == 3);
+  CHECK(all.jobs[0].id == a.job.id);
   CHECK(all.jobs[0].user_id == f.alice);
   CHECK(all.jobs[0].pages == 2);
   CHECK(all.jobs[0].created_at == start);
   REQUIRE(all.jobs[0].finished_at);
   CHECK(*all.jobs[0].finished_at == a_done);
+  CHECK(all.jobs[1].id == b.job.id);
   CHECK(all.jobs[1].user_id == f.bob);
   CHECK(all.jobs[1].pages == 3);
   CHECK(all.jobs[1].created_at == b.job.created_at);

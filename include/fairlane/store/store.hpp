@@ -115,6 +115,7 @@ struct EndedCall {
 
 // A job as it arrived, for the estimator's arrivals after a restart.
 struct ArrivedJob {
+  JobId id = 0;
   UserId user_id = 0;
   std::int64_t pages = 0;
   WallTime created_at;
