@@ -331,12 +331,13 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   const double competing = std::isinf(steady) ? 0.0 : rho * steady;
   const double sent = seconds_for(ahead_with_last, competing);
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
-                     sent + last_answer_s(k - j + 1.0, sent)};
+                     sent + last_answer_s(k - j + 1.0, sent, k)};
 }
 
-double Estimator::last_answer_s(double pages, double sending_s) const {
-  // A job is done when the slowest of its last calls answers. Its pages go out evenly over
-  // the `sending_s` until the last one (`gap` apart), and the k-th from the end answers
+double Estimator::last_answer_s(double pages, double sending_s, double lane_pages) const {
+  // A job is done when the slowest of its last calls answers. Its lane's pages go out evenly
+  // over the `sending_s` until the last one (`gap` apart), its user's earlier jobs' first and
+  // the job's own last; the k-th from the end answers
   // about (k - 1) gaps before the last one would with the same latency. The largest of k
   // draws is allowed sqrt(2 ln (k / (1 - q))) deviations above the average (q the
   // finish_quantile: see EstimatorConfig), so the job waits for the latency average plus
@@ -344,13 +345,14 @@ double Estimator::last_answer_s(double pages, double sending_s) const {
   // those sent within a latency of it, and what can be out at once.
   const BudgetLimits l = limits();
   const double sending = std::max(sending_s, 0.0);
-  double at_once = pages * avg_latency_s_ / std::max(sending, avg_latency_s_);
+  const double lane = std::max(lane_pages, pages);
+  double at_once = std::min(pages, lane * avg_latency_s_ / std::max(sending, avg_latency_s_));
   if (l.max_in_flight > 0) at_once = std::min(at_once, static_cast<double>(l.max_in_flight));
   if (l.tokens_per_minute > 0 && avg_reserved_ > 0) {
     at_once = std::min(at_once, static_cast<double>(l.tokens_per_minute) / avg_reserved_);
   }
   at_once = std::max(at_once, 1.0);  // the last call itself
-  const double gap = pages > 0.0 ? sending / pages : 0.0;
+  const double gap = lane > 0.0 ? sending / lane : 0.0;
   if (!(latency_var_ > 0.0) || !std::isfinite(gap)) return avg_latency_s_;
   const double sigma = std::sqrt(latency_var_);
   const double draws = 1.0 / std::max(1.0 - config_.finish_quantile, 1e-6);
@@ -377,7 +379,7 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
   const auto count = static_cast<double>(pages);
   const double own_units = count * scale_for(static_cast<double>(tokens_per_page));
   const double sending = pages_equivalent(0.0, 0.0, count, own_units) / steady;
-  return sending + last_answer_s(count, sending);
+  return sending + last_answer_s(count, sending, count);
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
@@ -402,7 +404,8 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   const double scaled = static_cast<double>(count) * scale;
   const double sending =
       seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled));
-  e.own_seconds = sending + last_answer_s(static_cast<double>(count), sending);
+  e.own_seconds =
+      sending + last_answer_s(static_cast<double>(count), sending, static_cast<double>(count));
   return e;
 }
 

@@ -114,6 +114,25 @@ TEST_CASE("The slowest of a job's last calls: the most over every count of them"
   CHECK(estimator.estimate_new(1, 100).eta_seconds == doctest::Approx(1.6 + 2.0 + most));
 }
 
+TEST_CASE("A job behind its user's own earlier job: its calls go out at the lane's pace") {
+  FairScheduler scheduler;
+  const EstimatorConfig fast{.limits = {.requests_per_minute = 15'000,
+                                        .tokens_per_minute = 3'000'000,
+                                        .max_in_flight = 200}};
+  Estimator estimator(scheduler, fast);
+  for (int i = 0; i < 50; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
+  add_pages(scheduler, 1, 1, 100);
+  // The new job's 100 pages are the lane's 101st to 200th: all 200 go out over 3.2 s, one
+  // every 0.016 s, so its own go 0.016 s apart too (not 3.2 s / 100 = 0.032 s, as if they
+  // alone took the whole wait), and the calls out with its last are the 100 sent within a
+  // latency of it.
+  double most = 0.0;
+  for (int k = 1; k <= 100; ++k) {
+    most = std::max(most, std::sqrt(2.0 * std::log(100.0 * k)) - (k - 1) * 0.016);
+  }
+  CHECK(estimator.estimate_new(1, 100).eta_seconds == doctest::Approx(3.2 + 2.0 + most));
+}
+
 TEST_CASE("A page that alone reserves more than a minute's tokens waits for its own call") {
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});

@@ -197,8 +197,10 @@ class Estimator {
   [[nodiscard]] double scale_for(double tokens_per_page) const;
   // Seconds from a job's last call going out until its last answer, for a job of `pages`
   // whose last goes out in `sending_s`: a latency, and the spread of the slowest of the calls
-  // that go shortly before it, less how much sooner they went.
-  [[nodiscard]] double last_answer_s(double pages, double sending_s) const;
+  // that go shortly before it, less how much sooner they went. The job's pages are the last
+  // of the `lane_pages` its lane sends in that time (its user's earlier jobs first), one
+  // every `sending_s / lane_pages`.
+  [[nodiscard]] double last_answer_s(double pages, double sending_s, double lane_pages) const;
   // The limits in force: the budget's (which follow what the provider announces), else the
   // configured ones.
   [[nodiscard]] BudgetLimits limits() const;
