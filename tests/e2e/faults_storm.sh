@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fault matrix: a 429 storm with a long Retry-After. From 3 s after its start the stand-in
-# answers every call 429 with Retry-After 8 s, for 6 s. fairlane pauses all dispatch for
+# Fault matrix: a 429 storm with a long Retry-After. From 3 s after its first call the
+# stand-in answers every call 429 with Retry-After 8 s, for 6 s. fairlane pauses all dispatch for
 # the whole Retry-After at the first 429 (the limit is the account's), so it meets the
 # storm at most once per call it had out (4); the pages refused go back to the head of
 # their lanes without spending an attempt, and every page ends done. GET /v1/jobs/{id}
@@ -21,8 +21,8 @@ carol=$(add_user carol)
 # One attempt: a page that met the storm and spent an attempt would fail.
 start_serve "${limits[@]}" --max-tokens 50 --max-attempts 1
 
-# 180 pages at 4 at a time and 0.1 s each: 4.5 s of work, which meets the storm unless it
-# starts after it (9 s); the pause it causes outlasts it, however late it begins.
+# 180 pages at 4 at a time and 0.1 s each: 4.5 s of work from the first call, which meets
+# the storm 3 s in; the pause it causes outlasts it.
 a=$(upload_book "$alice" a a 60)
 b=$(upload_book "$bob" b b 60)
 c=$(upload_book "$carol" c c 60)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end: the gauges and outcome counters of /metrics while they move. A stand-in that
-# answers every call 429 (Retry-After: 1 s) for the first 3 s and 500 to 40% of the calls:
-# while the storm lasts fairlane_dispatch_paused is 1; pages that failed an attempt wait out
-# a backoff of up to 4 s, counted by fairlane_pages_held; fairlane_store_ok stays 1. Once
+# answers every call 429 (Retry-After: 1 s) for 3 s from its first call and 500 to 40% of
+# the calls: while the storm lasts fairlane_dispatch_paused is 1; pages that failed an
+# attempt wait out a backoff of up to 4 s, counted by fairlane_pages_held;
+# fairlane_store_ok stays 1. Once
 # the job is done both gauges are 0 again, and fairlane_call_outcomes_total counts what the
 # stand-in counted: ok for every page, rate_limited for each 429 of the storm, server_error
 # for each 500.

@@ -66,7 +66,7 @@ int main(int argc, char** argv) try {
   std::vector<std::string> storms;
   app.add_option("--storm", storms,
                  "START_S:LENGTH_S:RETRY_AFTER_S: answer every call 429 with that Retry-After "
-                 "for LENGTH_S seconds from START_S after the start (repeatable)");
+                 "for LENGTH_S seconds from START_S after the first call (repeatable)");
   std::vector<std::string> changes;
   app.add_option("--change", changes,
                  "AT:KEY=VALUE,...: from AT (milliseconds after the start, or call=N for "

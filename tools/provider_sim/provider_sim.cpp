@@ -161,7 +161,10 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Budget budget;
   std::mt19937_64 rng;
   Clock::time_point started;  // of the counters (POST /stats/reset moves it)
-  Clock::time_point born;     // of the server: storms are timed from here
+  Clock::time_point born;     // of the server: timed changes count from here
+  // The first call's arrival: storms count from here, so that a storm meets the calls
+  // however long the client takes to start.
+  std::optional<Clock::time_point> first_call;
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::optional<asio::steady_timer> change_timer;  // until the next change of limits
@@ -390,7 +393,8 @@ void Server::Impl::add_limit_headers(Dialect dialect, Response& response) const 
 }
 
 const Storm* Server::Impl::storm_now() const {
-  const auto since = clock.now() - born;
+  if (!first_call) return nullptr;
+  const auto since = clock.now() - *first_call;
   for (const Storm& storm : config.storms) {
     if (since >= storm.start && since < storm.start + storm.length) return &storm;
   }
@@ -488,6 +492,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const std::int64_t input = body.input_tokens();
 
   change_at_call();
+  if (!first_call) first_call = clock.now();
   ++requests;
   ++this_minute().requests;
   TextCalls& counts = texts[body.page];

@@ -46,8 +46,10 @@ class io_context;
 
 namespace fairlane::provider_sim {
 
-// A 429 storm: every call arriving from `start` after the stand-in began, for `length`,
-// is answered 429 with Retry-After `retry_after`, whatever its budget says.
+// A 429 storm: every call arriving from `start` after the stand-in's first call, for
+// `length`, is answered 429 with Retry-After `retry_after`, whatever its budget says. (From
+// the first call, not the stand-in's start: a client that takes long to start, a build with
+// sanitizers on a busy machine, still meets it.)
 struct Storm {
   std::chrono::milliseconds start{0};
   std::chrono::milliseconds length{0};
