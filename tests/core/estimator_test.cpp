@@ -97,40 +97,50 @@ TEST_CASE("A job waits for the slowest of its last calls: latencies that vary ad
             .epsilon(0.02));
 }
 
+namespace {
+
+// Ten times the lab's limits: 62.5 pages a second, a page every 0.016 s.
+constexpr BudgetLimits kTenLabs{
+    .requests_per_minute = 15'000, .tokens_per_minute = 3'000'000, .max_in_flight = 200};
+
+// Calls of 1 s and 3 s in turn: mean 2 s, deviation 1 s exactly.
+void settle_one_and_three_seconds(Estimator& estimator) {
+  for (int i = 0; i < 50; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
+}
+
+// The slowest of a job's last calls past a call's average, by hand: the most over every
+// count k of them, 1 to `calls` (those within a latency of the last), of the expected
+// largest of 100 k draws (deviation 1 s) less the k - 1 gaps they went sooner.
+double slowest_by_hand(int calls, double gap) {
+  double most = 0.0;
+  for (int k = 1; k <= calls; ++k) {
+    most = std::max(most, std::sqrt(2.0 * std::log(100.0 * k)) - (k - 1) * gap);
+  }
+  return most;
+}
+
+}  // namespace
+
 TEST_CASE("The slowest of a job's last calls: the most over every count of them") {
   FairScheduler scheduler;
-  // Ten times the lab's limits: 62.5 pages a second, 100 pages 0.016 s apart over 1.6 s.
-  const EstimatorConfig fast{.limits = {.requests_per_minute = 15'000,
-                                        .tokens_per_minute = 3'000'000,
-                                        .max_in_flight = 200}};
-  Estimator estimator(scheduler, fast);
-  // Calls of 1 s and 3 s in turn: mean 2 s, deviation 1 s exactly.
-  for (int i = 0; i < 50; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
-  // Every count k of the last calls, 1 to the 100 within a latency of the last, by hand.
-  double most = 0.0;
-  for (int k = 1; k <= 100; ++k) {
-    most = std::max(most, std::sqrt(2.0 * std::log(100.0 * k)) - (k - 1) * 0.016);
-  }
-  CHECK(estimator.estimate_new(1, 100).eta_seconds == doctest::Approx(1.6 + 2.0 + most));
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kTenLabs});
+  settle_one_and_three_seconds(estimator);
+  // 100 pages 0.016 s apart over 1.6 s, all 100 within a latency of the last.
+  CHECK(estimator.estimate_new(1, 100).eta_seconds ==
+        doctest::Approx(1.6 + 2.0 + slowest_by_hand(100, 0.016)));
 }
 
 TEST_CASE("A job behind its user's own earlier job: its calls go out at the lane's pace") {
   FairScheduler scheduler;
-  const EstimatorConfig fast{.limits = {.requests_per_minute = 15'000,
-                                        .tokens_per_minute = 3'000'000,
-                                        .max_in_flight = 200}};
-  Estimator estimator(scheduler, fast);
-  for (int i = 0; i < 50; ++i) estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kTenLabs});
+  settle_one_and_three_seconds(estimator);
   add_pages(scheduler, 1, 1, 100);
   // The new job's 100 pages are the lane's 101st to 200th: all 200 go out over 3.2 s, one
   // every 0.016 s, so its own go 0.016 s apart too (not 3.2 s / 100 = 0.032 s, as if they
   // alone took the whole wait), and the calls out with its last are the 100 sent within a
   // latency of it.
-  double most = 0.0;
-  for (int k = 1; k <= 100; ++k) {
-    most = std::max(most, std::sqrt(2.0 * std::log(100.0 * k)) - (k - 1) * 0.016);
-  }
-  CHECK(estimator.estimate_new(1, 100).eta_seconds == doctest::Approx(3.2 + 2.0 + most));
+  CHECK(estimator.estimate_new(1, 100).eta_seconds ==
+        doctest::Approx(3.2 + 2.0 + slowest_by_hand(100, 0.016)));
 }
 
 TEST_CASE("A page that alone reserves more than a minute's tokens waits for its own call") {
