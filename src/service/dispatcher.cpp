@@ -811,8 +811,10 @@ bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   }
   // A job heard of twice (its upload here, then the store's notification) arrives once.
   if (joined == 0 && !job.pages.empty()) return false;
-  // As does one a read of the store counted already (count_arrivals).
-  if (d.counted_arrivals.emplace(job.job.id, d.wall_clock.now()).second) {
+  // As does one a read of the store counted already (count_arrivals). Only a cluster's
+  // dispatcher reads again (a view, a takeover); a single instance keeps no ids.
+  if (d.store.cluster() == nullptr ||
+      d.counted_arrivals.emplace(job.job.id, d.wall_clock.now()).second) {
     d.estimator.record_arrival(job.job.user_id, joined, reserved);
     d.forget_old_arrivals();
   }
