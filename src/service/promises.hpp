@@ -1,12 +1,8 @@
 // Promises: the ETA each accepted job was promised at the door, kept honest. Once a second
-// (Router::tick) every job still running is projected again, now + its ETA now (+ what is
-// left of a pause of all dispatch); when that passes what was promised (or last announced)
-// by more than the slack, max(2 s, 10% of the promise), the later finish is recorded with
-// its reason (Store::revise_eta) and the job's watchers are told, so the change reaches
-// its event stream before the promise passes. Reasons, in order: dispatch paused (the
-// provider's Retry-After, or the provider unreachable); the provider slower than when the
-// promise was made (its rate mu down by a tenth: lower limits, longer calls); otherwise
-// more work arrived ahead of the job than expected.
+// (Router::tick) the PromiseWatch (core/promise_watch) projects the jobs due to be looked at
+// again; a job whose projected finish passes what it was told by more than the slack gets
+// the later finish recorded with its reason (Store::revise_eta), and its watchers are told,
+// so the change reaches its event stream before the promise passes.
 //
 // When a job ends, done or failed, its actual time over the promised one, and its lateness
 // (finish - promised finish, negative when early), go into two histograms for /metrics and
@@ -21,13 +17,13 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
-#include <functional>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "fairlane/core/ids.hpp"
+#include "fairlane/core/promise_watch.hpp"
+#include "fairlane/core/wall_clock.hpp"
 #include "fairlane/store/job.hpp"
 #include "service/metrics.hpp"
 
@@ -48,41 +44,34 @@ struct PromiseAccuracy {
 
 class Promises {
  public:
-  using WallClock = std::function<WallTime()>;
   static constexpr std::size_t kRecent = 1'000;
 
-  // `store` and `dispatcher` must outlive the promises. `wall_clock`: system_clock by default.
-  Promises(Store& store, const Dispatcher& dispatcher, WallClock wall_clock = {});
+  // `store`, `dispatcher` and `wall_clock` must outlive the promises. `wall_clock`: nullptr
+  // for the system clock (tests give a FakeWallClock).
+  Promises(Store& store, const Dispatcher& dispatcher, const WallClock* wall_clock = nullptr);
 
   // A job just accepted with a promise (JobView::promised_eta_at): watch it.
   void promised(const JobView& job);
 
-  // Projects every watched job again; returns the jobs whose ETA was revised now.
+  // Projects the watched jobs due for a look (PromiseWatch); returns those revised now.
   std::vector<JobId> check();
 
-  [[nodiscard]] std::size_t watched() const { return watched_.size(); }
+  [[nodiscard]] std::size_t watched() const { return watch_.watched(); }
   [[nodiscard]] PromiseAccuracy accuracy() const;
   [[nodiscard]] const Histogram& ratio() const { return ratio_; }
   [[nodiscard]] const Histogram& lateness() const { return lateness_; }
 
  private:
-  struct Watched {
-    UserId user = 0;
-    WallTime created_at;
-    WallTime promised_at;
-    std::optional<WallTime> announced_at;  // the last revision
-    double mu = 0.0;                       // the rate when the promise was made
-  };
-
-  // Why `w` would finish later than announced, from the dispatcher's state now.
-  [[nodiscard]] std::string reason(const Watched& w) const;
+  // Why a job would finish later than announced, in words, from the dispatcher's state now.
+  [[nodiscard]] std::string reason(const Revision& revision) const;
   // Records a job that ended; true when it has (and is no longer watched).
-  bool ended(JobId job, const Watched& w);
+  bool ended(JobId job, const WatchedPromise& w);
 
   Store& store_;
   const Dispatcher& dispatcher_;
-  const WallClock wall_clock_;
-  std::unordered_map<JobId, Watched> watched_;
+  const SystemWallClock system_clock_;
+  const WallClock& wall_clock_;
+  PromiseWatch watch_;
   std::int64_t finished_ = 0;
   std::deque<double> recent_ratio_;
   std::deque<double> recent_lateness_;

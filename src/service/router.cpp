@@ -47,7 +47,7 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       streams_(config_.max_event_streams_per_user),
       reads_(config_.max_pending_documents),
       on_their_way_(std::numeric_limits<std::size_t>::max()),
-      promises_(store_, dispatcher_),
+      promises_(store_, dispatcher_, config_.wall_clock),
       windows_(config_.clock != nullptr ? *config_.clock : steady_, config_.promise_window),
       context_{store_,         dispatcher_, watchers_, config_,
                door_refusals_, streams_,    promises_, windows_} {

@@ -13,6 +13,7 @@
 
 #include "fairlane/core/clock.hpp"
 #include "fairlane/core/promise_window.hpp"
+#include "fairlane/core/wall_clock.hpp"
 #include "fairlane/document/document.hpp"
 #include "fairlane/provider/provider.hpp"
 #include "fairlane/store/store.hpp"
@@ -49,6 +50,9 @@ struct RouterConfig {
   Clock::duration promise_window = Clock::duration::zero();
   // The windows' clock; nullptr: the steady clock (tests give a FakeClock).
   const Clock* clock = nullptr;
+  // The promises' wall clock (Promises); nullptr: the system clock (tests give a
+  // FakeWallClock).
+  const WallClock* wall_clock = nullptr;
   // Threads with connections of their own for the reads of job views, lists, results and
   // live events (a server database's); nullptr: the routes read the store in place.
   StoreReaders* readers = nullptr;

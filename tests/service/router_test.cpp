@@ -52,8 +52,9 @@ struct Api {
     config.door.max_queued_pages_per_user = 500;
     dispatcher = std::make_unique<Dispatcher>(io, *store, provider, config);
     // Pages up to 2 MB, so that the door's 422 for a page over a minute's tokens is reachable.
-    router = std::make_unique<Router>(
-        *store, *dispatcher, RouterConfig{"admin-secret", "Extract.", 200, 1'000, 2'000'000});
+    RouterConfig router_config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+    router_config.wall_clock = &promises_wall;
+    router = std::make_unique<Router>(*store, *dispatcher, router_config);
     alice = add_user("alice");
     bob = add_user("bob");
   }
@@ -88,6 +89,9 @@ struct Api {
   std::unique_ptr<fairlane::Store> store;
   SilentProvider provider;
   std::unique_ptr<Dispatcher> dispatcher;
+  // The wall clock the promises are looked at by: from now, moved on by the tests.
+  fairlane::FakeClock promises_time;
+  fairlane::FakeWallClock promises_wall{promises_time, std::chrono::system_clock::now()};
   std::unique_ptr<Router> router;
   std::string alice;
   std::string bob;
@@ -901,6 +905,8 @@ TEST_CASE(
     const std::string key = api.add_user(fmt::format("reader{}", i));
     REQUIRE(api.send("POST", "/v1/jobs", key, Api::pages_json(100)).status == 202);
   }
+  // Alice's job is first looked at again a second after it was promised.
+  api.promises_time.advance(std::chrono::seconds(2));
   api.router->tick();
   const auto revised = Api::body(api.send("GET", "/v1/jobs/" + id, api.alice));
   REQUIRE(revised.at("eta_revised_at").is_string());
@@ -915,6 +921,7 @@ TEST_CASE(
         revised.at("eta_revised_at"));
   // A cancelled job is no longer watched, and counts in no accuracy figure.
   REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  api.promises_time.advance(std::chrono::hours(1));  // its next look is due
   api.router->tick();
   CHECK(api.router->promises().watched() == 40);
   const auto queue = Api::body(api.send("GET", "/v1/queue", api.alice));

@@ -1,0 +1,212 @@
+#include "fairlane/core/promise_watch.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "core/fake_clock.hpp"
+#include "fairlane/core/estimator.hpp"
+#include "fairlane/core/fair_scheduler.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::Estimator;
+using fairlane::EstimatorConfig;
+using fairlane::FairScheduler;
+using fairlane::JobId;
+using fairlane::PromiseWatch;
+using fairlane::QueuedPage;
+using fairlane::Revision;
+using fairlane::RevisionReason;
+using fairlane::UserId;
+using fairlane::WallTime;
+using fairlane::WatchedPromise;
+
+namespace {
+
+constexpr UserId kA = 1;
+constexpr UserId kB = 2;
+constexpr JobId kJob = 10;
+
+// The lab's token limit alone binds: 300,000 TPM at 800 tokens a page is 6.25 pages/s, and
+// a call takes 2 s. Without a budget or a clock the ETA is the steady formula, (pages ahead
+// of the last + 1) / 6.25 + 2 s, and counts no arrivals.
+constexpr fairlane::BudgetLimits kLimits{.tokens_per_minute = 300'000};
+
+struct Fixture {
+  fairlane::FakeClock clock;
+  fairlane::FakeWallClock wall{clock, WallTime{} + std::chrono::hours(24 * 365 * 50)};
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLimits}};
+  PromiseWatch watch;
+  std::vector<JobId> ended_asked;
+  bool has_ended = false;
+  int elapsed_s = 0;  // of run()
+  int sent = 0;
+
+  void add(UserId user, JobId job, int count) {
+    for (int i = 1; i <= count; ++i) scheduler.add(QueuedPage{job * 1000 + i, job, user, 800});
+  }
+
+  // Watches `job` of `user`, promised what the estimator says now, as the door does.
+  WallTime promise_as_quoted(UserId user, JobId job) {
+    const double eta = estimator.job(user, job)->eta_seconds;
+    const WallTime promised = wall.now() + std::chrono::duration_cast<WallTime::duration>(
+                                               std::chrono::duration<double>(eta));
+    watch.watch(user, job, wall.now(), promised, std::nullopt, estimator.mu(), wall.now());
+    return promised;
+  }
+
+  std::vector<Revision> check(fairlane::Clock::duration paused_for = {}) {
+    return watch.check(estimator, wall.now(), paused_for, [this](JobId job, const WatchedPromise&) {
+      ended_asked.push_back(job);
+      return has_ended;
+    });
+  }
+
+  // Sends pages in fair order at the rate, 6.25 a second, and checks once a second for
+  // `seconds`, telling every revision; returns them all.
+  std::vector<Revision> run(int seconds) {
+    std::vector<Revision> all;
+    for (int s = 0; s < seconds; ++s) {
+      clock.advance(1s);
+      ++elapsed_s;
+      while (sent < elapsed_s * 25 / 4 && scheduler.take()) ++sent;
+      for (const Revision& revision : check()) {
+        watch.announced(revision.job, revision.finish);
+        all.push_back(revision);
+      }
+    }
+    return all;
+  }
+
+  [[nodiscard]] double seconds_from_now(WallTime t) const {
+    return std::chrono::duration<double>(t - wall.now()).count();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("PromiseWatch: a promise still kept is not revised") {
+  Fixture f;
+  f.add(kA, kJob, 60);  // 60 / 6.25 + 2 = 11.6 s
+  f.promise_as_quoted(kA, kJob);
+  CHECK(f.run(5).empty());
+  CHECK(f.watch.watched() == 1);
+  CHECK(f.ended_asked.empty());
+}
+
+TEST_CASE("PromiseWatch: work arriving ahead past the slack revises the promise, once") {
+  Fixture f;
+  f.add(kA, kJob, 60);  // promised 11.6 s: the slack is 2 s
+  const WallTime promised = f.promise_as_quoted(kA, kJob);
+  // Bob's 10 pages go before Alice's last: 1.6 s later, within the slack.
+  f.add(kB, 20, 10);
+  CHECK(f.run(2).empty());
+  // 11 more of Bob's, ahead of Alice's last page too: 3.5 s later than promised, past it.
+  f.add(kB, 21, 11);
+  const auto revised = f.run(1);
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].job == kJob);
+  CHECK(revised[0].reason == RevisionReason::more_work_ahead);
+  // The projection is now + the ETA now.
+  CHECK(f.seconds_from_now(revised[0].finish) ==
+        doctest::Approx(f.estimator.job(kA, kJob)->eta_seconds));
+  CHECK(std::chrono::duration<double>(revised[0].finish - promised).count() ==
+        doctest::Approx(21.0 / 6.25).epsilon(0.05));
+  // Told once: what it was told is kept, so the next looks find nothing new.
+  CHECK(f.run(3).empty());
+}
+
+TEST_CASE("PromiseWatch: a pause of all dispatch is added and named first") {
+  Fixture f;
+  f.add(kA, kJob, 60);
+  f.promise_as_quoted(kA, kJob);
+  f.clock.advance(1s);
+  // 1 s has passed: the projection is 1 s later than promised, and a 2.5 s pause takes it
+  // past the 2 s slack.
+  const auto revised = f.check(2500ms);
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].reason == RevisionReason::dispatch_paused);
+  CHECK(f.seconds_from_now(revised[0].finish) == doctest::Approx(11.6 + 2.5).epsilon(1e-6));
+}
+
+TEST_CASE("PromiseWatch: a provider slower by a tenth since the promise is named") {
+  Fixture f;
+  f.add(kA, kJob, 60);
+  f.promise_as_quoted(kA, kJob);
+  // Pages use twice the tokens they reserve: the rate halves, 3.125 pages a second.
+  f.estimator.record_settled(1600, 800, 2s);
+  f.clock.advance(1s);
+  const auto revised = f.check();
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].reason == RevisionReason::provider_slower);
+  CHECK(revised[0].mu_then == doctest::Approx(6.25));
+  CHECK(f.estimator.mu() == doctest::Approx(3.125));
+}
+
+TEST_CASE("PromiseWatch: a job with nothing queued is asked about, and dropped once ended") {
+  Fixture f;
+  f.add(kA, kJob, 2);
+  f.promise_as_quoted(kA, kJob);
+  while (f.scheduler.take()) {
+  }
+  // Its pages are out: asked whether it ended, it has not, so it stays.
+  CHECK(f.run(1).empty());
+  CHECK(f.ended_asked == std::vector<JobId>{kJob});
+  CHECK(f.watch.watched() == 1);
+  // Asked again a second later; now it has ended.
+  f.has_ended = true;
+  CHECK(f.run(1).empty());
+  CHECK(f.ended_asked == std::vector<JobId>{kJob, kJob});
+  CHECK(f.watch.watched() == 0);
+}
+
+TEST_CASE("PromiseWatch: calls out answer by the last projection, not a whole latency from now") {
+  Fixture f;
+  f.estimator.record_settled(800, 800, 4s);  // calls take 4 s: longer than the 2 s slack
+  f.add(kA, kJob, 10);
+  const WallTime promised = f.promise_as_quoted(kA, kJob);  // 10 / 6.25 + 4 = 5.6 s
+  // Sent at the rate, the last page leaves at 1.6 s and answers at 5.6 s. At 4 s its calls
+  // have been out for 2 s: a latency from now (8 s) would be past the promise and its slack
+  // (7.6 s), a false alarm.
+  CHECK(f.run(4).empty());
+  CHECK(f.scheduler.size() == 0);
+  // Past the projection the calls are late: the guess is a latency from now, and it is said.
+  const auto revised = f.run(3);
+  REQUIRE(revised.size() == 1);
+  CHECK(std::chrono::duration<double>(revised[0].finish - promised).count() ==
+        doctest::Approx(6.0 + 4.0 - 5.6).epsilon(1e-6));  // at 6 s, the first look past it
+}
+
+TEST_CASE(
+    "PromiseWatch: a far promise is looked at every tenth of its time left, a near one "
+    "every second") {
+  Fixture f;
+  f.add(kA, kJob, 6250);  // 6,250 pages: 1,000 s, + 2 s
+  f.promise_as_quoted(kA, kJob);
+  const auto looks = [&f](int seconds) {
+    int count = 0;
+    for (int s = 0; s < seconds; ++s) {
+      f.clock.advance(1s);
+      // A pause larger than any slack makes every look a revision, so the looks are counted.
+      const auto revised = f.check(std::chrono::hours(1));
+      count += static_cast<int>(revised.size());
+    }
+    return count;
+  };
+  // First a second after it was watched; then a tenth of the 1,001 s left later, at 101.1 s.
+  CHECK(looks(1) == 1);
+  CHECK(looks(99) == 0);
+  CHECK(looks(2) == 1);
+  // Near its end: every second.
+  Fixture g;
+  g.add(kB, 20, 10);  // 10 / 6.25 + 2 = 3.6 s
+  g.promise_as_quoted(kB, 20);
+  int count = 0;
+  for (int s = 0; s < 3; ++s) {
+    g.clock.advance(1s);
+    count += static_cast<int>(g.check(std::chrono::hours(1)).size());
+  }
+  CHECK(count == 3);
+}
