@@ -116,7 +116,7 @@ double Arrivals::weighed(const Slot& slot, double rounds) {
 }
 
 bool Arrivals::measuring() const {
-  return slot_index(clock_.now()) >= 2;
+  return slot_index(clock_.now()) >= 3;
 }
 
 double Arrivals::competing_rate(double rounds) const {
@@ -124,7 +124,7 @@ double Arrivals::competing_rate(double rounds) const {
   const std::int64_t current = slot_index(clock_.now());
   // The slots that have ended within the window, the empty ones included.
   const auto ended = static_cast<std::size_t>(std::min<std::int64_t>(current, kSlots - 1));
-  if (ended < 2) return 0.0;
+  if (ended < 3) return 0.0;
   double sum = 0.0;
   double largest = 0.0;
   std::size_t busy = 0;
@@ -138,11 +138,8 @@ double Arrivals::competing_rate(double rounds) const {
     largest = std::max(largest, w);
   }
   if (busy < min_busy_slots_) return 0.0;
-  std::size_t counted = ended;
-  if (ended >= 3) {
-    sum -= largest;
-    --counted;
-  }
+  sum -= largest;
+  const std::size_t counted = ended - 1;
   return sum / (static_cast<double>(counted) * Seconds(slot_length_).count());
 }
 

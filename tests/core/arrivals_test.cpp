@@ -79,14 +79,23 @@ TEST_CASE("Only ended slots of the window count: the current one is still in the
   CHECK(s.arrivals.competing_rate(0.0) == 0.0);
 }
 
-TEST_CASE("Until two slots have ended there is no rate to speak of") {
+TEST_CASE("Until three slots have ended there is no rate to speak of: of two, one is a burst") {
   FakeClock clock;
   Arrivals arrivals(clock, 60s);
-  arrivals.record(0.0, 0.0, 30.0);
+  // A fresh start: a user's shelf of 300 pages at once, then a book of 6 pages a slot.
+  arrivals.record(0.0, 300.0, 300.0);
+  arrivals.record(0.0, 0.0, 6.0);
   clock.advance(6s);
-  arrivals.record(0.0, 0.0, 30.0);
-  CHECK(arrivals.competing_rate(10.0) == 0.0);  // one slot ended
+  arrivals.record(0.0, 0.0, 6.0);
+  CHECK_FALSE(arrivals.measuring());
+  CHECK(arrivals.competing_rate(100.0) == 0.0);  // one slot ended
   clock.advance(6s);
-  // Two ended, neither left out: 60 pages over 12 s.
-  CHECK(arrivals.competing_rate(10.0) == doctest::Approx(60.0 * (1.0 - 0.0) / 12.0));
+  // Two ended: the shelf would be taken for a rate of 25 pages a second.
+  CHECK_FALSE(arrivals.measuring());
+  CHECK(arrivals.competing_rate(100.0) == 0.0);
+  arrivals.record(0.0, 0.0, 6.0);
+  clock.advance(6s);
+  // Three: the busiest (the shelf's) is left out, the other two are a page a second.
+  CHECK(arrivals.measuring());
+  CHECK(arrivals.competing_rate(100.0) == doctest::Approx(1.0));
 }

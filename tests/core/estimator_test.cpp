@@ -489,26 +489,36 @@ TEST_CASE("Work arriving ahead of a job stretches its ETA by 1 / (1 - rho)") {
   CHECK(fresh.own_seconds == doctest::Approx(3.6));
 }
 
-TEST_CASE("Until two slots of the window have ended, arrivals are measured over a tenth of it") {
+TEST_CASE("Until three slots of the window have ended, arrivals are measured over a tenth of it") {
   fairlane::FakeClock clock;
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .arrival_window = 60s}, nullptr,
                       &clock);
   CHECK(estimator.competition(10.0) == 0.0);
-  // A newcomer's one-page book every 0.6 s for the first 6 s: each at round 0.5 of its lane,
-  // weighing 1 - 0.5 / 10 = 0.95 for a job 10 rounds out.
+  // A newcomer's one-page book every 0.6 s for the first 6 s, then every 1.2 s until 18 s:
+  // each at round 0.5 of its lane, weighing 1 - 0.5 / 10 = 0.95 for a job 10 rounds out.
   fairlane::UserId newcomer = 100;
-  for (int i = 0; i < 10; ++i) {
-    estimator.record_arrival(++newcomer, 1);
-    clock.advance(600ms);
-  }
+  const auto arrive = [&](int books, std::chrono::milliseconds apart) {
+    for (int i = 0; i < books; ++i) {
+      estimator.record_arrival(++newcomer, 1);
+      clock.advance(apart);
+    }
+  };
+  arrive(10, 600ms);
   // At 6 s the window's 6 s slots have not measured anything (one has ended). The warm-up's
   // 0.6 s slots have: nine ended, the busiest left out, 8 x 0.95 pages in 8 x 0.6 s, so
   // 1.5833 pages a second: rho = 1.5833 / 6.25 = 0.2533.
   CHECK(estimator.competition(10.0) == doctest::Approx(0.95 / 0.6 / 6.25));
-  // At 12 s two slots of the window have ended (10 pages, then none): 9.5 / 12 s / 6.25.
+  arrive(5, 1200ms);
+  // At 12 s two slots of the window have ended (10 books, then 5): one may be a burst, so the
+  // warm-up still answers: four of its nine ended slots hold a book (at 7.2, 8.4, 9.6 and
+  // 10.8 s), the busiest left out, so 3 x 0.95 pages in 8 x 0.6 s.
+  CHECK(estimator.competition(10.0) == doctest::Approx(3.0 * 0.95 / 4.8 / 6.25));
+  arrive(5, 1200ms);
+  // At 24 s, with nothing more, four have ended (10, 5, 5 and none): the busiest left out,
+  // 10 x 0.95 in 18 s. The warm-up, which has seen nothing for 6 s, would say 0.
   clock.advance(6s);
-  CHECK(estimator.competition(10.0) == doctest::Approx(9.5 / 12.0 / 6.25));
+  CHECK(estimator.competition(10.0) == doctest::Approx(10.0 * 0.95 / 18.0 / 6.25));
 }
 
 TEST_CASE("An estimator built again goes on with what the one before it saw arrive") {

@@ -17,8 +17,9 @@
 //
 // The rate is measured over the last `window`, in ten slots, and only over slots that have
 // ended: what arrived in the current slot is mostly still queued, and counted there already.
-// The slot with the most competing work is left out once three or more have ended, so one
-// burst (a user's shelf of books at once) is not taken for a rate; the rest are averaged.
+// The slot with the most competing work is left out, so one burst (a user's shelf of books
+// at once) is not taken for a rate, and the rest are averaged: there is no rate until three
+// slots have ended (of two, one may be the burst).
 // Rounds are kept in 42 buckets, [0, 1), then [2^i, 2^(i+1)) up to 2^40 rounds: each holds
 // its pages and their sum of rounds, so a page's weight is exact for a bucket below K and
 // interpolated in the bucket that holds K (its pages spread evenly over the stretch, from the
@@ -62,7 +63,7 @@ class Arrivals {
   // `rounds` rounds from the front, averaged over its wait (the formula above).
   [[nodiscard]] double competing_rate(double rounds) const;
 
-  // Whether enough of the window has passed for competing_rate to measure anything (two
+  // Whether enough of the window has passed for competing_rate to measure anything (three
   // slots ended); until then it says 0.
   [[nodiscard]] bool measuring() const;
 
