@@ -123,3 +123,34 @@ TEST_CASE("Promises: the report's section shows the figures and the provider's r
   CHECK(md.find("| provider refusals: 429 for RPM, 429 for TPM, 503 in flight | 0, 7, 0 |") !=
         std::string::npos);
 }
+
+TEST_CASE(
+    "Promises: books later than the revision slack, those told in time, and the revisions' "
+    "error") {
+  Metrics m = six_books();
+  // A (150 s against 100: the slack is 10 s) was told at 40 s that it would take 160 s;
+  // C (30 s against 20: slack 2 s) only at 25 s, after its promise had passed; D (10 s
+  // against 8: late by the slack exactly) is not later than it. E, early, was told 50 s.
+  m.books[0].first_revised_s = 40.0;
+  m.books[0].revised_eta_s = 160.0;
+  m.books[2].first_revised_s = 25.0;
+  m.books[2].revised_eta_s = 30.0;
+  m.books[4].first_revised_s = 10.0;
+  m.books[4].revised_eta_s = 50.0;
+  m.revisions = {{"more_work_ahead", 3}, {"dispatch_paused", 1}};
+  const auto f = promise_figures(m, 60.0, "");
+  CHECK(f.late_over_slack == 2);  // A and C
+  CHECK(f.revised_in_time == 1);  // A
+  CHECK(f.notice_p50_s == doctest::Approx(60.0));
+  // |actual - revised| / revised: A 10 / 160, C 0, E 10 / 50: p50 is A's.
+  CHECK(f.revised == 3);
+  CHECK(f.revised_error_p50 == doctest::Approx(10.0 / 160.0));
+
+  fairlane::sim::Scenario scenario;
+  scenario.fairlane.max_wait_s = 60.0;
+  const std::string md = fairlane::sim::markdown_report(scenario, {m});
+  INFO(md);
+  CHECK(md.find("told a later finish before the promise passed | 1 of 2 (p50 60.0 s before) |") !=
+        std::string::npos);
+  CHECK(md.find("| 1 / 0 / 3; 3, 6.2% |") != std::string::npos);
+}

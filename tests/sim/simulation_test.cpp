@@ -138,6 +138,22 @@ TEST_CASE(
   CHECK(below == doctest::Approx(5'000).epsilon(0.05));
 }
 
+TEST_CASE("A book made late by work that came after its promise is told so before it passes") {
+  // The light book at 10 s takes half the provider from the heavy books promised at 0 s:
+  // those that end later than their promise and its slack were each revised before it.
+  const auto m = simulate(scenario_from(kHeavyAndLight), SchedulerKind::fair);
+  const auto f = fairlane::sim::promise_figures(m, 1e18, "");
+  CHECK(f.late_over_slack >= 3);
+  CHECK(f.revised_in_time == f.late_over_slack);
+  CHECK(m.revisions.at("more_work_ahead") >= f.late_over_slack);
+  for (const auto& book : m.books) {
+    if (!book.first_revised_s) continue;
+    CHECK(*book.first_revised_s < *book.predicted_eta_s);
+    // What they were told instead holds: the heavy books end at their fair-share time.
+    CHECK(book.completion_s() == doctest::Approx(*book.revised_eta_s).epsilon(0.05));
+  }
+}
+
 TEST_CASE("Jain's index counts a user only in windows they were backlogged through") {
   // A from 0 s; B joins at 30 s, half way through the first 60 s window, which therefore
   // has one user backlogged throughout and does not count.

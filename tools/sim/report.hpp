@@ -23,6 +23,16 @@ struct PromiseFigures {
   std::size_t late_over_10 = 0;  // later than the promise + 10%
   double late_over_10_share = 0.0;
   double abs_error_p50 = 0.0;  // p50 of |actual - promised| / promised: pessimism shows too
+  // Books that ended later than their promise + max(2 s, 10%), the slack past which a
+  // promise is revised (core/promise_watch), and of them those first told a later finish
+  // before their promise passed, with how long before it (p50).
+  std::size_t late_over_slack = 0;
+  std::size_t revised_in_time = 0;
+  double notice_p50_s = 0.0;
+  // Books revised at least once, and p50 of |actual - last revision| / last revision, both
+  // from the book's arrival: whether what they were told instead was right.
+  std::size_t revised = 0;
+  double revised_error_p50 = 0.0;
   // Accepted books whose wait, completion - the door's estimate of their time alone (all
   // of the completion when the door was not asked), exceeded max_wait, and max_wait + 10%.
   std::size_t over_max_wait = 0;
@@ -50,7 +60,8 @@ PromiseFigures promise_figures(const Metrics& m, double max_wait_s, const std::s
 std::string markdown_report(const Scenario& scenario, const std::vector<Metrics>& runs);
 
 // Every accepted book of `run` as CSV rows (scenario, scheduler, user, arrival_s, pages,
-// input_tokens, promised_s, own_s, taken_s, ideal_s; an unknown figure left empty), under
+// input_tokens, promised_s, own_s, taken_s, ideal_s, first_revised_s, revised_eta_s; an
+// unknown figure left empty), under
 // books_csv_header()'s columns.
 std::string books_csv_header();
 std::string books_csv(const Scenario& scenario, const Metrics& run);

@@ -22,6 +22,7 @@
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/page_order.hpp"
 #include "fairlane/core/promise_order.hpp"
+#include "fairlane/core/promise_watch.hpp"
 #include "fairlane/core/promise_window.hpp"
 #include "provider.hpp"
 
@@ -50,7 +51,7 @@ struct Book {
   std::optional<std::size_t> result;  // index into Metrics::books once accepted
 };
 
-enum class EventKind { arrival, completion, wake, snapshot, promise_window };
+enum class EventKind { arrival, completion, wake, snapshot, promise_window, review };
 
 struct Event {
   Ns at;
@@ -212,15 +213,19 @@ class Run {
     while (!events_.empty()) {
       const Ns at = events_.top().at;
       advance_to(at);
+      // The service's once-a-second review of promises runs beside its dispatch loop and
+      // wakes it for nothing: an instant of reviews alone dispatches nothing.
+      bool reviews_only = true;
       while (!events_.empty() && events_.top().at == at) {
         const Event event = events_.top();
         events_.pop();
         handle(event);
+        reviews_only = reviews_only && event.kind == EventKind::review;
         if (++metrics_.events > max_events) {
           throw std::runtime_error("the simulation does not converge: too many events");
         }
       }
-      dispatch();
+      if (!reviews_only) dispatch();
     }
     finish();
     metrics_.wall_s =
@@ -378,6 +383,9 @@ class Run {
       case EventKind::promise_window:
         close_promise_windows();
         break;
+      case EventKind::review:
+        review_promises();
+        break;
     }
   }
 
@@ -415,7 +423,8 @@ class Run {
     }
     book.result = metrics_.books.size();
     metrics_.books.push_back(BookResult{book.user_name, book.arrival_s, book.pages,
-                                        book.input_tokens, 0.0, predicted, own, std::nullopt});
+                                        book.input_tokens, 0.0, predicted, own, std::nullopt,
+                                        std::nullopt, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
     if (kind_ == SchedulerKind::fair)
@@ -437,9 +446,8 @@ class Run {
       push(now() + promise_window_.window().count(), EventKind::promise_window, index);
     } else if (predicted) {
       if (windowed) promise_window_.accepted_at_once();
-      policy_.promise(book.user, job,
-                      clock_.now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(*predicted)));
+      promise(index, clock_.now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(*predicted)));
     }
     queued_changed(book.user, book.pages);
   }
@@ -456,8 +464,55 @@ class Run {
       const Clock::time_point promised = PromiseWindow::promise(*closed, clock_.now(), eta_now);
       metrics_.books[*book.result].predicted_eta_s =
           to_s((promised - Clock::time_point{}).count()) - book.arrival_s;
-      policy_.promise(book.user, closed->job, promised);
+      promise(static_cast<std::size_t>(closed->job - 1), promised);
     }
+  }
+
+  // Book `index` is promised `promised`: the policy keeps it, and the watch revises it when
+  // it cannot be kept, as the service's Promises do once a second.
+  void promise(std::size_t index, Clock::time_point promised) {
+    const Book& book = books_[index];
+    const auto job = static_cast<JobId>(index + 1);
+    policy_.promise(book.user, job, promised);
+    promise_watch_.watch(book.user, job, wall_at(to_ns(book.arrival_s)),
+                         wall_at((promised - Clock::time_point{}).count()), std::nullopt,
+                         estimator_.mu(), wall_at(now()));
+    if (!review_pending_) {
+      review_pending_ = true;
+      push(now() + to_ns(1.0), EventKind::review, 0);
+    }
+  }
+
+  // The wall time of the virtual instant `at`; and back.
+  static WallTime wall_at(Ns at) {
+    return WallTime{} +
+           std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(at));
+  }
+  static double seconds_at(WallTime t) {
+    return std::chrono::duration<double>(t - WallTime{}).count();
+  }
+
+  // Once a second while promises are watched: the revisions the service would make.
+  void review_promises() {
+    Clock::duration paused_for = Clock::duration::zero();
+    if (const auto until = policy_.paused_until(); until && *until > clock_.now()) {
+      paused_for = *until - clock_.now();
+    }
+    const auto ended = [this](JobId job, const WatchedPromise&) {
+      const Book& book = books_[static_cast<std::size_t>(job - 1)];
+      return book.ended == book.pages;
+    };
+    for (const Revision& revision :
+         promise_watch_.check(estimator_, wall_at(now()), paused_for, ended)) {
+      promise_watch_.announced(revision.job, revision.finish);
+      const Book& book = books_[static_cast<std::size_t>(revision.job - 1)];
+      BookResult& result = metrics_.books[*book.result];
+      if (!result.first_revised_s) result.first_revised_s = to_s(now()) - book.arrival_s;
+      result.revised_eta_s = seconds_at(revision.finish) - book.arrival_s;
+      ++metrics_.revisions[to_string(revision.reason)];
+    }
+    review_pending_ = promise_watch_.watched() > 0;
+    if (review_pending_) push(now() + to_ns(1.0), EventKind::review, 0);
   }
 
   // The service's loop on virtual time: the policy's next step, until it is a wait.
@@ -629,6 +684,8 @@ class Run {
   Door door_;
   DispatchPolicy policy_;
   PromiseWindow promise_window_;  // 0 unless the scenario or --promise-window sets it
+  PromiseWatch promise_watch_;
+  bool review_pending_ = false;
 
   Metrics metrics_;
   std::vector<Book> books_;

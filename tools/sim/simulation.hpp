@@ -31,6 +31,10 @@ struct BookResult {
   std::optional<double> predicted_eta_s;  // what the door promised (fair scheduler only)
   std::optional<double> own_s;            // the door's estimate of its time alone (fair only)
   std::optional<double> ideal_s;          // completion time under fluid fair sharing
+  // Revised ETAs (core/promise_watch, as the service revises them): when the promise was
+  // first revised, and the last revision's finish, both in seconds after the arrival.
+  std::optional<double> first_revised_s;
+  std::optional<double> revised_eta_s;
   [[nodiscard]] double completion_s() const { return finish_s - arrival_s; }
 };
 
@@ -71,6 +75,8 @@ struct Metrics {
   // times promised at the door, and (with an ETA snapshot) remaining times at the snapshot.
   std::vector<double> eta_errors;
   std::vector<double> snapshot_eta_errors;
+  // Revisions of promises, by reason (dispatch_paused, provider_slower, more_work_ahead).
+  std::map<std::string, std::int64_t> revisions;
   // Accepted books that took longer than the door's max_wait (when one is set).
   std::int64_t books_over_max_wait = 0;
 
