@@ -262,7 +262,7 @@ double Estimator::reservation_waves(double pages, double competing) const {
   return (high - 1.0) * latency;
 }
 
-double Estimator::seconds_for(double pages, double competing) const {
+double Estimator::seconds_for(double pages, double competing, Refunds refunds) const {
   const double steady = mu();
   double burst = 0.0;     // pages the buckets' credit pays for, at what pages use
   double free_now = 0.0;  // pages that can start at once
@@ -276,7 +276,14 @@ double Estimator::seconds_for(double pages, double competing) const {
     if (!budget_->requests().unlimited()) burst = std::max(budget_->requests().level(), 0.0);
     if (!budget_->tokens().unlimited() && avg_tokens_ > 0 && avg_reserved_ > 0) {
       const double level = std::max(budget_->tokens().level(), 0.0);
-      burst = std::min(burst, level / avg_tokens_);
+      double credit = level;
+      if (refunds == Refunds::expected && avg_reserved_ > avg_tokens_) {
+        // The calls out give back (reserved - used) each within a latency.
+        const auto out = static_cast<double>(budget_->in_flight().in_use());
+        credit = std::min(level + (avg_reserved_ - avg_tokens_) * out,
+                          static_cast<double>(budget_->tokens().capacity()));
+      }
+      burst = std::min(burst, credit / avg_tokens_);
       at_once = level / avg_reserved_;
     }
     const InFlightCap& cap = budget_->in_flight();
@@ -317,7 +324,7 @@ double Estimator::seconds_for(double pages, double competing) const {
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                double units_to_next, double units_to_last) const {
+                                double units_to_next, double units_to_last, Refunds refunds) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
   const double position = others_ahead(user, units_to_next) + (j - 1.0);
@@ -329,7 +336,7 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
   const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
   const double steady = mu();
   const double competing = std::isinf(steady) ? 0.0 : rho * steady;
-  const double sent = seconds_for(ahead_with_last, competing);
+  const double sent = seconds_for(ahead_with_last, competing, refunds);
   return JobEstimate{static_cast<std::int64_t>(std::llround(position)),
                      sent + last_answer_s(k - j + 1.0, sent, k)};
 }
@@ -382,14 +389,15 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
   return sending + last_answer_s(count, sending, count);
 }
 
-std::optional<JobEstimate> Estimator::job(UserId user, JobId job) const {
+std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refunds) const {
   const auto place = scheduler_.job_place(user, job);
   if (!place) return std::nullopt;
   // The user's earlier jobs at their own costs, then this one's.
   const double before = units(place->tokens_before, place->next_index - 1);
   const double job_units = units(place->tokens, place->queued);
   const double first = place->queued > 0 ? job_units / static_cast<double>(place->queued) : 0.0;
-  return estimate(user, place->next_index, place->last_index, before + first, before + job_units);
+  return estimate(user, place->next_index, place->last_index, before + first, before + job_units,
+                  refunds);
 }
 
 JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
@@ -400,7 +408,7 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   const double before = units(scheduler_.lane_tokens(user), queued);
   const double scale = scale_for(static_cast<double>(tokens_per_page));
   JobEstimate e = estimate(user, queued + 1, queued + count, before + scale,
-                           before + static_cast<double>(count) * scale);
+                           before + static_cast<double>(count) * scale, Refunds::when_back);
   const double scaled = static_cast<double>(count) * scale;
   const double sending =
       seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled));

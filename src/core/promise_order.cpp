@@ -60,7 +60,9 @@ void PromiseOrder::review_if_due() {
   for (auto it = by_promise_.begin(); it != by_promise_.end() && reviewed < config_.reviewed;) {
     const auto [finish_by, job] = *it++;
     const UserId user = promises_.at(job).user;
-    const std::optional<JobEstimate> estimate = estimator_.job(user, job);
+    // Projected as the promise was made (the refunds of the calls out when back), so that a
+    // job is not taken for safe by the difference of two rules.
+    const std::optional<JobEstimate> estimate = estimator_.job(user, job, Refunds::when_back);
     if (!estimate) {
       forget_promise(job);
       continue;

@@ -309,7 +309,9 @@ void close_promise_windows(RouteContext& context) {
       continue;
     }
     std::optional<Clock::duration> eta_now;
-    if (const auto estimate = context.dispatcher.estimator().job(job->user_id, closed->job)) {
+    // A promise made again, by the door's rule.
+    if (const auto estimate =
+            context.dispatcher.estimator().job(job->user_id, closed->job, Refunds::when_back)) {
       eta_now = std::chrono::duration_cast<Clock::duration>(Seconds(estimate->eta_seconds));
     }
     const Clock::time_point now = windows.clock().now();

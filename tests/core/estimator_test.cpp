@@ -723,6 +723,31 @@ TEST_CASE("Reservations above usage: calls go in waves as large as the tokens le
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(13.612).epsilon(0.001));
 }
 
+TEST_CASE("A job told its ETA counts the refunds the calls out bring back; a promise does not") {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 6'400});
+  // With alpha 1 one settled call sets the averages: 6,400 reserved, 800 used, 2 s.
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 1.0}, &budget);
+  estimator.record_settled(800, 6'400, 2s);
+  // 40 calls out, 6,400 reserved each: 44,000 tokens left, and 5,600 to come back from each
+  // within a latency.
+  std::vector<fairlane::Lease> out;
+  for (int i = 0; i < 40; ++i) out.push_back(std::get<fairlane::Lease>(budget.admit(6'400)));
+  REQUIRE(budget.tokens().level() == doctest::Approx(44'000.0));
+  // Counted when back, as the door promises: the credit pays for 44,000 / 800 = 55 pages,
+  // the other 45 go at mu = 6.25 a second: 7.2 s, + 2 s for the last call.
+  CHECK(estimator.job(1, 10, fairlane::Refunds::when_back)->eta_seconds == doctest::Approx(9.2));
+  // Counted as they will come back, the credit is 44,000 + 40 x 5,600 = 268,000 tokens, 335
+  // pages, and the calls bound sets the time: 6.875 pages go at once, the 40 out end over
+  // the next 2 s, and the other 53.125 go at 46.875 per 2 s once those sent now are back:
+  // 2 + 53.125 / 23.4375 = 4.267 s, + 2 s. (The waves bound says 3.14 s.)
+  CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(2.0 + 53.125 / 23.4375 + 2.0));
+  CHECK(estimator.job(1, 10, fairlane::Refunds::expected)->eta_seconds ==
+        doctest::Approx(estimator.job(1, 10)->eta_seconds));
+}
+
 TEST_CASE("Given the budget, mu follows the limits the provider announces") {
   fairlane::FakeClock clock;
   fairlane::Budget budget(clock, kLab);

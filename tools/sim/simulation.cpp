@@ -457,7 +457,8 @@ class Run {
     while (const auto closed = promise_window_.take_closed()) {
       const Book& book = books_[static_cast<std::size_t>(closed->job - 1)];
       std::optional<Clock::duration> eta_now;
-      if (const auto estimate = estimator_.job(book.user, closed->job)) {
+      // A promise made again, by the door's rule, as the service's uploads do.
+      if (const auto estimate = estimator_.job(book.user, closed->job, Refunds::when_back)) {
         eta_now = std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(estimate->eta_seconds));
       }

@@ -100,6 +100,19 @@ struct EstimatorConfig {
 };
 
 // Where a job stands: pages ahead of its next page, and seconds until its last is done.
+// How an ETA counts the refunds of the calls out, where pages reserve more than they use:
+// each call gives back what it reserved and did not use when it settles, within a latency.
+enum class Refunds : std::uint8_t {
+  // The tokens level as it is: what the door promises, and what a promise is checked
+  // against (PromiseOrder, a PromiseWindow's promise made again). Leaving the refunds out of
+  // the credit is the promise's margin for work that arrives after it, which no correction
+  // for arrivals foresees (docs/architecture.md, "Promises under arrivals").
+  when_back,
+  // As they will come back: what a job is told while it waits (its eta_seconds, a
+  // revision), the expected finish.
+  expected,
+};
+
 struct JobEstimate {
   std::int64_t position = 0;
   double eta_seconds = 0.0;
@@ -150,7 +163,8 @@ class Estimator {
   [[nodiscard]] Limit binding() const;
 
   // A queued job's position and ETA; std::nullopt when none of its pages is queued.
-  [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job) const;
+  [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job,
+                                               Refunds refunds = Refunds::expected) const;
 
   // What a new job of `pages` pages from `user`, of `tokens_per_page` each (0: the
   // average), would get if it were enqueued now.
@@ -187,13 +201,15 @@ class Estimator {
   [[nodiscard]] double reservation_waves(double pages, double competing = 0.0) const;
   // Seconds until the n-th page from now is answered, with `competing` pages a second
   // arriving ahead of it meanwhile.
-  [[nodiscard]] double seconds_for(double pages, double competing = 0.0) const;
+  [[nodiscard]] double seconds_for(double pages, double competing = 0.0,
+                                   Refunds refunds = Refunds::when_back) const;
   // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
   // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
   // Deficit round robin shares tokens: while u sends pages worth t average pages, another
   // lane sends t of its own (times the weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                     double units_to_next, double units_to_last) const;
+                                     double units_to_next, double units_to_last,
+                                     Refunds refunds) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
   // Seconds from a job's last call going out until its last answer, for a job of `pages`
   // whose last goes out in `sending_s`: a latency, and the spread of the slowest of the calls
