@@ -36,6 +36,11 @@ std::vector<std::unique_ptr<Store>> one_store(std::unique_ptr<Store> store) {
 }
 using asio::use_awaitable;
 
+// How long before `now` a job read from the store was created, on the loop's clock.
+Clock::duration ago(WallTime now, WallTime t) {
+  return std::chrono::duration_cast<Clock::duration>(now - t);
+}
+
 // Reports, rather than swallows, an exception that ends a coroutine.
 constexpr ReportFailure report_failure{"fairlane: the dispatcher failed"};
 
@@ -650,9 +655,6 @@ Status Dispatcher::Impl::count_arrivals() {
   const WallTime now = wall_clock.now();
   const auto window =
       std::chrono::duration_cast<WallTime::duration>(config.estimator.arrival_window);
-  const auto ago = [now](WallTime t) {
-    return std::chrono::duration_cast<Clock::duration>(now - t);
-  };
   const std::optional<WallTime> read_before = arrivals_read_at;
   const WallTime since =
       read_before ? std::max(*read_before - kReadAgainFrom, now - window) : now - window;
@@ -669,20 +671,17 @@ Status Dispatcher::Impl::count_arrivals() {
   // or none if it has left the lanes (sent, or cancelled).
   for (const ArrivedJob& job : recent->jobs) {
     const auto place = scheduler.job_place(job.user_id, job.id);
-    count_arrival(job, ago(job.created_at), place ? place->next_index - 1 : 0);
+    count_arrival(job, ago(now, job.created_at), place ? place->next_index - 1 : 0);
   }
   return {};
 }
 
 void Dispatcher::Impl::count_window(const RecentJobs& recent, WallTime now) {
-  const auto ago = [now](WallTime t) {
-    return std::chrono::duration_cast<Clock::duration>(now - t);
-  };
   // No job in the window: nothing says the service was taking uploads lately (a new store, or
   // one back from a long stop), so the arrivals start from none and their warm-up measures.
   if (recent.jobs.empty() || !recent.first_job_at) return;
   estimator.arrivals_counted_for(
-      std::min(config.estimator.arrival_window, ago(*recent.first_job_at)));
+      std::min(config.estimator.arrival_window, ago(now, *recent.first_job_at)));
   // Each job joined its lane behind its user's earlier jobs of the window that had not ended
   // when it came (all their pages: how far they had gone is not kept).
   struct Unfinished {
@@ -701,7 +700,7 @@ void Dispatcher::Impl::count_window(const RecentJobs& recent, WallTime now) {
       lane.pages -= lane.open.top().pages;
       lane.open.pop();
     }
-    count_arrival(job, ago(job.created_at), lane.pages);
+    count_arrival(job, ago(now, job.created_at), lane.pages);
     lane.open.push(Unfinished{job.finished_at.value_or(WallTime::max()), job.pages});
     lane.pages += job.pages;
   }
