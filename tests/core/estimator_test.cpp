@@ -30,6 +30,21 @@ void add_pages(FairScheduler& scheduler, fairlane::UserId user, fairlane::JobId 
   for (int i = 1; i <= count; ++i) scheduler.add(QueuedPage{job * 1000 + i, job, user, 800});
 }
 
+// A book of 100 pages that reserve 6,400 tokens each and, as one settled call has taught an
+// estimator of alpha 1, use 800 and take 2 s: reservations 8 times usage, at the lab's
+// limits, the buckets full.
+struct EightTimesUsage {
+  fairlane::FakeClock clock;
+  fairlane::Budget budget{clock, kLab};
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 1.0}, &budget};
+
+  EightTimesUsage() {
+    for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 6'400});
+    estimator.record_settled(800, 6'400, 2s);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("mu is the smallest of the three rates, and names the binding limit") {
@@ -700,13 +715,9 @@ TEST_CASE("Arrivals take their share of each bound at that bound's rate, not all
 }
 
 TEST_CASE("Reservations above usage: calls go in waves as large as the tokens level holds") {
-  fairlane::FakeClock clock;
-  fairlane::Budget budget(clock, kLab);
-  FairScheduler scheduler;
-  for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 6'400});
-  // With alpha 1 one settled call sets the averages: 6,400 reserved, 800 used, 2 s.
-  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 1.0}, &budget);
-  estimator.record_settled(800, 6'400, 2s);
+  EightTimesUsage f;
+  fairlane::Budget& budget = f.budget;
+  Estimator& estimator = f.estimator;
   // Leave 100,000 tokens in the bucket: a call that reserved and used 200,000.
   std::get<fairlane::Lease>(budget.admit(200'000)).settle(200'000);
   REQUIRE(budget.tokens().level() == doctest::Approx(100'000.0));
@@ -724,13 +735,9 @@ TEST_CASE("Reservations above usage: calls go in waves as large as the tokens le
 }
 
 TEST_CASE("A job told its ETA counts the refunds the calls out bring back; a promise does not") {
-  fairlane::FakeClock clock;
-  fairlane::Budget budget(clock, kLab);
-  FairScheduler scheduler;
-  for (int i = 1; i <= 100; ++i) scheduler.add(QueuedPage{10'000 + i, 10, 1, 6'400});
-  // With alpha 1 one settled call sets the averages: 6,400 reserved, 800 used, 2 s.
-  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab, .ewma_alpha = 1.0}, &budget);
-  estimator.record_settled(800, 6'400, 2s);
+  EightTimesUsage f;
+  fairlane::Budget& budget = f.budget;
+  Estimator& estimator = f.estimator;
   // 40 calls out, 6,400 reserved each: 44,000 tokens left, and 5,600 to come back from each
   // within a latency.
   std::vector<fairlane::Lease> out;
