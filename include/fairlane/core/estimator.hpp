@@ -99,7 +99,6 @@ struct EstimatorConfig {
   double max_competition = 0.9;
 };
 
-// Where a job stands: pages ahead of its next page, and seconds until its last is done.
 // How an ETA counts the refunds of the calls out, where pages reserve more than they use:
 // each call gives back what it reserved and did not use when it settles, within a latency.
 enum class Refunds : std::uint8_t {
@@ -113,6 +112,7 @@ enum class Refunds : std::uint8_t {
   expected,
 };
 
+// Where a job stands: pages ahead of its next page, and seconds until its last is done.
 struct JobEstimate {
   std::int64_t position = 0;
   double eta_seconds = 0.0;
