@@ -734,7 +734,7 @@ TEST_CASE("Reservations above usage: calls go in waves as large as the tokens le
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(13.612).epsilon(0.001));
 }
 
-TEST_CASE("A job told its ETA counts the refunds the calls out bring back; a promise does not") {
+TEST_CASE("A job told its ETA counts the refunds the calls out bring back, a promise does not") {
   EightTimesUsage f;
   fairlane::Budget& budget = f.budget;
   Estimator& estimator = f.estimator;
