@@ -324,7 +324,8 @@ double Estimator::seconds_for(double pages, double competing, Refunds refunds) c
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                double units_to_next, double units_to_last, Refunds refunds) const {
+                                double units_to_next, double units_to_last, Refunds refunds,
+                                Competition competition) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
   const double position = others_ahead(user, units_to_next) + (j - 1.0);
@@ -333,7 +334,9 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
       pages_equivalent(others_ahead(user, units_to_last), others_tokens_ahead(user, units_to_last),
                        k, units_to_last);
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
-  const double rho = competition(k / static_cast<double>(scheduler_.weight(user)));
+  const bool held_off = competition == Competition::held_off && scheduler_.lane_jobs(user) == 1;
+  const double rho =
+      held_off ? 0.0 : this->competition(k / static_cast<double>(scheduler_.weight(user)));
   const double steady = mu();
   const double competing = std::isinf(steady) ? 0.0 : rho * steady;
   const double sent = seconds_for(ahead_with_last, competing, refunds);
@@ -389,7 +392,8 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
   return sending + last_answer_s(count, sending, count);
 }
 
-std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refunds) const {
+std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refunds,
+                                          Competition competition) const {
   const auto place = scheduler_.job_place(user, job);
   if (!place) return std::nullopt;
   // The user's earlier jobs at their own costs, then this one's.
@@ -397,7 +401,7 @@ std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refund
   const double job_units = units(place->tokens, place->queued);
   const double first = place->queued > 0 ? job_units / static_cast<double>(place->queued) : 0.0;
   return estimate(user, place->next_index, place->last_index, before + first, before + job_units,
-                  refunds);
+                  refunds, competition);
 }
 
 JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,

@@ -48,7 +48,9 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime n
     if (it == watched_.end() || it->second.next_look != due.at) continue;  // stale
     Entry& entry = it->second;
     WallTime projected;
-    if (const auto estimate = estimator.job(entry.promise.user, due.job)) {
+    const Competition competition = promises_kept_ ? Competition::held_off : Competition::expected;
+    if (const auto estimate =
+            estimator.job(entry.promise.user, due.job, Refunds::expected, competition)) {
       projected = now + wall_duration(estimate->eta_seconds + paused_s);
       entry.last_projection = projected;
     } else if (ended(due.job, entry.promise)) {

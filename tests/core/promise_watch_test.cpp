@@ -210,3 +210,45 @@ TEST_CASE(
   }
   CHECK(count == 3);
 }
+
+TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work only expected") {
+  // An estimator that counts arrivals, over a minute's window.
+  fairlane::FakeClock clock;
+  fairlane::FakeWallClock wall{clock};
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLimits, .arrival_window = 60s}, nullptr,
+                      &clock};
+  for (int i = 1; i <= 600; ++i) scheduler.add(QueuedPage{kJob * 1000 + i, kJob, kA, 800});
+  // Promised with no rate of arrivals yet: 600 / 6.25 + 2 = 98 s (the slack 9.8 s).
+  const double eta = estimator.job(kA, kJob)->eta_seconds;
+  REQUIRE(eta == doctest::Approx(98.0));
+  const WallTime promised = wall.now() + std::chrono::seconds(98);
+  PromiseWatch kept;          // the service's: its dispatch keeps promises
+  PromiseWatch plain(false);  // plain fair order
+  for (PromiseWatch* w : {&kept, &plain}) {
+    w->watch(kA, kJob, wall.now(), promised, std::nullopt, estimator.mu(), wall.now());
+  }
+  // Newcomers' books of two pages arrive every second, and are answered elsewhere (they never
+  // queue here): Alice's pages go at the full rate, and she ends on her promise. But the
+  // rate of arrivals says that more will come ahead of her last page.
+  const auto never_ended = [](JobId, const WatchedPromise&) { return false; };
+  UserId newcomer = 100;
+  int sent = 0;
+  std::size_t kept_revisions = 0;
+  std::size_t plain_revisions = 0;
+  for (int s = 1; s <= 40; ++s) {
+    estimator.record_arrival(++newcomer, 2);
+    clock.advance(1s);
+    while (sent < s * 25 / 4 && scheduler.take()) ++sent;
+    kept_revisions += kept.check(estimator, wall.now(), {}, never_ended).size();
+    plain_revisions += plain.check(estimator, wall.now(), {}, never_ended).size();
+  }
+  REQUIRE(estimator.competition(100.0) > 0.2);
+  // In plain fair order that work would come ahead of her: told so.
+  CHECK(plain_revisions >= 1);
+  // Where promises are kept, it gives her its turns once her promise is at risk: nothing to
+  // tell, and her projection is still her promise.
+  CHECK(kept_revisions == 0);
+  CHECK(estimator.job(kA, kJob, fairlane::Refunds::expected, fairlane::Competition::held_off)
+            ->eta_seconds == doctest::Approx(98.0 - 40.0).epsilon(0.01));
+}

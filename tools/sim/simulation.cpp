@@ -202,7 +202,8 @@ class Run {
         policy_(clock_, wall_clock_, budget_, order(), estimator_, policy_config(scenario)),
         promise_window_(clock_,
                         std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(scenario.fairlane.promise_window_s))) {
+                            std::chrono::duration<double>(scenario.fairlane.promise_window_s))),
+        promise_watch_(scenario.fairlane.keep_promises) {
     metrics_.scheduler = kind;
   }
 

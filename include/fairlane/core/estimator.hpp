@@ -112,6 +112,16 @@ enum class Refunds : std::uint8_t {
   expected,
 };
 
+// Whether an ETA counts the work expected to arrive ahead of the job while it waits.
+enum class Competition : std::uint8_t {
+  // It does (Arrivals): the door's promise, a job's eta_seconds.
+  expected,
+  // It does, unless the job is alone in its user's lane: then the PromiseOrder holds that
+  // work off (newer work gives the job its turns once its promise is at risk), and only the
+  // work queued now counts. How the PromiseWatch projects a job where promises are kept.
+  held_off,
+};
+
 // Where a job stands: pages ahead of its next page, and seconds until its last is done.
 struct JobEstimate {
   std::int64_t position = 0;
@@ -163,8 +173,9 @@ class Estimator {
   [[nodiscard]] Limit binding() const;
 
   // A queued job's position and ETA; std::nullopt when none of its pages is queued.
-  [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job,
-                                               Refunds refunds = Refunds::expected) const;
+  [[nodiscard]] std::optional<JobEstimate> job(
+      UserId user, JobId job, Refunds refunds = Refunds::expected,
+      Competition competition = Competition::expected) const;
 
   // What a new job of `pages` pages from `user`, of `tokens_per_page` each (0: the
   // average), would get if it were enqueued now.
@@ -208,8 +219,8 @@ class Estimator {
   // Deficit round robin shares tokens: while u sends pages worth t average pages, another
   // lane sends t of its own (times the weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                     double units_to_next, double units_to_last,
-                                     Refunds refunds) const;
+                                     double units_to_next, double units_to_last, Refunds refunds,
+                                     Competition competition = Competition::expected) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
   // Seconds from a job's last call going out until its last answer, for a job of `pages`
   // whose last goes out in `sending_s`: a latency, and the spread of the slowest of the calls

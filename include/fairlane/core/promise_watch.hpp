@@ -1,7 +1,9 @@
 // PromiseWatch: the promises the door made, kept honest (DESIGN.md section 5, "Revised ETAs").
 //
-// Every watched job is projected again now and then: now + its ETA now (Estimator::job) +
-// what is left of a pause of all dispatch. When that passes what was promised (or last
+// Every watched job is projected again now and then: now + its ETA now (Estimator::job, the
+// expected finish: the refunds of the calls out counted as they come back, and, for a job
+// the PromiseOrder keeps, no work expected to arrive) + what is left of a pause of all
+// dispatch. When that passes what was promised (or last
 // announced) by more than the slack, max(2 s, 10% of the promised duration), the job is
 // revised: the later finish, and why. Reasons, in order: dispatch is paused (the provider's
 // Retry-After, or the provider unreachable); the provider is slower than when the promise
@@ -65,6 +67,11 @@ class PromiseWatch {
   // Whether a job with no page queued has ended; an ended job is no longer watched.
   using Ended = std::function<bool(JobId, const WatchedPromise&)>;
 
+  // `promises_kept`: the dispatch keeps promises (PromiseOrder), so a job alone in its
+  // user's lane is projected without the work expected to arrive (Competition::held_off):
+  // once its promise is at risk, that work gives it its turns.
+  explicit PromiseWatch(bool promises_kept = true) : promises_kept_(promises_kept) {}
+
   // Watches `job`, promised at `promised_at` (announced later at `announced_at`, if a
   // revision was made before a restart), from `now` on, the provider's rate being `mu`.
   void watch(UserId user, JobId job, WallTime created_at, WallTime promised_at,
@@ -102,6 +109,7 @@ class PromiseWatch {
   // When to look at `entry` again, from `now`, projected to finish at `projected`.
   void schedule(JobId job, Entry& entry, WallTime now, WallTime projected);
 
+  bool promises_kept_;
   std::unordered_map<JobId, Entry> watched_;
   // By when each job is due; an element whose time is not its entry's next_look is stale.
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
