@@ -40,6 +40,7 @@ double PromiseWatch::slack_s(double promised_s) {
 std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime now,
                                           Clock::duration paused_for, const Ended& ended) {
   const double paused_s = std::max(Seconds(paused_for).count(), 0.0);
+  const Competition competition = promises_kept_ ? Competition::held_off : Competition::expected;
   std::vector<Revision> revised;
   while (!due_.empty() && due_.top().at <= now) {
     const Due due = due_.top();
@@ -48,7 +49,6 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime n
     if (it == watched_.end() || it->second.next_look != due.at) continue;  // stale
     Entry& entry = it->second;
     WallTime projected;
-    const Competition competition = promises_kept_ ? Competition::held_off : Competition::expected;
     if (const auto estimate =
             estimator.job(entry.promise.user, due.job, Refunds::expected, competition)) {
       projected = now + wall_duration(estimate->eta_seconds + paused_s);
