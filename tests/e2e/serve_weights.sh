@@ -7,6 +7,10 @@
 # user: counted from the moment all three books are queued to the moment the first weight-2
 # book ends (a build that ignored weights would give the three the same).
 #
+# The positions are asked while dispatch stands still: the stand-in answers the first calls
+# 429 with Retry-After 10 s, so fairlane pauses, and the three lanes keep the 40 pages each
+# that the comparison assumes however long the uploads take.
+#
 #   serve_weights.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
 fairlane=$1
@@ -15,7 +19,7 @@ source "$(dirname "$0")/lib.sh"
 
 # Two calls at once, 100 ms each: about 20 pages a second.
 limits=(--rpm 60000 --tpm 6000000 --max-in-flight 2)
-start_stand_in "${limits[@]}" --latency-ms 100
+start_stand_in "${limits[@]}" --latency-ms 100 --storm 0:1:10
 cli2=$("$fairlane" user add cli2 --weight 2 --db "$work/fairlane.db")
 one=$(add_user one)
 start_serve "${limits[@]}" --max-tokens 100 --max-wait 600
@@ -45,10 +49,10 @@ for lane in cli2:2 api2:2 one:1; do
     fail "the queue shows no lane of ${lane%:*} with weight ${lane#*:}: $queue"
 done
 # The door: 20 pages more, of the cost of those queued, wait behind half of the weight-1
-# lane for a weight-2 user (and all of the other weight-2 lane), and behind all of both
-# weight-2 lanes for the weight-1 user (about 46 and 69 here, the costs counted in units of
-# the average reservation so far); without weights both would be about the same. Positions,
-# not ETAs: an ETA also moves with the rate measured between the two asks.
+# lane for a weight-2 user (and all of the other weight-2 lane and its own), and behind all
+# of both weight-2 lanes for the weight-1 user (about 100 and 120 with 40 pages a lane);
+# without weights both would be the same. Positions, not ETAs: an ETA also moves with the
+# rate measured between the two asks.
 per_page=$(grep -o '"user":"one","weight":1,"queued":[0-9]*,"queued_tokens":[0-9]*' <<<"$queue" |
   awk -F'[:,]' '{ print int($8 / $6) }')
 position() {
@@ -57,18 +61,21 @@ position() {
 }
 position2=$(position "$cli2")
 position1=$(position "$one")
+paused=$(curl -sS --max-time 10 "$base/metrics" -H "Authorization: Bearer $admin_key" |
+  grep '^fairlane_dispatch_paused ' | awk '{ print $2 }')
+[[ $paused == 1 ]] || fail "dispatch was not paused by the stand-in's 429 when the positions were asked"
 ((position2 > 0 && 10 * position2 < 9 * position1)) ||
   fail "20 pages more would be at position $position2 for a weight-2 user, $position1 for the weight-1 user"
 
-# Until the first weight-2 book ends, all three lanes have pages queued.
-for _ in $(seq 1200); do
+# Until the first weight-2 book ends, all three lanes have pages queued (the pause first).
+for _ in $(seq 1400); do
   cli2_done=$(done_of cli2)
   api2_done=$(done_of api2)
   ((cli2_done == 40 || api2_done == 40)) && break
   sleep 0.05
 done
 one_done=$(done_of one)
-((cli2_done == 40 || api2_done == 40)) || fail "no weight-2 book ended within 60 s"
+((cli2_done == 40 || api2_done == 40)) || fail "no weight-2 book ended within 70 s"
 got_one=$((one_done - start[one]))
 for user in cli2 api2; do
   [[ $user == cli2 ]] && now=$cli2_done || now=$api2_done
