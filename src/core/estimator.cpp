@@ -127,7 +127,11 @@ BudgetLimits Estimator::limits() const {
 }
 
 double Estimator::mu() const {
-  const auto r = rates(limits(), avg_tokens_, avg_latency_s_);
+  return mu_at(avg_tokens_);
+}
+
+double Estimator::mu_at(double tokens_per_page) const {
+  const auto r = rates(limits(), tokens_per_page, avg_latency_s_);
   return *std::min_element(r.begin(), r.end());
 }
 

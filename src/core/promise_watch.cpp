@@ -19,9 +19,11 @@ constexpr WallTime::duration kNear = std::chrono::seconds(10);
 }  // namespace
 
 void PromiseWatch::watch(UserId user, JobId job, WallTime created_at, WallTime promised_at,
-                         std::optional<WallTime> announced_at, double mu, WallTime now) {
+                         std::optional<WallTime> announced_at, const Estimator& estimator,
+                         WallTime now) {
   Entry& entry = watched_[job];
-  entry.promise = WatchedPromise{user, created_at, promised_at, announced_at, mu};
+  entry.promise = WatchedPromise{user,         created_at,     promised_at,
+                                 announced_at, estimator.mu(), estimator.avg_tokens_per_page()};
   entry.last_projection = announced_at.value_or(promised_at);
   schedule(job, entry, now, now);
 }
@@ -65,8 +67,9 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime n
     const WallTime told = entry.promise.announced_at.value_or(entry.promise.promised_at);
     const double promised_s = Seconds(entry.promise.promised_at - entry.promise.created_at).count();
     if (projected > told + wall_duration(slack_s(promised_s))) {
-      revised.push_back(Revision{
-          due.job, projected, reason(entry.promise, estimator.mu(), paused_for), entry.promise.mu});
+      const double mu = mu_now(entry.promise, estimator);
+      revised.push_back(Revision{due.job, projected, reason(entry.promise, mu, paused_for),
+                                 entry.promise.mu, mu});
     }
     schedule(due.job, entry, now, projected);
   }
@@ -79,6 +82,10 @@ void PromiseWatch::announced(JobId job, WallTime finish) {
   it->second.promise.announced_at = finish;
   // Its next look was set at the check, from the nearer of the finish it was told before
   // and this one: no later than from this one.
+}
+
+double PromiseWatch::mu_now(const WatchedPromise& promise, const Estimator& estimator) {
+  return promise.tokens_per_page > 0.0 ? estimator.mu_at(promise.tokens_per_page) : estimator.mu();
 }
 
 RevisionReason PromiseWatch::reason(const WatchedPromise& promise, double mu_now,

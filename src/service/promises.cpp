@@ -36,7 +36,7 @@ Promises::Promises(Store& store, const Dispatcher& dispatcher, const WallClock* 
 void Promises::promised(const JobView& job) {
   if (!job.promised_eta_at || is_terminal(job.state)) return;
   watch_.watch(job.user_id, job.id, job.created_at, *job.promised_eta_at, job.eta_revised_at,
-               dispatcher_.estimator().mu(), wall_clock_.now());
+               dispatcher_.estimator(), wall_clock_.now());
 }
 
 std::vector<JobId> Promises::check() {
@@ -67,7 +67,7 @@ std::string Promises::reason(const Revision& revision) const {
       return fmt::format(
           "the provider got slower: {:.2f} pages a second now, {:.2f} when this job was "
           "accepted (its {} limit binds; calls take {:.1f} s)",
-          estimator.mu(), revision.mu_then, to_string(estimator.binding()),
+          revision.mu_now, revision.mu_then, to_string(estimator.binding()),
           estimator.avg_latency_s());
     case RevisionReason::more_work_ahead:
       break;

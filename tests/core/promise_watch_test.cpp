@@ -34,10 +34,13 @@ constexpr JobId kJob = 10;
 constexpr fairlane::BudgetLimits kLimits{.tokens_per_minute = 300'000};
 
 struct Fixture {
+  explicit Fixture(fairlane::BudgetLimits limits = kLimits)
+      : estimator{scheduler, EstimatorConfig{.limits = limits}} {}
+
   fairlane::FakeClock clock;
   fairlane::FakeWallClock wall{clock, WallTime{} + std::chrono::hours(24 * 365 * 50)};
   FairScheduler scheduler;
-  Estimator estimator{scheduler, EstimatorConfig{.limits = kLimits}};
+  Estimator estimator;
   PromiseWatch watch;
   std::vector<JobId> ended_asked;
   bool has_ended = false;
@@ -53,7 +56,7 @@ struct Fixture {
     const double eta = estimator.job(user, job)->eta_seconds;
     const WallTime promised = wall.now() + std::chrono::duration_cast<WallTime::duration>(
                                                std::chrono::duration<double>(eta));
-    watch.watch(user, job, wall.now(), promised, std::nullopt, estimator.mu(), wall.now());
+    watch.watch(user, job, wall.now(), promised, std::nullopt, estimator, wall.now());
     return promised;
   }
 
@@ -132,17 +135,34 @@ TEST_CASE("PromiseWatch: a pause of all dispatch is added and named first") {
 }
 
 TEST_CASE("PromiseWatch: a provider slower by a tenth since the promise is named") {
-  Fixture f;
+  // Tokens bind at 2 s a call (6.25 pages a second); 20 calls at once would allow 10.
+  Fixture f{{.tokens_per_minute = 300'000, .max_in_flight = 20}};
   f.add(kA, kJob, 60);
   f.promise_as_quoted(kA, kJob);
-  // Pages use twice the tokens they reserve: the rate halves, 3.125 pages a second.
-  f.estimator.record_settled(1600, 800, 2s);
+  // Calls take 4 s: 20 at once allow 5 pages a second, and concurrency binds.
+  f.estimator.record_settled(800, 800, 4s);
   f.clock.advance(1s);
   const auto revised = f.check();
   REQUIRE(revised.size() == 1);
   CHECK(revised[0].reason == RevisionReason::provider_slower);
   CHECK(revised[0].mu_then == doctest::Approx(6.25));
+  CHECK(revised[0].mu_now == doctest::Approx(5.0));
+}
+
+TEST_CASE("PromiseWatch: pages dearer than expected are more work, not a slower provider") {
+  Fixture f;
+  f.add(kA, kJob, 60);
+  f.promise_as_quoted(kA, kJob);
+  // Pages use twice the tokens they reserve: the rate in pages halves, 3.125 a second, but
+  // the provider allows as many tokens as before.
+  f.estimator.record_settled(1600, 800, 2s);
+  f.clock.advance(1s);
+  const auto revised = f.check();
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].reason == RevisionReason::more_work_ahead);
   CHECK(f.estimator.mu() == doctest::Approx(3.125));
+  // At the pages' size when the promise was made, the provider's rate is unchanged.
+  CHECK(revised[0].mu_now == doctest::Approx(revised[0].mu_then));
 }
 
 TEST_CASE("PromiseWatch: a job with nothing queued is asked about, and dropped once ended") {
@@ -226,7 +246,7 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work on
   PromiseWatch kept;          // the service's: its dispatch keeps promises
   PromiseWatch plain(false);  // plain fair order
   for (PromiseWatch* w : {&kept, &plain}) {
-    w->watch(kA, kJob, wall.now(), promised, std::nullopt, estimator.mu(), wall.now());
+    w->watch(kA, kJob, wall.now(), promised, std::nullopt, estimator, wall.now());
   }
   // Newcomers' books of two pages arrive every second, and are answered elsewhere (they never
   // queue here): Alice's pages go at the full rate, and she ends on her promise. But the

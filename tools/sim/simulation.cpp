@@ -478,7 +478,7 @@ class Run {
     policy_.promise(book.user, job, promised);
     promise_watch_.watch(book.user, job, wall_at(to_ns(book.arrival_s)),
                          wall_at((promised - Clock::time_point{}).count()), std::nullopt,
-                         estimator_.mu(), wall_at(now()));
+                         estimator_, wall_at(now()));
     if (!review_pending_) {
       review_pending_ = true;
       push(now() + to_ns(1.0), EventKind::review, 0);

@@ -168,6 +168,9 @@ class Estimator {
   // Pages per second the provider's limits allow at the current averages; +infinity when
   // nothing is limited.
   [[nodiscard]] double mu() const;
+  // The same for pages that use `tokens_per_page` tokens each: what the provider's limits
+  // and its latency allow, whatever the pages use now.
+  [[nodiscard]] double mu_at(double tokens_per_page) const;
   // The limit that sets mu ("requests" on a tie, as the cheapest to reason about;
   // concurrency when nothing is limited).
   [[nodiscard]] Limit binding() const;

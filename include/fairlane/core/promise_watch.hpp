@@ -7,8 +7,9 @@
 // announced) by more than the slack, max(2 s, 10% of the promised duration), the job is
 // revised: the later finish, and why. Reasons, in order: dispatch is paused (the provider's
 // Retry-After, or the provider unreachable); the provider is slower than when the promise
-// was made (the estimator's rate mu down by a tenth: lower limits, longer calls); otherwise
-// more work arrived ahead of the job than the door expected.
+// was made (its rate for pages of the size they had then down by a tenth: lower limits,
+// longer calls); otherwise more work arrived ahead of the job than the door expected, or
+// pages use more tokens than they did (work too: the provider allows as many tokens).
 //
 // A job is looked at again every second while what it was told, or its projected finish, is
 // less than 10 s away, and otherwise after a tenth of the time left until the nearer of the
@@ -52,6 +53,7 @@ struct WatchedPromise {
   WallTime promised_at;                  // what the door said
   std::optional<WallTime> announced_at;  // the last revision
   double mu = 0.0;                       // the estimator's rate when the promise was made
+  double tokens_per_page = 0.0;          // and the pages' average usage it was for
 };
 
 // A job whose projected finish passed what it was told.
@@ -60,6 +62,7 @@ struct Revision {
   WallTime finish;  // now + the ETA now (+ what is left of a pause)
   RevisionReason reason = RevisionReason::more_work_ahead;
   double mu_then = 0.0;  // the rate when the promise was made
+  double mu_now = 0.0;   // the rate now, for pages of the size they had then
 };
 
 class PromiseWatch {
@@ -73,9 +76,10 @@ class PromiseWatch {
   explicit PromiseWatch(bool promises_kept = true) : promises_kept_(promises_kept) {}
 
   // Watches `job`, promised at `promised_at` (announced later at `announced_at`, if a
-  // revision was made before a restart), from `now` on, the provider's rate being `mu`.
+  // revision was made before a restart), from `now` on, the provider's pace being what
+  // `estimator` measures now.
   void watch(UserId user, JobId job, WallTime created_at, WallTime promised_at,
-             std::optional<WallTime> announced_at, double mu, WallTime now);
+             std::optional<WallTime> announced_at, const Estimator& estimator, WallTime now);
   // Projects with `estimator` the jobs due to be looked at again by `now`. `paused_for`:
   // what is left of a pause of all dispatch. Returns the revisions, which count as told
   // once announced().
@@ -106,6 +110,8 @@ class PromiseWatch {
 
   [[nodiscard]] static RevisionReason reason(const WatchedPromise& promise, double mu_now,
                                              Clock::duration paused_for);
+  // The provider's rate now for pages of the size `promise` was made for.
+  [[nodiscard]] static double mu_now(const WatchedPromise& promise, const Estimator& estimator);
   // When to look at `entry` again, from `now`, projected to finish at `projected`.
   void schedule(JobId job, Entry& entry, WallTime now, WallTime projected);
 
