@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "fairlane/core/base64.hpp"
+#include "fairlane/core/text.hpp"
 
 namespace fairlane {
 
@@ -113,7 +114,7 @@ Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
     if (content == nullptr || !content->is_string()) {
       return bad("choices[0].message.content is missing or not text");
     }
-    ok.output = std::string(content->as_string());
+    ok.output = storable_text(content->as_string());
     auto input = count_at(*usage, "prompt_tokens", "usage");
     auto output = count_at(*usage, "completion_tokens", "usage");
     if (!input.ok()) return input.status();
@@ -131,7 +132,7 @@ Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
       if (type != nullptr && type->is_string() && type->as_string() == "text") {
         const json::value* part = b->if_contains("text");
         if (part == nullptr || !part->is_string()) return bad("a text block has no text");
-        ok.output += std::string(part->as_string());
+        ok.output += storable_text(part->as_string());
       }
     }
     auto input = count_at(*usage, "input_tokens", "usage");
@@ -153,11 +154,11 @@ std::string error_detail(std::string_view body) {
     if (e != nullptr && e->is_object()) {
       const json::value* message = e->as_object().if_contains("message");
       if (message != nullptr && message->is_string()) {
-        return std::string(message->as_string()).substr(0, kMax);
+        return storable_text(std::string_view(message->as_string()).substr(0, kMax));
       }
     }
   }
-  return std::string(body.substr(0, kMax));
+  return storable_text(body.substr(0, kMax));
 }
 
 OutcomeKind classify(Dialect dialect, int status, std::string_view body,

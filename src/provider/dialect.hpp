@@ -16,12 +16,14 @@ namespace fairlane::provider {
 // The JSON body of a call.
 [[nodiscard]] std::string request_body(Dialect dialect, const ProviderRequest& request);
 
-// The answer in a 2xx body: the output and the usage. invalid_argument, naming what is
-// wrong, when the body is not JSON or a field is missing or of the wrong type.
+// The answer in a 2xx body: the output (as storable_text: a NUL in it becomes U+FFFD) and
+// the usage. invalid_argument, naming what is wrong, when the body is not JSON or a field is
+// missing or of the wrong type.
 [[nodiscard]] Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text);
 
 // The provider's own sentence from an error body ({"error": {"message": ...}}), or the
-// start of the body when it has none. At most 300 bytes.
+// start of the body when it has none: its first 300 bytes, as storable_text (a NUL or a
+// broken UTF-8 sequence, of a raw body or cut at the 300th byte, becomes U+FFFD).
 [[nodiscard]] std::string error_detail(std::string_view body);
 
 // The outcome for a response of `status` with `body`.

@@ -143,3 +143,29 @@ TEST_CASE("Statuses map to outcomes") {
   CHECK(fairlane::outcome_name(is(200, "not json")) == "bad_response");
   CHECK(fairlane::outcome_name(limited) == "rate_limited");
 }
+
+TEST_CASE("Text no database takes as it is, in an answer or an error, comes out storable") {
+  const std::string replacement = "\xef\xbf\xbd";  // U+FFFD
+  // JSON's \u0000 is a NUL in the text: PostgreSQL's text cannot hold it.
+  const auto openai = provider::parse_answer(
+      Dialect::openai, R"({"choices":[{"message":{"content":"p-1\u0000 after"}}],)"
+                       R"("usage":{"prompt_tokens":5,"completion_tokens":2}})");
+  REQUIRE(openai.ok());
+  CHECK(openai->output == "p-1" + replacement + " after");
+  const auto anthropic = provider::parse_answer(
+      Dialect::anthropic,
+      R"({"content":[{"type":"text","text":"a\u0000"},{"type":"text","text":"\u0000b"}],)"
+      R"("usage":{"input_tokens":5,"output_tokens":2}})");
+  REQUIRE(anthropic.ok());
+  CHECK(anthropic->output == "a" + replacement + replacement + "b");
+  // A raw error body: a NUL byte, and a UTF-8 sequence cut short at its end.
+  const std::string raw("internal error\0 then a cut \xe2\x82", 29);
+  CHECK(provider::error_detail(raw) ==
+        "internal error" + replacement + " then a cut " + replacement);
+  // The provider's sentence, with a NUL.
+  CHECK(provider::error_detail(R"({"error":{"message":"boom\u0000"}})") == "boom" + replacement);
+  // Cut at 300 bytes inside a character: the cut part is replaced, never left broken.
+  std::string long_body(299, 'x');
+  long_body += "\xc3\xa9 and more";
+  CHECK(provider::error_detail(long_body) == std::string(299, 'x') + replacement);
+}

@@ -63,6 +63,11 @@ int main(int argc, char** argv) try {
   app.add_option("--malformed-rate", config.malformed_rate,
                  "Share of calls answered with broken JSON")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--hostile-text-rate", config.hostile_text_rate,
+                 "Share of calls answered with text no database takes as it is: in turn, 200 "
+                 "with a NUL in the text, and 500 with a raw body holding a NUL and a cut "
+                 "UTF-8 sequence")
+      ->check(CLI::Range(0.0, 1.0));
   std::vector<std::string> storms;
   app.add_option("--storm", storms,
                  "START_S:LENGTH_S:RETRY_AFTER_S: answer every call 429 with that Retry-After "
@@ -82,7 +87,9 @@ int main(int argc, char** argv) try {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (config.fail_rate + config.timeout_rate + config.reset_rate + config.malformed_rate > 1.0) {
+  if (config.fail_rate + config.timeout_rate + config.reset_rate + config.malformed_rate +
+          config.hostile_text_rate >
+      1.0) {
     std::cerr << "fairlane-provider-sim: the fault rates add up to more than 1\n";
     return 2;
   }

@@ -175,7 +175,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // Counters (GET /stats).
   std::int64_t requests = 0, ok = 0, rejected_429 = 0, rejected_503 = 0, failed_500 = 0;
   std::int64_t timeouts = 0, resets = 0, malformed = 0, unauthorized = 0, bad_requests = 0;
-  std::int64_t storm_429 = 0;
+  std::int64_t storm_429 = 0, hostile_text = 0;
   std::int64_t input_tokens = 0, output_tokens = 0, max_in_flight_seen = 0;
   std::int64_t image_parts = 0, image_tokens = 0;  // of the calls billed; in input_tokens
   std::int64_t connections_open = 0, max_connections_seen = 0;
@@ -437,6 +437,7 @@ awaitable<Reply> Server::Impl::handle(const Request& request) {
   }
   if (request.method() == http::verb::post && target == "/stats/reset") {
     requests = ok = rejected_429 = rejected_503 = failed_500 = timeouts = resets = malformed = 0;
+    hostile_text = 0;
     storm_429 = 0;
     unauthorized = bad_requests = input_tokens = output_tokens = max_in_flight_seen = 0;
     image_parts = image_tokens = 0;
@@ -542,6 +543,10 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   const double hang = fail + config.timeout_rate;
   const double reset = hang + config.reset_rate;
   const double broken = reset + config.malformed_rate;
+  const bool hostile = u >= broken && u < broken + config.hostile_text_rate;
+  // Hostile answers take turns: a 200 whose text holds a NUL, then a 500 of raw bytes.
+  const bool hostile_500 = hostile && hostile_text % 2 == 1;
+  if (hostile) ++hostile_text;
   if (u >= fail && u < hang) {
     ++timeouts;
     // The analyzer of clang-tidy 14 loses track of moves across a coroutine's suspensions.
@@ -558,6 +563,16 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
     ++failed_500;
     lease.cancel();
     co_return refuse(http::status::internal_server_error, "api_error", "internal error, try again");
+  }
+  if (hostile_500) {
+    lease.cancel();
+    static constexpr char kRaw[] = "internal error\0 (a NUL byte), then a cut \xe2\x82";
+    Reply reply{
+        respond(request, http::status::internal_server_error, std::string(kRaw, sizeof kRaw - 1)),
+        Action::answer,
+        {}};
+    add_limit_headers(dialect, reply.response);
+    co_return reply;
   }
   if (u >= hang && u < reset) {
     ++resets;
@@ -577,6 +592,8 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
   cost_usd += static_cast<double>(input + output) * config.price_per_mtok / 1e6;
   const std::string& model = body.model;
   ++counts.answered;
+  // JSON writes the NUL as \u0000, which decodes to a NUL byte in the text.
+  const std::string text = hostile ? body.page + std::string(1, '\0') + " after a NUL" : body.page;
   std::string answer;
   if (u >= reset && u < broken) {
     ++malformed;
@@ -590,7 +607,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
         {"model", model},
         {"choices", json::array{json::object{
                         {"index", 0},
-                        {"message", json::object{{"role", "assistant"}, {"content", body.page}}},
+                        {"message", json::object{{"role", "assistant"}, {"content", text}}},
                         {"finish_reason", "stop"}}}},
         {"usage", json::object{{"prompt_tokens", input},
                                {"completion_tokens", output},
@@ -603,7 +620,7 @@ awaitable<Reply> Server::Impl::call(Dialect dialect, const Request& request) {
                      {"type", "message"},
                      {"role", "assistant"},
                      {"model", model},
-                     {"content", json::array{json::object{{"type", "text"}, {"text", body.page}}}},
+                     {"content", json::array{json::object{{"type", "text"}, {"text", text}}}},
                      {"stop_reason", "end_turn"},
                      {"usage", json::object{{"input_tokens", input}, {"output_tokens", output}}}});
   }
@@ -635,6 +652,7 @@ std::string Server::Impl::stats() const {
                    {"timeouts", timeouts},
                    {"resets", resets},
                    {"malformed", malformed},
+                   {"hostile_text", hostile_text},
                    {"storm_429", storm_429},
                    {"unauthorized", unauthorized},
                    {"bad_requests", bad_requests},

@@ -19,7 +19,8 @@
 //
 // GET /stats keeps what the client caused apart from what was injected: rejected_429 and
 // rejected_503 count only refusals for exceeding the limits (a well-behaved client sees
-// none); failed_500, timeouts, resets, malformed and storm_429 count injected faults.
+// none); failed_500, timeouts, resets, malformed, hostile_text and storm_429 count injected
+// faults.
 //
 // Its limits may change mid-run (Config::changes), as a provider's do when it lowers an
 // account's limits under load: from then on it enforces, and its rate-limit headers
@@ -83,7 +84,11 @@ struct Config {
   double timeout_rate = 0.0;    // never answer (until the client goes away)
   double reset_rate = 0.0;      // close the connection abruptly
   double malformed_rate = 0.0;  // answer 200 with broken JSON
-  std::vector<Storm> storms;    // windows of 429s for everyone (counted as storm_429)
+  // Answer with text no database takes as it is, in turn: 200 with a NUL (\u0000) in the
+  // answer's text, then 500 with a body that is no JSON, holds a NUL byte and ends in a
+  // UTF-8 sequence cut short (counted as hostile_text).
+  double hostile_text_rate = 0.0;
+  std::vector<Storm> storms;  // windows of 429s for everyone (counted as storm_429)
   // Limits changed mid-run. A change may lower or raise rpm and tpm, but only a limit the
   // configuration sets (not 0, unlimited): see check_changes.
   std::vector<LimitChange> changes;
