@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "document/render.hpp"
+#include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
 #include "refusals.hpp"
 
@@ -243,7 +244,9 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
     // content stream, which many producers write in no reading order at all.
     const poppler::byte_array utf8 =
         page->text(poppler::rectf(), poppler::page::non_raw_non_physical_layout).to_utf8();
-    read.text.assign(utf8.begin(), utf8.end());
+    // A glyph mapped to U+0000 (or bytes poppler passed on broken) would be refused by
+    // PostgreSQL's text: as every store keeps it (storable_text).
+    read.text = storable_text(std::string_view(utf8.data(), utf8.size()));
     // poppler ends a page with blank lines (a paragraph break); one '\n' is enough.
     while (!read.text.empty() && is_space(read.text.back())) read.text.pop_back();
     const bool has_text = !read.text.empty();

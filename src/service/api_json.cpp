@@ -205,6 +205,12 @@ std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
     if (!page.is_string()) {
       return invalid(fmt::format("page {} is not text", upload.pages.size() + 1));
     }
+    // JSON's \u0000: no store keeps it as text (PostgreSQL's cannot), and no page needs it.
+    if (page.as_string().find('\0') != json::string::npos) {
+      return invalid(fmt::format(
+          "page {} holds a NUL character (\\u0000), which a page's text may not: remove it",
+          upload.pages.size() + 1));
+    }
     upload.pages.emplace_back(page.as_string());
   }
   return upload;

@@ -156,6 +156,9 @@ TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
   CHECK(refusal(R"(["a"])").second.find("\"pages\"") != std::string::npos);
   CHECK(refusal(R"({"pages": "a"})").second.find("\"pages\"") != std::string::npos);
   CHECK(refusal(R"({"pages": ["a", 2]})").second == "page 2 is not text");
+  // A NUL no store keeps as text (PostgreSQL's cannot): refused on every store alike.
+  CHECK(refusal(R"({"pages": ["a", "b\u0000c"]})").second ==
+        "page 2 holds a NUL character (\\u0000), which a page's text may not: remove it");
   // max_tokens is checked before the pages, and names the service's default.
   for (const char* body :
        {R"({"pages": [2], "max_tokens": 0})", R"({"pages": ["a"], "max_tokens": 1000001})",
