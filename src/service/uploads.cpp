@@ -2,16 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 #include <chrono>
 #include <iostream>
 #include <thread>
 
+#include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
 
 namespace fairlane::service {
 namespace {
+
+// An Idempotency-Key's bytes: valid UTF-8, and no control character (C0, DEL).
+bool is_key_text(std::string_view key) {
+  const bool control = std::any_of(key.begin(), key.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  return !control && storable_text(key) == key;
+}
 
 namespace json = boost::json;
 
@@ -117,7 +127,10 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
                                       pages.size(), config.max_pages));
   }
   if (auto refusal = page_too_long(config, pages)) return std::move(*refusal);
-  JobRequest job{upload.user, upload.name, {}, upload.max_tokens, upload.idempotency_key};
+  // The name comes from ?name=, the JSON or the file's name, in whatever bytes the client
+  // sent (a Latin-1 file name, a %00): as every store keeps it.
+  JobRequest job{
+      upload.user, storable_text(upload.name), {}, upload.max_tokens, upload.idempotency_key};
   std::vector<std::int64_t> tokens;
   tokens.reserve(pages.size());
   job.pages.reserve(pages.size());
@@ -230,11 +243,13 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
       return response_for(bad_max_tokens(context.config.max_tokens));
     }
   }
+  // The key is UTF-8 text without control characters: other bytes would reach the store,
+  // whose PostgreSQL text refuses what is not UTF-8 (and a NUL).
   if (const auto key = head.header("Idempotency-Key");
-      key && (key->empty() || key->size() > kMaxIdempotencyKeyBytes)) {
+      key && (key->empty() || key->size() > kMaxIdempotencyKeyBytes || !is_key_text(*key))) {
     return error_response(400, "invalid_request",
-                          fmt::format("an Idempotency-Key is 1 to {} bytes: send a shorter one, "
-                                      "such as a UUID",
+                          fmt::format("an Idempotency-Key is 1 to {} bytes of UTF-8 text without "
+                                      "control characters: send another, such as a UUID",
                                       kMaxIdempotencyKeyBytes));
   }
   // A retried upload gets its first job, with no need of the body.

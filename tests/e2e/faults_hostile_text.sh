@@ -7,10 +7,15 @@
 # retry. On SQLite and on PostgreSQL alike every page ends done, with its text; where the
 # answer held a NUL, the result holds U+FFFD (the replacement character) in its place.
 #
-#   faults_hostile_text.sh FAIRLANE FAIRLANE_PROVIDER_SIM URI_FILE
+# The client's text is held to the same: a file name in Latin-1 is kept with U+FFFD for its
+# byte, and an Idempotency-Key that is not UTF-8 is refused (400) on both stores, where
+# PostgreSQL answered both with 500 before.
+#
+#   faults_hostile_text.sh FAIRLANE FAIRLANE_PROVIDER_SIM URI_FILE FAIRLANE_PDFGEN
 set -euo pipefail
 fairlane=$1
 stand_in=$2
+pdfgen=$4
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/faults_lib.sh"
 
@@ -50,6 +55,19 @@ run_on() {
     done
     grep -qF '\u0000' <<<"$result" && fail "$serve_db: a NUL is in the result of $id: $result"
   done
+  # From the client: a file name in Latin-1 is kept with U+FFFD for its byte; an
+  # Idempotency-Key that is not UTF-8 is refused, naming the rule.
+  local latin1=$'caf\xe9.pdf' answer
+  "$pdfgen" --pages 2 --out "$work/book.pdf" >/dev/null
+  cp "$work/book.pdf" "$work/$latin1"
+  answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs" -H "Authorization: Bearer $alice" \
+    -F "file=@$work/$latin1")
+  [[ $(field name <<<"$answer") == "caf${replacement}.pdf" ]] ||
+    fail "$serve_db: a Latin-1 file name answered: $answer"
+  answer=$(curl -sS --max-time 30 -X POST "$base/v1/jobs" -H "Authorization: Bearer $alice" \
+    -H 'Content-Type: application/json' -H $'Idempotency-Key: key-\xff' -d '{"pages":["x"]}')
+  grep -q '"type":"invalid_request","message":"an Idempotency-Key is 1 to 255 bytes of UTF-8 text' \
+    <<<"$answer" || fail "$serve_db: an Idempotency-Key of a byte 0xff answered: $answer"
   check_limits 4
   hostile=$(count hostile_text <<<"$stats")
   ((hostile >= 2)) || fail "$serve_db: the stand-in answered with hostile text $hostile times: $stats"

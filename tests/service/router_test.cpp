@@ -732,13 +732,18 @@ TEST_CASE("A PDF retried while the first was being read gets the first job, what
   CHECK(api.dispatcher->scheduler().size() == 500);
 }
 
-TEST_CASE("An Idempotency-Key too long is refused before the body is read") {
+TEST_CASE("An Idempotency-Key too long, not UTF-8 or with a control is refused before the body") {
   Api api;
-  const auto refused =
-      api.send("POST", "/v1/jobs", api.alice, fairlane::write_pdf({"x"}),
-               {{"Content-Type", "application/pdf"}, {"Idempotency-Key", std::string(256, 'k')}});
-  CHECK(refused.status == 400);
-  CHECK_FALSE(refused.document.has_value());
+  for (const std::string& key : {std::string(256, 'k'), std::string("key-\xff"),
+                                 std::string("cut \xe2\x82"), std::string("a\tb")}) {
+    CAPTURE(key);
+    const auto refused = api.send("POST", "/v1/jobs", api.alice, fairlane::write_pdf({"x"}),
+                                  {{"Content-Type", "application/pdf"}, {"Idempotency-Key", key}});
+    CHECK(refused.status == 400);
+    CHECK(Api::body(refused).at("error").at("message").as_string().starts_with(
+        "an Idempotency-Key is 1 to 255 bytes of UTF-8 text without control characters"));
+    CHECK_FALSE(refused.document.has_value());
+  }
 }
 
 TEST_CASE("Hostile job names and idempotency keys come back from the API as sent") {
