@@ -46,6 +46,18 @@ std::string instance_id(const ServeOptions& o) {
   return fmt::format("{}-{}", host.data()[0] != '\0' ? host.data() : "fairlane", getpid());
 }
 
+// `count` more connections to --db's database.
+fairlane::Result<std::vector<std::unique_ptr<fairlane::Store>>> open_more(
+    const ServeOptions& o, const fairlane::StoreOptions& options, std::int64_t count) {
+  std::vector<std::unique_ptr<fairlane::Store>> stores;
+  for (std::int64_t i = 0; i < count; ++i) {
+    auto store = fairlane::Store::open(o.db, options);
+    if (!store.ok()) return store.status();
+    stores.push_back(std::move(store).value());
+  }
+  return stores;
+}
+
 // A server database's readers (StoreReaders): --db-readers connections of their own, on
 // which job views, lists, results and live events are read, and uploads committed, off the
 // io thread. None on SQLite, whose reads take microseconds: the routes read in place there.
@@ -54,50 +66,36 @@ fairlane::Result<std::unique_ptr<fairlane::service::StoreReaders>> open_readers(
   if (!server_database || o.db_readers == 0) {
     return std::unique_ptr<fairlane::service::StoreReaders>();
   }
-  std::vector<std::unique_ptr<fairlane::Store>> stores;
-  for (std::int64_t i = 0; i < o.db_readers; ++i) {
-    auto store = fairlane::Store::open(o.db, options);
-    if (!store.ok()) return store.status();
-    stores.push_back(std::move(store).value());
-  }
-  return std::make_unique<fairlane::service::StoreReaders>(std::move(stores));
+  auto stores = open_more(o, options, o.db_readers);
+  if (!stores.ok()) return stores.status();
+  return std::make_unique<fairlane::service::StoreReaders>(std::move(stores).value());
 }
 
-}  // namespace
-
-int serve(const ServeOptions& o) {
-  const auto colon = o.listen.rfind(':');
+// The port of --listen's ADDRESS:PORT, or nothing when it names none.
+std::optional<std::uint16_t> listen_port(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
   int port = -1;
-  if (colon != std::string::npos) {
-    try {
-      port = std::stoi(o.listen.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = -1;
-    }
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
-  if (port < 0 || port > 65535) {
-    std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
-              << "'\n";
-    return kExitUsage;
-  }
-  const auto dialect = fairlane::dialect_from(o.provider_dialect);
-  if (!dialect) {
-    std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
-              << "'\n";
-    return kExitUsage;
-  }
-  // A thousand connections need a thousand descriptors: raise the soft limit to the hard.
+  if (port < 0 || port > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(port);
+}
+
+// A thousand connections need a thousand descriptors: the soft limit raised to the hard.
+void raise_file_limit() {
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
+}
 
-  boost::asio::io_context io;
-  fairlane::StoreOptions store_options;
-  store_options.usd_per_million_tokens = o.price_per_mtok;
-  auto store = fairlane::Store::open(o.db, store_options);
-  if (!store.ok()) return fail(store.status().message());
+// The admin key from --admin-key-env's variable ("" when unset), warning when it is short.
+std::string admin_key_of(const ServeOptions& o) {
   std::string admin_key;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
   if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
@@ -107,17 +105,24 @@ int serve(const ServeOptions& o) {
               << admin_key.size() << " characters; use at least " << kMinAdminKeyChars
               << " random ones, such as $(openssl rand -hex 24)\n";
   }
+  return admin_key;
+}
 
+fairlane::Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<fairlane::Clock::duration>(std::chrono::duration<double>(s));
+}
+
+fairlane::CurlProviderConfig provider_config(const ServeOptions& o, fairlane::Dialect dialect) {
   fairlane::CurlProviderConfig client;
   client.base_url = o.provider_url;
-  client.dialect = *dialect;
+  client.dialect = dialect;
   client.api_key_env = o.api_key_env;
   client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
-  client.call_timeout = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.call_timeout));
-  auto provider = fairlane::make_curl_provider(io, client);
-  if (!provider.ok()) return fail(provider.status().message());
+  client.call_timeout = seconds(o.call_timeout);
+  return client;
+}
 
+fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
   fairlane::service::DispatcherConfig config;
   // 250 ms of the token refill kept unspent: the provider's bucket counts from our calls'
   // arrivals, ours from their sending (BudgetLimits::token_headroom).
@@ -125,74 +130,17 @@ int serve(const ServeOptions& o) {
   config.prompt = o.prompt;
   config.model = o.model;
   config.max_attempts = o.max_attempts;
-  config.call_timeout = client.call_timeout;
-  config.backoff_base = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.backoff_base));
-  config.backoff_max = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.backoff_max));
+  config.call_timeout = seconds(o.call_timeout);
+  config.backoff_base = seconds(o.backoff_base);
+  config.backoff_max = seconds(o.backoff_max);
   config.door.max_wait_s = o.max_wait;
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
-  // A store several instances share (PostgreSQL) makes a cluster: the lease decides who
-  // dispatches (Leadership, below). A single node dispatches from the start.
-  fairlane::ClusterStore* cluster = store.value()->cluster();
-  // A server database's commits take milliseconds: they go on a connection and a thread of
-  // their own, off the io thread (Dispatcher, CommitThread).
-  // So are the reads of a page's text for its call, on a third.
-  std::unique_ptr<fairlane::Store> commit_store;
-  std::unique_ptr<fairlane::Store> page_store;
-  if (cluster != nullptr) {
-    auto second = fairlane::Store::open(o.db, store_options);
-    if (!second.ok()) return fail(second.status().message());
-    commit_store = std::move(second).value();
-    auto third = fairlane::Store::open(o.db, store_options);
-    if (!third.ok()) return fail(third.status().message());
-    page_store = std::move(third).value();
-  }
-  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(), config,
-                                           std::move(commit_store), std::move(page_store));
-  fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
-  if (cluster == nullptr) {
-    membership.leader = membership.instance;
-    if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
-      return fail(started.message());
-    }
-  }
-  fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
-                                                o.max_page_kb * 1024};
-  router_config.dialect = *dialect;
-  router_config.promise_window = std::chrono::duration_cast<fairlane::Clock::duration>(
-      std::chrono::duration<double>(o.promise_window));
-  router_config.membership = &membership;
-  auto readers = open_readers(o, store_options, cluster != nullptr);
-  if (!readers.ok()) return fail(readers.status().message());
-  router_config.readers = readers.value().get();
-  // A key costs a round trip on a server database: a key found is taken as its user's for a
-  // few seconds (a changed weight shows within them; keys are never taken back).
-  if (cluster != nullptr) router_config.key_memory = std::chrono::seconds(5);
-  fairlane::service::Router router(*store.value(), dispatcher, router_config);
-  std::optional<fairlane::service::Leadership> leadership;
-  std::unique_ptr<fairlane::store::PgNotifications> notifications;
-  if (cluster != nullptr) {
-    leadership.emplace(
-        io, *store.value(), dispatcher, router, membership,
-        fairlane::service::LeadershipConfig{membership.instance,
-                                            std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                std::chrono::duration<double>(o.lease_s))});
-    // Listening before the lanes are read: nothing accepted elsewhere in between is missed.
-    auto listening = fairlane::store::PgNotifications::open(
-        io, o.db,
-        {std::string(fairlane::kJobEnqueuedChannel), std::string(fairlane::kJobChangedChannel)},
-        [&](std::string_view channel, std::string_view payload) {
-          leadership->notified(channel, payload);
-        },
-        [&] { leadership->resync(); });
-    if (!listening.ok()) return fail(listening.status().message());
-    notifications = std::move(listening).value();
-    if (const fairlane::Status started = leadership->start(); !started.ok()) {
-      return fail(started.message());
-    }
-  }
+  return config;
+}
+
+// What the HTTP server holds a request to, the reader of uploaded PDFs included.
+fairlane::service::HttpLimits http_limits(const ServeOptions& o) {
   fairlane::service::HttpLimits limits;
   limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
   limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
@@ -228,8 +176,92 @@ int serve(const ServeOptions& o) {
                                      o.page_input,
                                      "--dpi",
                                      fmt::format("{}", o.render_dpi)};
-  fairlane::service::HttpServer server(io, router, limits);
-  auto bound = server.listen(o.listen.substr(0, colon), static_cast<std::uint16_t>(port));
+  return limits;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o) {
+  const auto port = listen_port(o.listen);
+  if (!port) {
+    std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
+              << "'\n";
+    return kExitUsage;
+  }
+  const std::string address = o.listen.substr(0, o.listen.rfind(':'));
+  const auto dialect = fairlane::dialect_from(o.provider_dialect);
+  if (!dialect) {
+    std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
+              << "'\n";
+    return kExitUsage;
+  }
+  raise_file_limit();
+
+  boost::asio::io_context io;
+  fairlane::StoreOptions store_options;
+  store_options.usd_per_million_tokens = o.price_per_mtok;
+  auto store = fairlane::Store::open(o.db, store_options);
+  if (!store.ok()) return fail(store.status().message());
+  const std::string admin_key = admin_key_of(o);
+  auto provider = fairlane::make_curl_provider(io, provider_config(o, *dialect));
+  if (!provider.ok()) return fail(provider.status().message());
+
+  // A store several instances share (PostgreSQL) makes a cluster: the lease decides who
+  // dispatches (Leadership, below). A single node dispatches from the start.
+  fairlane::ClusterStore* cluster = store.value()->cluster();
+  // A server database's commits take milliseconds: they go on a connection and a thread of
+  // their own, off the io thread (Dispatcher, CommitThread).
+  // So are the reads of a page's text for its call, on a third.
+  auto side = open_more(o, store_options, cluster != nullptr ? 2 : 0);
+  if (!side.ok()) return fail(side.status().message());
+  std::vector<std::unique_ptr<fairlane::Store>>& stores = side.value();
+  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(),
+                                           dispatcher_config(o),
+                                           stores.empty() ? nullptr : std::move(stores[0]),
+                                           stores.empty() ? nullptr : std::move(stores[1]));
+  fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
+  if (cluster == nullptr) {
+    membership.leader = membership.instance;
+    if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
+      return fail(started.message());
+    }
+  }
+  fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
+                                                o.max_page_kb * 1024};
+  router_config.dialect = *dialect;
+  router_config.promise_window = seconds(o.promise_window);
+  router_config.membership = &membership;
+  auto readers = open_readers(o, store_options, cluster != nullptr);
+  if (!readers.ok()) return fail(readers.status().message());
+  router_config.readers = readers.value().get();
+  // A key costs a round trip on a server database: a key found is taken as its user's for a
+  // few seconds (a changed weight shows within them; keys are never taken back).
+  if (cluster != nullptr) router_config.key_memory = std::chrono::seconds(5);
+  fairlane::service::Router router(*store.value(), dispatcher, router_config);
+  std::optional<fairlane::service::Leadership> leadership;
+  std::unique_ptr<fairlane::store::PgNotifications> notifications;
+  if (cluster != nullptr) {
+    leadership.emplace(
+        io, *store.value(), dispatcher, router, membership,
+        fairlane::service::LeadershipConfig{membership.instance,
+                                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::duration<double>(o.lease_s))});
+    // Listening before the lanes are read: nothing accepted elsewhere in between is missed.
+    auto listening = fairlane::store::PgNotifications::open(
+        io, o.db,
+        {std::string(fairlane::kJobEnqueuedChannel), std::string(fairlane::kJobChangedChannel)},
+        [&](std::string_view channel, std::string_view payload) {
+          leadership->notified(channel, payload);
+        },
+        [&] { leadership->resync(); });
+    if (!listening.ok()) return fail(listening.status().message());
+    notifications = std::move(listening).value();
+    if (const fairlane::Status started = leadership->start(); !started.ok()) {
+      return fail(started.message());
+    }
+  }
+  fairlane::service::HttpServer server(io, router, http_limits(o));
+  auto bound = server.listen(address, *port);
   if (!bound.ok()) return fail(bound.status().message());
 
   // Once a second the running jobs' promises are projected again (Router::tick).
@@ -252,9 +284,7 @@ int serve(const ServeOptions& o) {
     std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
     server.stop();
     promises_timer.cancel();
-    const auto deadline = std::chrono::duration_cast<fairlane::Clock::duration>(
-        std::chrono::duration<double>(o.stop_deadline));
-    dispatcher.stop(deadline, [&](const fairlane::Status& status) {
+    dispatcher.stop(seconds(o.stop_deadline), [&](const fairlane::Status& status) {
       if (!status.ok()) {
         std::cerr << "fairlane: " << status.message() << '\n';
         exit_status = kExitFailure;
@@ -265,8 +295,7 @@ int serve(const ServeOptions& o) {
       io.stop();
     });
   });
-  std::cout << "listening on http://" << o.listen.substr(0, colon) << ':' << bound.value()
-            << std::endl;
+  std::cout << "listening on http://" << address << ':' << bound.value() << std::endl;
   io.run();
   return exit_status;
 }
