@@ -60,6 +60,17 @@ struct Fixture {
     return promised;
   }
 
+  // Alice's 60 pages promised as quoted; then a call settles, using `tokens` of `reserved`
+  // in `latency`, and the watch looks a second later: its revisions.
+  std::vector<Revision> promise_then_settle(std::int64_t tokens, std::int64_t reserved,
+                                            fairlane::Clock::duration latency) {
+    add(kA, kJob, 60);
+    promise_as_quoted(kA, kJob);
+    estimator.record_settled(tokens, reserved, latency);
+    clock.advance(1s);
+    return check();
+  }
+
   std::vector<Revision> check(fairlane::Clock::duration paused_for = {}) {
     return watch.check(estimator, wall.now(), paused_for, [this](JobId job, const WatchedPromise&) {
       ended_asked.push_back(job);
@@ -137,12 +148,8 @@ TEST_CASE("PromiseWatch: a pause of all dispatch is added and named first") {
 TEST_CASE("PromiseWatch: a provider slower by a tenth since the promise is named") {
   // Tokens bind at 2 s a call (6.25 pages a second); 20 calls at once would allow 10.
   Fixture f{{.tokens_per_minute = 300'000, .max_in_flight = 20}};
-  f.add(kA, kJob, 60);
-  f.promise_as_quoted(kA, kJob);
   // Calls take 4 s: 20 at once allow 5 pages a second, and concurrency binds.
-  f.estimator.record_settled(800, 800, 4s);
-  f.clock.advance(1s);
-  const auto revised = f.check();
+  const auto revised = f.promise_then_settle(800, 800, 4s);
   REQUIRE(revised.size() == 1);
   CHECK(revised[0].reason == RevisionReason::provider_slower);
   CHECK(revised[0].mu_then == doctest::Approx(6.25));
@@ -151,13 +158,9 @@ TEST_CASE("PromiseWatch: a provider slower by a tenth since the promise is named
 
 TEST_CASE("PromiseWatch: pages dearer than expected are more work, not a slower provider") {
   Fixture f;
-  f.add(kA, kJob, 60);
-  f.promise_as_quoted(kA, kJob);
   // Pages use twice the tokens they reserve: the rate in pages halves, 3.125 a second, but
   // the provider allows as many tokens as before.
-  f.estimator.record_settled(1600, 800, 2s);
-  f.clock.advance(1s);
-  const auto revised = f.check();
+  const auto revised = f.promise_then_settle(1600, 800, 2s);
   REQUIRE(revised.size() == 1);
   CHECK(revised[0].reason == RevisionReason::more_work_ahead);
   CHECK(f.estimator.mu() == doctest::Approx(3.125));
