@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # End to end: fair-share weights. One user of weight 2 is added with `fairlane user add
-# --weight 2`, one with POST /v1/users {"weight": 2}, one of weight 1 with neither. The
-# admin's GET /v1/queue shows each lane's weight, and the door's estimate puts the same pages
-# ahead for a weight-2 user than for the weight-1 user. While the three are backlogged
-# with pages of equal cost, each weight-2 user gets about twice the pages of the weight-1
-# user: counted from the moment all three books are queued to the moment the first weight-2
-# book ends (a build that ignored weights would give the three the same).
+# --weight 2`, one with POST /v1/users {"weight": 2}, one of weight 1 with neither, and
+# each uploads a book of 40 pages of equal cost. Twice, on a database of its own each:
 #
-# The positions are asked while dispatch stands still: the stand-in answers the first calls
-# 429 with Retry-After 10 s, so fairlane pauses, and the three lanes keep the 40 pages each
-# that the comparison assumes however long the uploads take.
+# 1. The admin's GET /v1/queue shows each lane's weight, and the door's estimate puts the
+#    same pages further ahead for the weight-1 user than for a weight-2 user. Asked while
+#    dispatch stands still: the stand-in answers the first calls 429 with Retry-After 10 s,
+#    so fairlane pauses, and the three lanes keep the 40 pages each that the comparison
+#    assumes however long the uploads take.
+# 2. While the three are backlogged, each weight-2 user gets about twice the pages of the
+#    weight-1 user: counted from the moment all three books are queued to the moment the
+#    first weight-2 book ends (a build that ignored weights would give the three the same).
+#    Without the pause: promises it made late would be helped ahead of fair order (the
+#    PromiseOrder), which is not what this measures.
 #
 #   serve_weights.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
@@ -19,30 +22,35 @@ source "$(dirname "$0")/lib.sh"
 
 # Two calls at once, 100 ms each: about 20 pages a second.
 limits=(--rpm 60000 --tpm 6000000 --max-in-flight 2)
-start_stand_in "${limits[@]}" --latency-ms 100 --storm 0:1:10
-cli2=$("$fairlane" user add cli2 --weight 2 --db "$work/fairlane.db")
-one=$(add_user one)
-start_serve "${limits[@]}" --max-tokens 100 --max-wait 600
-added=$(curl -sS --max-time 10 -X POST "$base/v1/users" -H "Authorization: Bearer $admin_key" \
-  -H 'Content-Type: application/json' -d '{"name": "api2", "weight": 2}')
-api2=$(field key <<<"$added")
-[[ $api2 == fl_* && $(count weight <<<"$added") == 2 ]] || fail "POST /v1/users answered: $added"
-
 pages=()
 for n in $(seq 40); do pages+=("page-$n"); done
-upload "$cli2" cli2 "${pages[@]}" >"$work/cli2.id" &
-upload "$api2" api2 "${pages[@]}" >"$work/api2.id" &
-upload "$one" one "${pages[@]}" >"$work/one.id" &
-for _ in 1 2 3; do wait -n || fail "an upload failed"; done
-declare -A key=([cli2]=$cli2 [api2]=$api2 [one]=$one)
-done_of() { # USER: the pages done of USER's book
-  curl -sS --max-time 10 "$base/v1/jobs/$(cat "$work/$1.id")" -H "Authorization: Bearer ${key[$1]}" |
-    count "done"
-}
-declare -A start
-for user in cli2 api2 one; do start[$user]=$(done_of "$user"); done
+declare -A key
 
-# The admin sees each lane's weight while all three are queued.
+# three_books STAND_IN_ARGS...: the stand-in, the three users (on $serve_db), serve, and the
+# three books uploaded at once; sets key[user] and $work/USER.id.
+three_books() {
+  start_stand_in "${limits[@]}" --latency-ms 100 "$@"
+  key[cli2]=$("$fairlane" user add cli2 --weight 2 --db "$serve_db")
+  key[one]=$(add_user one)
+  start_serve "${limits[@]}" --max-tokens 100 --max-wait 600
+  local added
+  added=$(curl -sS --max-time 10 -X POST "$base/v1/users" -H "Authorization: Bearer $admin_key" \
+    -H 'Content-Type: application/json' -d '{"name": "api2", "weight": 2}')
+  key[api2]=$(field key <<<"$added")
+  [[ ${key[api2]} == fl_* && $(count weight <<<"$added") == 2 ]] || fail "POST /v1/users answered: $added"
+  local user
+  for user in cli2 api2 one; do upload "${key[$user]}" "$user" "${pages[@]}" >"$work/$user.id" & done
+  for _ in 1 2 3; do wait -n || fail "an upload failed"; done
+}
+stop_both() {
+  kill -KILL "${pids[@]}"
+  wait "${pids[@]}" 2>/dev/null || true
+  pids=()
+}
+
+# 1. The queue and the door, dispatch paused.
+serve_db=$work/positions.db
+three_books --storm 0:1:10
 queue=$(curl -sS --max-time 10 "$base/v1/queue" -H "Authorization: Bearer $admin_key")
 for lane in cli2:2 api2:2 one:1; do
   grep -q "\"user\":\"${lane%:*}\",\"weight\":${lane#*:}," <<<"$queue" ||
@@ -59,23 +67,33 @@ position() {
   curl -sS --max-time 10 "$base/v1/estimate?pages=20&tokens_per_page=$per_page" \
     -H "Authorization: Bearer $1" | count position
 }
-position2=$(position "$cli2")
-position1=$(position "$one")
+position2=$(position "${key[cli2]}")
+position1=$(position "${key[one]}")
 paused=$(curl -sS --max-time 10 "$base/metrics" -H "Authorization: Bearer $admin_key" |
   grep '^fairlane_dispatch_paused ' | awk '{ print $2 }')
 [[ $paused == 1 ]] || fail "dispatch was not paused by the stand-in's 429 when the positions were asked"
 ((position2 > 0 && 10 * position2 < 9 * position1)) ||
   fail "20 pages more would be at position $position2 for a weight-2 user, $position1 for the weight-1 user"
+stop_both
 
-# Until the first weight-2 book ends, all three lanes have pages queued (the pause first).
-for _ in $(seq 1400); do
+# 2. The shares, on a database of their own.
+serve_db=$work/shares.db
+three_books
+done_of() { # USER: the pages done of USER's book
+  curl -sS --max-time 10 "$base/v1/jobs/$(cat "$work/$1.id")" -H "Authorization: Bearer ${key[$1]}" |
+    count "done"
+}
+declare -A start
+for user in cli2 api2 one; do start[$user]=$(done_of "$user"); done
+# Until the first weight-2 book ends, all three lanes have pages queued.
+for _ in $(seq 1200); do
   cli2_done=$(done_of cli2)
   api2_done=$(done_of api2)
   ((cli2_done == 40 || api2_done == 40)) && break
   sleep 0.05
 done
 one_done=$(done_of one)
-((cli2_done == 40 || api2_done == 40)) || fail "no weight-2 book ended within 70 s"
+((cli2_done == 40 || api2_done == 40)) || fail "no weight-2 book ended within 60 s"
 got_one=$((one_done - start[one]))
 for user in cli2 api2; do
   [[ $user == cli2 ]] && now=$cli2_done || now=$api2_done
