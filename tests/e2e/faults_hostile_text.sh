@@ -8,8 +8,9 @@
 # answer held a NUL, the result holds U+FFFD (the replacement character) in its place.
 #
 # The client's text is held to the same: a file name in Latin-1 is kept with U+FFFD for its
-# byte, and an Idempotency-Key that is not UTF-8 is refused (400) on both stores, where
-# PostgreSQL answered both with 500 before.
+# byte, an Idempotency-Key that is not UTF-8 is refused (400), and a job id or a list cursor
+# holding a byte that is not UTF-8 names no job (404, 400), on both stores, where PostgreSQL
+# answered each with 500 before.
 #
 #   faults_hostile_text.sh FAIRLANE FAIRLANE_PROVIDER_SIM URI_FILE FAIRLANE_PDFGEN
 set -euo pipefail
@@ -68,6 +69,14 @@ run_on() {
     -H 'Content-Type: application/json' -H $'Idempotency-Key: key-\xff' -d '{"pages":["x"]}')
   grep -q '"type":"invalid_request","message":"an Idempotency-Key is 1 to 255 bytes of UTF-8 text' \
     <<<"$answer" || fail "$serve_db: an Idempotency-Key of a byte 0xff answered: $answer"
+  # A job id or a cursor with a byte that is no UTF-8: no job, and no 500.
+  local status
+  status=$(curl -sS --max-time 10 -o "$work/answer" -w '%{http_code}' "$base/v1/jobs/job_%FF" \
+    -H "Authorization: Bearer $alice")
+  [[ $status == 404 ]] || fail "$serve_db: GET /v1/jobs/job_%FF answered $status: $(cat "$work/answer")"
+  status=$(curl -sS --max-time 10 -o "$work/answer" -w '%{http_code}' "$base/v1/jobs?cursor=%FF" \
+    -H "Authorization: Bearer $alice")
+  [[ $status == 400 ]] || fail "$serve_db: GET /v1/jobs?cursor=%FF answered $status: $(cat "$work/answer")"
   check_limits 4
   hostile=$(count hostile_text <<<"$stats")
   ((hostile >= 2)) || fail "$serve_db: the stand-in answered with hostile text $hostile times: $stats"

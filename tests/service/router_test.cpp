@@ -746,6 +746,31 @@ TEST_CASE("An Idempotency-Key too long, not UTF-8 or with a control is refused b
   }
 }
 
+TEST_CASE("A job id or a cursor that is not text names no job, in an answer that is JSON") {
+  Api api;
+  // %FF and %00 in the path or the query: a byte that is no UTF-8, and a NUL.
+  for (const std::string_view id : {"job_%FF", "job_%00", "job_%E2%82"}) {
+    for (const std::string& target :
+         {"/v1/jobs/" + std::string(id), "/v1/jobs/" + std::string(id) + "/result"}) {
+      CAPTURE(target);
+      const auto answer = api.send("GET", target, api.alice);
+      CHECK(answer.status == 404);
+      // Api::body parses the JSON, which Boost.JSON refuses when it is not UTF-8.
+      const std::string message(Api::body(answer).at("error").at("message").as_string());
+      CHECK(message.starts_with("you have no job job_\xef\xbf\xbd"));
+    }
+  }
+  const auto cancel = api.send("DELETE", "/v1/jobs/job_%FF", api.alice);
+  CHECK(cancel.status == 404);
+  for (const std::string_view cursor : {"%FF", "a%00b"}) {
+    CAPTURE(cursor);
+    const auto list = api.send("GET", "/v1/jobs?cursor=" + std::string(cursor), api.alice);
+    CHECK(list.status == 400);
+    CHECK(std::string(Api::body(list).at("error").at("message").as_string())
+              .ends_with("' is not a cursor from an earlier list of your jobs"));
+  }
+}
+
 TEST_CASE("Hostile job names and idempotency keys come back from the API as sent") {
   Api api;
   for (const std::string& hostile :

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "fairlane/core/text.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 #include "service/routes.hpp"
 
@@ -117,6 +118,14 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
       return error_response(400, "invalid_request", "limit is 1 to 1000");
     limit = static_cast<std::size_t>(*n);
   }
+  if (cursor) {
+    if (const std::string text = storable_text(*cursor); text != *cursor) {
+      // As the stores answer a cursor they never gave.
+      return response_for(answer_for(
+          Status{StatusCode::invalid_argument,
+                 fmt::format("'{}' is not a cursor from an earlier list of your jobs", text)}));
+    }
+  }
   return with_store(
       context, [&context, user_id = user.id, limit, cursor](Store& store) -> ReadThen {
         auto list = store.jobs_of(user_id, limit,
@@ -142,6 +151,11 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   const bool known = (tail.empty() && (get || method == "DELETE")) ||
                      (get && (tail == "events" || tail == "result"));
   if (!known) return std::nullopt;
+  // An id fairlane made is text: bytes that are not (%FF, %00 in the path) name no job, and
+  // go to no store (PostgreSQL's text refuses them) nor into the answer's JSON as they are.
+  if (const std::string text = storable_text(public_id); text != public_id) {
+    return error_response(404, "not_found", fmt::format("you have no job {}", text));
+  }
   return with_store(
       context,
       [&context, user, method = std::string(method), public_id = std::string(public_id),
