@@ -147,6 +147,17 @@ Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
 
 std::string error_detail(std::string_view body) {
   constexpr std::size_t kMax = 300;
+  // Storable, then cut to kMax bytes at a character's start: a NUL or a broken sequence
+  // becomes U+FFFD, three bytes, and the text may have grown past kMax.
+  const auto storable_prefix = [](std::string_view raw) {
+    std::string text = storable_text(raw.substr(0, kMax));
+    if (text.size() > kMax) {
+      std::size_t end = kMax;
+      while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0U) == 0x80U) --end;
+      text.resize(end);
+    }
+    return text;
+  };
   boost::system::error_code error;
   const json::value root = json::parse(body, error);
   if (!error && root.is_object()) {
@@ -154,11 +165,11 @@ std::string error_detail(std::string_view body) {
     if (e != nullptr && e->is_object()) {
       const json::value* message = e->as_object().if_contains("message");
       if (message != nullptr && message->is_string()) {
-        return storable_text(std::string_view(message->as_string()).substr(0, kMax));
+        return storable_prefix(message->as_string());
       }
     }
   }
-  return storable_text(body.substr(0, kMax));
+  return storable_prefix(body);
 }
 
 OutcomeKind classify(Dialect dialect, int status, std::string_view body,

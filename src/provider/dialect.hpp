@@ -22,8 +22,8 @@ namespace fairlane::provider {
 [[nodiscard]] Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text);
 
 // The provider's own sentence from an error body ({"error": {"message": ...}}), or the
-// start of the body when it has none: its first 300 bytes, as storable_text (a NUL or a
-// broken UTF-8 sequence, of a raw body or cut at the 300th byte, becomes U+FFFD).
+// start of the body when it has none: at most 300 bytes, as storable_text (a NUL or a
+// broken UTF-8 sequence of a raw body becomes U+FFFD), cut at a character's start.
 [[nodiscard]] std::string error_detail(std::string_view body);
 
 // The outcome for a response of `status` with `body`.

@@ -164,8 +164,13 @@ TEST_CASE("Text no database takes as it is, in an answer or an error, comes out 
         "internal error" + replacement + " then a cut " + replacement);
   // The provider's sentence, with a NUL.
   CHECK(provider::error_detail(R"({"error":{"message":"boom\u0000"}})") == "boom" + replacement);
-  // Cut at 300 bytes inside a character: the cut part is replaced, never left broken.
+  // At most 300 bytes, cut at a character's start: a character cut at the 300th byte, and
+  // replacements that grow the text past 300 bytes, are left out whole.
   std::string long_body(299, 'x');
   long_body += "\xc3\xa9 and more";
-  CHECK(provider::error_detail(long_body) == std::string(299, 'x') + replacement);
+  CHECK(provider::error_detail(long_body) == std::string(299, 'x'));
+  const std::string nuls(300, '\0');
+  CHECK(provider::error_detail(nuls).size() == 300);  // a hundred U+FFFD
+  CHECK(provider::error_detail(std::string(298, 'x') + std::string(2, '\0')) ==
+        std::string(298, 'x'));
 }

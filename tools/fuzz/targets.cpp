@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
+#include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
 #include "fairlane/document/image.hpp"
 #include "fairlane/provider/rate_limit_headers.hpp"
@@ -151,6 +152,7 @@ void provider_response(std::string_view input) {
     if (answer.ok()) {
       check(answer->input_tokens >= 0 && answer->output_tokens >= 0,
             "provider: token counts are not negative");
+      check(storable_text(answer->output) == answer->output, "provider: the output is storable");
     } else {
       check(answer.status().code() == StatusCode::invalid_argument,
             "provider: a bad answer is invalid_argument");
@@ -159,7 +161,9 @@ void provider_response(std::string_view input) {
     const OutcomeKind kind = provider::classify(dialect, status, body, RateLimitHeaders{});
     check(!outcome_name(kind).empty(), "provider: every outcome has a name");
   }
-  check(provider::error_detail(body).size() <= 300, "provider: error_detail is at most 300 bytes");
+  const std::string detail = provider::error_detail(body);
+  check(detail.size() <= 300, "provider: error_detail is at most 300 bytes");
+  check(storable_text(detail) == detail, "provider: error_detail is storable text");
 }
 
 void rate_limit_headers(std::string_view input) {
