@@ -108,17 +108,13 @@ std::string admin_key_of(const ServeOptions& o) {
   return admin_key;
 }
 
-fairlane::Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<fairlane::Clock::duration>(std::chrono::duration<double>(s));
-}
-
 fairlane::CurlProviderConfig provider_config(const ServeOptions& o, fairlane::Dialect dialect) {
   fairlane::CurlProviderConfig client;
   client.base_url = o.provider_url;
   client.dialect = dialect;
   client.api_key_env = o.api_key_env;
   client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
-  client.call_timeout = seconds(o.call_timeout);
+  client.call_timeout = fairlane::from_seconds(o.call_timeout);
   return client;
 }
 
@@ -130,9 +126,9 @@ fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
   config.prompt = o.prompt;
   config.model = o.model;
   config.max_attempts = o.max_attempts;
-  config.call_timeout = seconds(o.call_timeout);
-  config.backoff_base = seconds(o.backoff_base);
-  config.backoff_max = seconds(o.backoff_max);
+  config.call_timeout = fairlane::from_seconds(o.call_timeout);
+  config.backoff_base = fairlane::from_seconds(o.backoff_base);
+  config.backoff_max = fairlane::from_seconds(o.backoff_max);
   config.door.max_wait_s = o.max_wait;
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
@@ -229,7 +225,7 @@ int serve(const ServeOptions& o) {
   fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
                                                 o.max_page_kb * 1024};
   router_config.dialect = *dialect;
-  router_config.promise_window = seconds(o.promise_window);
+  router_config.promise_window = fairlane::from_seconds(o.promise_window);
   router_config.membership = &membership;
   auto readers = open_readers(o, store_options, cluster != nullptr);
   if (!readers.ok()) return fail(readers.status().message());
@@ -284,7 +280,7 @@ int serve(const ServeOptions& o) {
     std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
     server.stop();
     promises_timer.cancel();
-    dispatcher.stop(seconds(o.stop_deadline), [&](const fairlane::Status& status) {
+    dispatcher.stop(fairlane::from_seconds(o.stop_deadline), [&](const fairlane::Status& status) {
       if (!status.ok()) {
         std::cerr << "fairlane: " << status.message() << '\n';
         exit_status = kExitFailure;

@@ -3,14 +3,6 @@
 #include <cassert>
 
 namespace fairlane {
-namespace {
-
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-}  // namespace
-
 PromiseOrder::PromiseOrder(FairScheduler& scheduler, const Estimator& estimator, const Clock& clock,
                            PromiseOrderConfig config)
     : scheduler_(scheduler), estimator_(estimator), clock_(clock), config_(config) {}
@@ -70,7 +62,7 @@ void PromiseOrder::review_if_due() {
     ++reviewed;
     // A user with several jobs queued is not helped: its shelf would delay newcomers.
     if (scheduler_.lane_jobs(user) != 1) continue;
-    if (now + seconds(estimate->eta_seconds) > finish_by) {
+    if (now + from_seconds(estimate->eta_seconds) > finish_by) {
       at_risk_ = job;
       return;
     }

@@ -44,12 +44,6 @@ std::optional<double> parse_decimal(std::string_view s) {
   return value;
 }
 
-// To the nearest nanosecond: "1.001s" is 1,001,000,000 ns, though the double nearest
-// 1.001 is a little less (truncating gave 1,000,999,999).
-Clock::duration seconds(double s) {
-  return std::chrono::round<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 Clock::duration until(WallTime then, WallTime now) {
   return then > now ? std::chrono::duration_cast<Clock::duration>(then - now)
                     : Clock::duration::zero();
@@ -96,7 +90,7 @@ std::optional<Clock::duration> parse_go_duration(std::string_view text) {
     if (!matched) return std::nullopt;
   }
   if (total_s > kLongestWait_s) return std::nullopt;
-  return seconds(total_s);
+  return from_seconds(total_s);
 }
 
 std::optional<WallTime> parse_rfc3339(std::string_view text) {
@@ -147,7 +141,7 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   }
   const auto local = std::chrono::sys_days(date) + std::chrono::hours(hour) +
                      std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
-  return std::chrono::time_point_cast<WallTime::duration>(local) + seconds(fraction);
+  return std::chrono::time_point_cast<WallTime::duration>(local) + from_seconds(fraction);
 }
 
 std::string format_go_duration(Clock::duration d) {
@@ -233,7 +227,7 @@ RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime no
       out.retry_after = parse_retry_after(value, now);
     } else if (name == "retry-after-ms") {
       if (const auto ms = parse_decimal(trim(value))) {
-        retry_after_ms = seconds(std::min(*ms / 1000.0, static_cast<double>(kLongestWait_s)));
+        retry_after_ms = from_seconds(std::min(*ms / 1000.0, static_cast<double>(kLongestWait_s)));
       }
     }
     for (const auto& [bucket_name, member] : kAnthropic) {

@@ -20,7 +20,7 @@ bool is_key_text(std::string_view key) {
   const bool control = std::any_of(key.begin(), key.end(), [](char c) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
-  return !control && storable_text(key) == key;
+  return !control && is_storable_text(key);
 }
 
 namespace json = boost::json;
@@ -55,8 +55,6 @@ ApiResponse accepted(RouteContext& context, const JobView& job) {
   response.headers.emplace_back("Location", "/v1/jobs/" + job.public_id);
   return response;
 }
-
-using Seconds = std::chrono::duration<double>;
 
 // The leader keeps the promises; a follower's (Membership) hears it adopt the job.
 bool keeps_promises(const RouteContext& context) {
@@ -105,8 +103,7 @@ ApiResponse committed(RouteContext& context, const EnqueuedJob& enqueued, std::i
   context.dispatcher.add(enqueued, weight);
   context.watchers.notify();  // the positions and ETAs of the jobs behind it move
   if (others_reading > 0 && context.windows.window() > Clock::duration::zero()) {
-    context.windows.accepted(enqueued.job.id,
-                             std::chrono::duration_cast<Clock::duration>(Seconds(door_eta_s)));
+    context.windows.accepted(enqueued.job.id, from_seconds(door_eta_s));
     ApiResponse held;
     held.promise_hold = PromiseHold{enqueued.job.id, context.windows.window()};
     return held;
@@ -327,7 +324,7 @@ void close_promise_windows(RouteContext& context) {
     // A promise made again, by the door's rule.
     if (const auto estimate =
             context.dispatcher.estimator().job(job->user_id, closed->job, Refunds::when_back)) {
-      eta_now = std::chrono::duration_cast<Clock::duration>(Seconds(estimate->eta_seconds));
+      eta_now = from_seconds(estimate->eta_seconds);
     }
     const Clock::time_point now = windows.clock().now();
     const Clock::time_point promised = PromiseWindow::promise(*closed, now, eta_now);

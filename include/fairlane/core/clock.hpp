@@ -20,6 +20,12 @@ class Clock {
   [[nodiscard]] virtual time_point now() const = 0;
 };
 
+// `s` seconds as a Clock::duration, to the nearest nanosecond: 1.001 s is 1,001,000,000 ns,
+// though the double nearest 1.001 is a little less (truncating would give one ns fewer).
+[[nodiscard]] inline Clock::duration from_seconds(double s) {
+  return std::chrono::round<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 // The process's monotonic clock (std::chrono::steady_clock).
 class SteadyClock final : public Clock {
  public:
