@@ -4,6 +4,7 @@
 
 #include <string>
 
+using fairlane::is_storable_text;
 using fairlane::storable_text;
 
 namespace {
@@ -49,4 +50,17 @@ TEST_CASE("storable_text: each maximal invalid part becomes one replacement char
   CHECK(storable_text("\x61\xf1\x80\x80\xe1\x80\xc2\x62\x80\x63\x80\xbf\x64") ==
         "a" + kReplacement + kReplacement + kReplacement + "b" + kReplacement + "c" + kReplacement +
             kReplacement + "d");
+}
+
+TEST_CASE("is_storable_text: true exactly where storable_text changes nothing") {
+  for (const std::string& text :
+       {std::string(), std::string("plain"), std::string("caf\xc3\xa9 \xf0\x9f\x93\x96"),
+        std::string("a\0b", 3), std::string("cut \xe2\x82"), std::string("\xc0\xaf"),
+        std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80"), std::string("\xff")}) {
+    CAPTURE(text);
+    CHECK(is_storable_text(text) == (storable_text(text) == text));
+  }
+  CHECK(is_storable_text("caf\xc3\xa9"));
+  CHECK_FALSE(is_storable_text(std::string("a\0b", 3)));
+  CHECK_FALSE(is_storable_text("job_\xff"));
 }

@@ -23,4 +23,7 @@ namespace fairlane {
 // the two stores must give the same results. Valid text without NUL comes back unchanged.
 [[nodiscard]] std::string storable_text(std::string_view text);
 
+// Whether `text` is storable as it is: storable_text(text) == text, without the copy.
+[[nodiscard]] bool is_storable_text(std::string_view text);
+
 }  // namespace fairlane

@@ -119,11 +119,12 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
     limit = static_cast<std::size_t>(*n);
   }
   if (cursor) {
-    if (const std::string text = storable_text(*cursor); text != *cursor) {
+    if (!is_storable_text(*cursor)) {
       // As the stores answer a cursor they never gave.
-      return response_for(answer_for(
-          Status{StatusCode::invalid_argument,
-                 fmt::format("'{}' is not a cursor from an earlier list of your jobs", text)}));
+      return response_for(
+          answer_for(Status{StatusCode::invalid_argument,
+                            fmt::format("'{}' is not a cursor from an earlier list of your jobs",
+                                        storable_text(*cursor))}));
     }
   }
   return with_store(
@@ -153,8 +154,9 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   if (!known) return std::nullopt;
   // An id fairlane made is text: bytes that are not (%FF, %00 in the path) name no job, and
   // go to no store (PostgreSQL's text refuses them) nor into the answer's JSON as they are.
-  if (const std::string text = storable_text(public_id); text != public_id) {
-    return error_response(404, "not_found", fmt::format("you have no job {}", text));
+  if (!is_storable_text(public_id)) {
+    return error_response(404, "not_found",
+                          fmt::format("you have no job {}", storable_text(public_id)));
   }
   return with_store(
       context,
