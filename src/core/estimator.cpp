@@ -34,6 +34,12 @@ Limit binding_of(const std::array<double, 3>& rate) {
   return kOrder[static_cast<std::size_t>(smallest - rate.begin())];
 }
 
+// What leaving out the last `tail` of a lane of `length` (pages or tokens) takes from that
+// lane's min(length, share).
+double without_tail(double length, double tail, double share) {
+  return std::min(length, share) - std::min(std::max(length - tail, 0.0), share);
+}
+
 }  // namespace
 
 Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& config,
@@ -139,7 +145,7 @@ Limit Estimator::binding() const {
   return binding_of(rates(limits(), avg_tokens_, avg_latency_s_));
 }
 
-double Estimator::others_ahead(UserId user, double t) const {
+double Estimator::others_ahead(UserId user, double t, std::span<const LaneTail> left_out) const {
   const LaneLengths& lengths = scheduler_.lengths();
   const auto own_weight = static_cast<double>(scheduler_.weight(user));
   double total = 0.0;
@@ -148,11 +154,18 @@ double Estimator::others_ahead(UserId user, double t) const {
   }
   // The sums include the user's own lane (at ratio 1): take it out.
   total -= std::min(static_cast<double>(scheduler_.lane_length(user)), t);
+  for (const LaneTail& tail : left_out) {
+    if (tail.user == user) continue;
+    total -= without_tail(static_cast<double>(scheduler_.lane_length(tail.user)),
+                          static_cast<double>(tail.pages),
+                          t * static_cast<double>(scheduler_.weight(tail.user)) / own_weight);
+  }
   return std::max(total, 0.0);
 }
 
-double Estimator::others_tokens_ahead(UserId user, double t) const {
-  if (!(avg_reserved_ > 0.0)) return others_ahead(user, t);
+double Estimator::others_tokens_ahead(UserId user, double t,
+                                      std::span<const LaneTail> left_out) const {
+  if (!(avg_reserved_ > 0.0)) return others_ahead(user, t, left_out);
   const LaneLengths& tokens = scheduler_.token_lengths();
   const auto own_weight = static_cast<double>(scheduler_.weight(user));
   const double own_tokens = t * avg_reserved_;
@@ -166,6 +179,12 @@ double Estimator::others_tokens_ahead(UserId user, double t) const {
   const auto unit = static_cast<double>(FairScheduler::kTokenUnit);
   const bool counted_whole = std::ceil(own_lane / unit) <= std::floor(own_tokens / unit);
   total -= counted_whole ? own_lane : (own_lane > 0.0 ? own_tokens : 0.0);
+  for (const LaneTail& tail : left_out) {
+    if (tail.user == user) continue;
+    total -= without_tail(
+        static_cast<double>(scheduler_.lane_tokens(tail.user)), static_cast<double>(tail.tokens),
+        own_tokens * static_cast<double>(scheduler_.weight(tail.user)) / own_weight);
+  }
   return std::max(total, 0.0) / avg_reserved_;
 }
 
@@ -329,14 +348,14 @@ double Estimator::seconds_for(double pages, double competing, Refunds refunds) c
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
                                 double units_to_next, double units_to_last, Refunds refunds,
-                                Competition competition) const {
+                                Competition competition, std::span<const LaneTail> left_out) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
-  const double position = others_ahead(user, units_to_next) + (j - 1.0);
+  const double position = others_ahead(user, units_to_next, left_out) + (j - 1.0);
   // In pages of the average size: the others', then the user's own k.
   const double ahead_with_last =
-      pages_equivalent(others_ahead(user, units_to_last), others_tokens_ahead(user, units_to_last),
-                       k, units_to_last);
+      pages_equivalent(others_ahead(user, units_to_last, left_out),
+                       others_tokens_ahead(user, units_to_last, left_out), k, units_to_last);
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
   const bool held_off = competition == Competition::held_off && scheduler_.lane_jobs(user) == 1;
   const double rho =
@@ -397,7 +416,8 @@ double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page
 }
 
 std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refunds,
-                                          Competition competition) const {
+                                          Competition competition,
+                                          std::span<const LaneTail> left_out) const {
   const auto place = scheduler_.job_place(user, job);
   if (!place) return std::nullopt;
   // The user's earlier jobs at their own costs, then this one's.
@@ -405,7 +425,7 @@ std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refund
   const double job_units = units(place->tokens, place->queued);
   const double first = place->queued > 0 ? job_units / static_cast<double>(place->queued) : 0.0;
   return estimate(user, place->next_index, place->last_index, before + first, before + job_units,
-                  refunds, competition);
+                  refunds, competition, left_out);
 }
 
 JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,

@@ -408,6 +408,42 @@ TEST_CASE("Another lane's big pages count for their tokens, not as pages of the 
   CHECK(estimator.estimate_new(2, 5, 800).eta_seconds == doctest::Approx(3.6));
 }
 
+TEST_CASE("A lane's tail left out of a job's ETA counts as if it were not queued") {
+  // Bob's lane holds an older job and a newer one behind it; Alice asks about her 20 pages.
+  // Left out, Bob's newer job is not ahead of her: her ETA is as if only his older job were
+  // queued, in pages (of the average size) and in tokens (of big pages).
+  // Alice's 20 pages are worth 16,000 tokens: Bob's older job is below that in both.
+  for (const std::int64_t cost : {800, 8'000}) {
+    CAPTURE(cost);
+    const int older = cost == 800 ? 10 : 1;
+    const auto fill = [cost, older](FairScheduler& scheduler, bool newer) {
+      add_pages(scheduler, 1, 10, 20);
+      for (int i = 1; i <= older; ++i) scheduler.add(QueuedPage{20'000 + i, 20, 2, cost});
+      if (!newer) return;
+      for (int i = 1; i <= 30; ++i) scheduler.add(QueuedPage{21'000 + i, 21, 2, cost});
+    };
+    FairScheduler both;
+    fill(both, true);
+    FairScheduler older_only;
+    fill(older_only, false);
+    const Estimator with(both, EstimatorConfig{.limits = kLab});
+    const Estimator without(older_only, EstimatorConfig{.limits = kLab});
+    const std::vector<fairlane::LaneTail> newer{{2, 30, 30 * cost}};
+    const auto left_out =
+        with.job(1, 10, fairlane::Refunds::expected, fairlane::Competition::expected, newer);
+    const auto counted = with.job(1, 10);
+    const auto reference = without.job(1, 10);
+    REQUIRE(left_out);
+    CHECK(left_out->eta_seconds == doctest::Approx(reference->eta_seconds).epsilon(0.01));
+    CHECK(left_out->position == reference->position);
+    CHECK(counted->eta_seconds > reference->eta_seconds + 1.0);
+    // A tail of Alice's own lane changes nothing: her lane is not ahead of her.
+    const std::vector<fairlane::LaneTail> own{{1, 5, 5 * 800}};
+    CHECK(with.job(1, 10, fairlane::Refunds::expected, fairlane::Competition::expected, own)
+              ->eta_seconds == doctest::Approx(counted->eta_seconds));
+  }
+}
+
 TEST_CASE("Until a call settles, a page is taken to use what the pages seen reserve") {
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});

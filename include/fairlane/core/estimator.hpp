@@ -66,6 +66,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "fairlane/core/arrivals.hpp"
 #include "fairlane/core/budget.hpp"
@@ -122,6 +123,14 @@ enum class Competition : std::uint8_t {
   held_off,
 };
 
+// Queued work an ETA leaves out: the last `pages` pages of `user`'s lane, worth `tokens`.
+// Work that gives its turns to the job estimated (PromiseOrder::project) is not ahead of it.
+struct LaneTail {
+  UserId user = 0;
+  std::int64_t pages = 0;
+  std::int64_t tokens = 0;
+};
+
 // Where a job stands: pages ahead of its next page, and seconds until its last is done.
 struct JobEstimate {
   std::int64_t position = 0;
@@ -176,9 +185,12 @@ class Estimator {
   [[nodiscard]] Limit binding() const;
 
   // A queued job's position and ETA; std::nullopt when none of its pages is queued.
-  [[nodiscard]] std::optional<JobEstimate> job(
-      UserId user, JobId job, Refunds refunds = Refunds::expected,
-      Competition competition = Competition::expected) const;
+  // `left_out`: the tails of other users' lanes that are not ahead of it (their pages and
+  // tokens counted as if they were not queued; at most one tail a lane).
+  [[nodiscard]] std::optional<JobEstimate> job(UserId user, JobId job,
+                                               Refunds refunds = Refunds::expected,
+                                               Competition competition = Competition::expected,
+                                               std::span<const LaneTail> left_out = {}) const;
 
   // What a new job of `pages` pages from `user`, of `tokens_per_page` each (0: the
   // average), would get if it were enqueued now.
@@ -195,12 +207,15 @@ class Estimator {
 
  private:
   // Sum over lanes other than `user`'s of min(q_v, t * w_v / w_u): pages, each counted as
-  // an average one.
-  [[nodiscard]] double others_ahead(UserId user, double t) const;
+  // an average one. A lane's tail in `left_out` is taken out of its q_v.
+  [[nodiscard]] double others_ahead(UserId user, double t,
+                                    std::span<const LaneTail> left_out = {}) const;
   // The same in tokens, in average reservations: sum over the other lanes of min(T_v,
   // t x avg_reserved x w_v / w_u) / avg_reserved, T_v a lane's queued tokens. Deficit round
   // robin shares tokens, so a lane of big pages puts its tokens ahead, not its page count.
-  [[nodiscard]] double others_tokens_ahead(UserId user, double t) const;
+  // A lane's tail in `left_out` is taken out of its T_v.
+  [[nodiscard]] double others_tokens_ahead(UserId user, double t,
+                                           std::span<const LaneTail> left_out = {}) const;
   // `others` pages worth `others_units` average pages of tokens, and `own` pages worth
   // `own_units`, in average pages' time under the limits: each limit counts its own total (a
   // page is one request and one call whatever its size, and its tokens in average pages) and
@@ -223,7 +238,8 @@ class Estimator {
   // lane sends t of its own (times the weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
                                      double units_to_next, double units_to_last, Refunds refunds,
-                                     Competition competition = Competition::expected) const;
+                                     Competition competition = Competition::expected,
+                                     std::span<const LaneTail> left_out = {}) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
   // Seconds from a job's last call going out until its last answer, for a job of `pages`
   // whose last goes out in `sending_s`: a latency, and the spread of the slowest of the calls
