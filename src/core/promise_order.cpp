@@ -22,21 +22,59 @@ void PromiseOrder::forget_promise(JobId job) {
   if (at_risk_ == job) at_risk_.reset();
 }
 
+void PromiseOrder::join(const QueuedPage& page, Clock::time_point at) {
+  if (joined_.try_emplace(page.job_id, Joined{at, page.user_id}).second) {
+    by_joined_.emplace(at, page.job_id);
+  }
+}
+
+void PromiseOrder::leave(JobId job) {
+  const auto it = joined_.find(job);
+  if (it == joined_.end()) return;
+  by_joined_.erase({it->second.at, job});
+  joined_.erase(it);
+}
+
 void PromiseOrder::add(const QueuedPage& page) {
-  joined_.try_emplace(page.job_id, clock_.now());
+  join(page, clock_.now());
   scheduler_.add(page);
 }
 
 void PromiseOrder::put_back(const QueuedPage& page) {
   // A job that had left its lane comes back as old work, not as a newcomer.
-  joined_.try_emplace(page.job_id, Clock::time_point::min());
+  join(page, Clock::time_point::min());
   scheduler_.put_back(page);
 }
 
 std::vector<QueuedPage> PromiseOrder::remove_job(UserId user, JobId job) {
   forget_promise(job);
-  joined_.erase(job);
+  leave(job);
   return scheduler_.remove_job(user, job);
+}
+
+std::optional<JobEstimate> PromiseOrder::project(const Estimator& estimator, UserId user,
+                                                 JobId job) const {
+  const auto held = promises_.find(job);
+  if (held == promises_.end() || held->second.finish_by < clock_.now() ||
+      scheduler_.lane_jobs(user) != 1) {
+    return PageOrder::project(estimator, user, job);
+  }
+  const Promise& p = held->second;
+  // The newest jobs first, down to the promise: one tail a lane, its pages and tokens.
+  std::vector<LaneTail> newer_work;
+  std::unordered_map<UserId, std::size_t> tail_of;
+  std::size_t walked = 0;
+  for (auto it = by_joined_.rbegin();
+       it != by_joined_.rend() && newer(it->first, p) && walked < kMostNewer; ++it, ++walked) {
+    const UserId other = joined_.at(it->second).user;
+    const auto place = scheduler_.job_place(other, it->second);
+    if (other == user || !place) continue;
+    const auto [slot, added] = tail_of.try_emplace(other, newer_work.size());
+    if (added) newer_work.push_back(LaneTail{other, 0, 0});
+    newer_work[slot->second].pages += place->queued;
+    newer_work[slot->second].tokens += place->tokens;
+  }
+  return estimator.job(user, job, Refunds::expected, Competition::held_off, newer_work);
 }
 
 void PromiseOrder::review_if_due() {
@@ -74,9 +112,7 @@ const QueuedPage* PromiseOrder::instead_of(const QueuedPage& fair) const {
   const Promise& p = promises_.at(*at_risk_);
   if (fair.user_id == p.user) return nullptr;
   const auto joined = joined_.find(fair.job_id);
-  if (joined == joined_.end() || joined->second <= p.made_at + config_.seen_within) {
-    return nullptr;
-  }
+  if (joined == joined_.end() || !newer(joined->second.at, p)) return nullptr;
   // The job was its lane's only one at the review, so its next page is the lane's head; a
   // head of another job means its pages are all out, and a later job of the same user (come
   // since) is not owed its promise.
@@ -110,7 +146,7 @@ QueuedPage PromiseOrder::take() {
 }
 
 void PromiseOrder::taken(const QueuedPage& page) {
-  if (!scheduler_.job_place(page.user_id, page.job_id)) joined_.erase(page.job_id);
+  if (!scheduler_.job_place(page.user_id, page.job_id)) leave(page.job_id);
 }
 
 }  // namespace fairlane

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fairlane/core/estimator.hpp"
+#include "fairlane/core/page_order.hpp"
 
 namespace fairlane {
 namespace {
@@ -39,10 +40,10 @@ double PromiseWatch::slack_s(double promised_s) {
   return std::max(2.0, 0.1 * promised_s);
 }
 
-std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime now,
-                                          Clock::duration paused_for, const Ended& ended) {
+std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const PageOrder& order,
+                                          WallTime now, Clock::duration paused_for,
+                                          const Ended& ended) {
   const double paused_s = std::max(Seconds(paused_for).count(), 0.0);
-  const Competition competition = promises_kept_ ? Competition::held_off : Competition::expected;
   std::vector<Revision> revised;
   while (!due_.empty() && due_.top().at <= now) {
     const Due due = due_.top();
@@ -51,8 +52,7 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, WallTime n
     if (it == watched_.end() || it->second.next_look != due.at) continue;  // stale
     Entry& entry = it->second;
     WallTime projected;
-    if (const auto estimate =
-            estimator.job(entry.promise.user, due.job, Refunds::expected, competition)) {
+    if (const auto estimate = order.project(estimator, entry.promise.user, due.job)) {
       projected = now + wall_duration(estimate->eta_seconds + paused_s);
       entry.last_projection = projected;
     } else if (ended(due.job, entry.promise)) {

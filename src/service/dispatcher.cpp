@@ -878,6 +878,9 @@ const std::vector<JobView>& Dispatcher::restored_promises() const {
 const Estimator& Dispatcher::estimator() const {
   return impl_->estimator;
 }
+const PageOrder& Dispatcher::order() const {
+  return impl_->order;
+}
 const Budget& Dispatcher::budget() const {
   return impl_->budget;
 }

@@ -37,6 +37,7 @@
 #include "fairlane/core/door.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/page_order.hpp"
 #include "fairlane/core/status.hpp"
 #include "fairlane/provider/provider.hpp"
 #include "fairlane/store/group_commit.hpp"
@@ -169,6 +170,8 @@ class Dispatcher {
 
   [[nodiscard]] const FairScheduler& scheduler() const;
   [[nodiscard]] const Estimator& estimator() const;
+  // The order pages go in (a PromiseOrder): where a job stands in it (PageOrder::project).
+  [[nodiscard]] const PageOrder& order() const;
   // The jobs start() restored that the door had promised a finish: their promises hold in
   // the order again, and a Router made after start() watches them (Promises).
   [[nodiscard]] const std::vector<JobView>& restored_promises() const;

@@ -47,7 +47,7 @@ std::vector<JobId> Promises::check() {
   const WallTime now = wall_clock_.now();
   std::vector<JobId> revised;
   for (const Revision& revision :
-       watch_.check(dispatcher_.estimator(), now, paused_for,
+       watch_.check(dispatcher_.estimator(), dispatcher_.order(), now, paused_for,
                     [this](JobId job, const WatchedPromise&w) { return ended(job, w); })) {
     if (store_.revise_eta(revision.job, revision.finish, reason(revision)).ok()) {
       watch_.announced(revision.job, revision.finish);

@@ -220,3 +220,68 @@ TEST_CASE("A later job of the same user is not owed the promise of its earlier o
   CHECK(f.take(4) == "ABAB");
   CHECK(f.order.out_of_turn() == 1);
 }
+
+// What the PromiseWatch projects (PageOrder::project) follows what the order will do.
+TEST_CASE("A promised job is projected without the newer work that gives it its turns") {
+  Fixture f;
+  f.add(kC, 30, 10);
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);  // behind Carol's 10: 20 / 6.25 + 2 = 5.2 s
+  f.clock.advance(2s);
+  f.add(kB, 20, 10);
+  // Fair order's projection counts Bob: 30 / 6.25 + 2 = 6.8 s. Once Alice's promise is at
+  // risk, Bob's turns are hers: Carol's 10 and her own, 5.2 s from now.
+  CHECK(f.estimator.job(kA, 10)->eta_seconds == doctest::Approx(6.8));
+  CHECK(f.order.project(f.estimator, kA, 10)->eta_seconds == doctest::Approx(5.2));
+  // Bob's book came after no promise: it shares with Alice and Carol.
+  CHECK(f.order.project(f.estimator, kB, 20)->eta_seconds == doctest::Approx(6.8));
+  // Work that came within seen_within of the promise was counted in it, and is still.
+  Fixture seen;
+  seen.add(kA, 10, 10);
+  seen.promise_as_quoted(kA, 10);
+  seen.clock.advance(50ms);
+  seen.add(kB, 20, 10);
+  CHECK(seen.order.project(seen.estimator, kA, 10)->eta_seconds == doctest::Approx(5.2));
+}
+
+TEST_CASE("A job the order does not help is projected as fair order serves it") {
+  // A shelf: neither book is helped, so Bob's newer book shares with both.
+  Fixture shelf;
+  shelf.add(kA, 10, 10);
+  shelf.add(kA, 11, 10);
+  shelf.promise_as_quoted(kA, 10);
+  shelf.clock.advance(2s);
+  shelf.add(kB, 20, 10);
+  CHECK(shelf.order.project(shelf.estimator, kA, 10)->eta_seconds ==
+        doctest::Approx(shelf.estimator.job(kA, 10)->eta_seconds));
+  // A promise that has passed: it shares.
+  Fixture passed;
+  passed.add(kA, 10, 10);
+  passed.promise_as_quoted(kA, 10);  // 3.6 s
+  passed.clock.advance(4s);
+  passed.add(kB, 20, 10);
+  CHECK(passed.order.project(passed.estimator, kA, 10)->eta_seconds == doctest::Approx(5.2));
+  // Plain fair order keeps no promise.
+  Fixture plain(PromiseOrderConfig{.keep_promises = false});
+  plain.add(kA, 10, 10);
+  plain.promise_as_quoted(kA, 10);
+  plain.clock.advance(2s);
+  plain.add(kB, 20, 10);
+  CHECK(plain.order.project(plain.estimator, kA, 10)->eta_seconds == doctest::Approx(5.2));
+  // A job with nothing queued has no projection.
+  CHECK(!plain.order.project(plain.estimator, kC, 30));
+}
+
+TEST_CASE("Only the newest kMostNewer jobs are left out of a projection: the rest count") {
+  // Alice is promised alone; then one more job than the walk takes joins, a page each, in
+  // lanes of their own. The oldest of them counts as ahead: one page, 1 / 6.25 s.
+  Fixture f;
+  f.add(kA, 10, 10);
+  f.promise_as_quoted(kA, 10);  // 3.6 s
+  f.clock.advance(2s);
+  constexpr auto kJobs = static_cast<fairlane::JobId>(PromiseOrder::kMostNewer) + 1;
+  for (fairlane::JobId job = 1'000; job < 1'000 + kJobs; ++job) {
+    f.order.add(QueuedPage{job * 100, job, static_cast<fairlane::UserId>(job), 800});
+  }
+  CHECK(f.order.project(f.estimator, kA, 10)->eta_seconds == doctest::Approx(3.6 + 1.0 / 6.25));
+}

@@ -8,6 +8,7 @@
 #include "core/fake_clock.hpp"
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
+#include "fairlane/core/promise_order.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::Estimator;
@@ -41,6 +42,7 @@ struct Fixture {
   fairlane::FakeWallClock wall{clock, WallTime{} + std::chrono::hours(24 * 365 * 50)};
   FairScheduler scheduler;
   Estimator estimator;
+  fairlane::FairOrder order{scheduler};
   PromiseWatch watch;
   std::vector<JobId> ended_asked;
   bool has_ended = false;
@@ -72,10 +74,11 @@ struct Fixture {
   }
 
   std::vector<Revision> check(fairlane::Clock::duration paused_for = {}) {
-    return watch.check(estimator, wall.now(), paused_for, [this](JobId job, const WatchedPromise&) {
-      ended_asked.push_back(job);
-      return has_ended;
-    });
+    return watch.check(estimator, order, wall.now(), paused_for,
+                       [this](JobId job, const WatchedPromise&) {
+                         ended_asked.push_back(job);
+                         return has_ended;
+                       });
   }
 
   // Sends pages in fair order at the rate, 6.25 a second, and checks once a second for
@@ -241,13 +244,16 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work on
   FairScheduler scheduler;
   Estimator estimator{scheduler, EstimatorConfig{.limits = kLimits, .arrival_window = 60s}, nullptr,
                       &clock};
-  for (int i = 1; i <= 600; ++i) scheduler.add(QueuedPage{kJob * 1000 + i, kJob, kA, 800});
+  fairlane::PromiseOrder kept_order{scheduler, estimator, clock};  // the service's order
+  const fairlane::FairOrder fair_order{scheduler};                 // plain fair order
+  for (int i = 1; i <= 600; ++i) kept_order.add(QueuedPage{kJob * 1000 + i, kJob, kA, 800});
   // Promised with no rate of arrivals yet: 600 / 6.25 + 2 = 98 s (the slack 9.8 s).
   const double eta = estimator.job(kA, kJob)->eta_seconds;
   REQUIRE(eta == doctest::Approx(98.0));
   const WallTime promised = wall.now() + std::chrono::seconds(98);
-  PromiseWatch kept;          // the service's: its dispatch keeps promises
-  PromiseWatch plain(false);  // plain fair order
+  kept_order.promise(kA, kJob, clock.now() + 98s);
+  PromiseWatch kept;
+  PromiseWatch plain;
   for (PromiseWatch* w : {&kept, &plain}) {
     w->watch(kA, kJob, wall.now(), promised, std::nullopt, estimator, wall.now());
   }
@@ -262,9 +268,9 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work on
   for (int s = 1; s <= 40; ++s) {
     estimator.record_arrival(++newcomer, 2);
     clock.advance(1s);
-    while (sent < s * 25 / 4 && scheduler.take()) ++sent;
-    kept_revisions += kept.check(estimator, wall.now(), {}, never_ended).size();
-    plain_revisions += plain.check(estimator, wall.now(), {}, never_ended).size();
+    for (; sent < s * 25 / 4 && kept_order.peek() != nullptr; ++sent) kept_order.take();
+    kept_revisions += kept.check(estimator, kept_order, wall.now(), {}, never_ended).size();
+    plain_revisions += plain.check(estimator, fair_order, wall.now(), {}, never_ended).size();
   }
   REQUIRE(estimator.competition(100.0) > 0.2);
   // In plain fair order that work would come ahead of her: told so.
@@ -272,6 +278,44 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work on
   // Where promises are kept, it gives her its turns once her promise is at risk: nothing to
   // tell, and her projection is still her promise.
   CHECK(kept_revisions == 0);
-  CHECK(estimator.job(kA, kJob, fairlane::Refunds::expected, fairlane::Competition::held_off)
-            ->eta_seconds == doctest::Approx(98.0 - 40.0).epsilon(0.01));
+  CHECK(kept_order.project(estimator, kA, kJob)->eta_seconds ==
+        doctest::Approx(98.0 - 40.0).epsilon(0.01));
+}
+
+TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for newer work queued") {
+  // Alice's 100 pages are promised alone: 100 / 6.25 + 2 = 18 s (the slack 2 s). Two seconds
+  // in, Bob queues 100 pages. Shared with him, her last page would be answered 30 s in; but
+  // her promise falls at risk and his turns are hers: she ends on it, and is told nothing.
+  Fixture f;
+  fairlane::PromiseOrder order{f.scheduler, f.estimator, f.clock};
+  for (int i = 1; i <= 100; ++i) order.add(QueuedPage{kJob * 1000 + i, kJob, kA, 800});
+  const WallTime promised = f.wall.now() + 18s;
+  order.promise(kA, kJob, f.clock.now() + 18s);
+  f.watch.watch(kA, kJob, f.wall.now(), promised, std::nullopt, f.estimator, f.wall.now());
+  PromiseWatch plain;  // what a watch of fair order's projection would say
+  plain.watch(kA, kJob, f.wall.now(), promised, std::nullopt, f.estimator, f.wall.now());
+  const auto never_ended = [](JobId, const WatchedPromise&) { return false; };
+  std::size_t kept_revisions = 0;
+  std::size_t plain_revisions = 0;
+  int sent = 0;
+  int alice_sent = 0;
+  int alice_last_s = 0;
+  // Until her last page is sent (then her job ends, once answered).
+  for (int s = 1; s <= 40 && alice_sent < 100; ++s) {
+    if (s == 2) {
+      for (int i = 1; i <= 100; ++i) order.add(QueuedPage{20'000 + i, 20, kB, 800});
+    }
+    f.clock.advance(1s);
+    for (; sent < s * 25 / 4 && order.peek() != nullptr; ++sent) {
+      if (order.take().job_id != kJob) continue;
+      ++alice_sent;
+      alice_last_s = s;
+    }
+    kept_revisions += f.watch.check(f.estimator, order, f.wall.now(), {}, never_ended).size();
+    plain_revisions += plain.check(f.estimator, f.order, f.wall.now(), {}, never_ended).size();
+  }
+  CHECK(alice_last_s <= 16);  // sent by 16 s, answered by 18 s: her promise
+  CHECK(order.out_of_turn() > 0);
+  CHECK(plain_revisions >= 1);
+  CHECK(kept_revisions == 0);
 }

@@ -929,6 +929,9 @@ TEST_CASE(
   CHECK(job.at("eta_revised_reason").is_null());
   api.router->tick();
   CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("eta_revised_at").is_null());
+  // Alice queues a second book behind it: a user with a shelf is not helped by newer work's
+  // turns (the PromiseOrder), she shares.
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2)).status == 202);
   // Forty users' books of 100 pages arrive: fair order puts 100 pages of each ahead of
   // Alice's last page, far more than the promise allowed for.
   for (int i = 0; i < 40; ++i) {
@@ -944,7 +947,7 @@ TEST_CASE(
   CHECK(revised.at("promised_eta_at") == job.at("promised_eta_at"));  // what was said stays
   CHECK(std::string(revised.at("eta_revised_at").as_string()) >
         std::string(job.at("promised_eta_at").as_string()));
-  CHECK(api.router->promises().watched() == 41);
+  CHECK(api.router->promises().watched() == 42);
   // Announced once: nothing new, no new revision.
   api.router->tick();
   CHECK(Api::body(api.send("GET", "/v1/jobs/" + id, api.alice)).at("eta_revised_at") ==
@@ -953,7 +956,7 @@ TEST_CASE(
   REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
   api.promises_time.advance(std::chrono::hours(1));  // its next look is due
   api.router->tick();
-  CHECK(api.router->promises().watched() == 40);
+  CHECK(api.router->promises().watched() == 41);
   const auto queue = Api::body(api.send("GET", "/v1/queue", api.alice));
   CHECK(queue.at("promises").at("finished") == 0);
   CHECK(queue.at("promises").at("actual_over_promised_p50").is_null());

@@ -202,8 +202,7 @@ class Run {
         policy_(clock_, wall_clock_, budget_, order(), estimator_, policy_config(scenario)),
         promise_window_(clock_,
                         std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(scenario.fairlane.promise_window_s))),
-        promise_watch_(scenario.fairlane.keep_promises) {
+                            std::chrono::duration<double>(scenario.fairlane.promise_window_s))) {
     metrics_.scheduler = kind;
   }
 
@@ -505,7 +504,7 @@ class Run {
       return book.ended == book.pages;
     };
     for (const Revision& revision :
-         promise_watch_.check(estimator_, wall_at(now()), paused_for, ended)) {
+         promise_watch_.check(estimator_, order(), wall_at(now()), paused_for, ended)) {
       promise_watch_.announced(revision.job, revision.finish);
       const Book& book = books_[static_cast<std::size_t>(revision.job - 1)];
       BookResult& result = metrics_.books[*book.result];

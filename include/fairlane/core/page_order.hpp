@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fairlane/core/clock.hpp"
+#include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/ids.hpp"
 
@@ -37,6 +39,14 @@ class PageOrder {
   // The door promised `job` of `user` it would be done by `finish_by`. An order that keeps
   // promises (PromiseOrder) may let the job go first when that is at risk; others ignore it.
   virtual void promise(UserId /*user*/, JobId /*job*/, Clock::time_point /*finish_by*/) {}
+  // Where a queued job of `user` stands as this order serves it, from `estimator` (over the
+  // order's scheduler): the expected finish, the refunds of the calls out counted as they
+  // come back. std::nullopt when none of its pages is queued. What the PromiseWatch projects.
+  // Fair order shares with every lane, and with the work expected to arrive.
+  [[nodiscard]] virtual std::optional<JobEstimate> project(const Estimator& estimator, UserId user,
+                                                           JobId job) const {
+    return estimator.job(user, job, Refunds::expected, Competition::expected);
+  }
 };
 
 // Fair order: the FairScheduler's. The scheduler must outlive it.

@@ -25,12 +25,19 @@
 //     would make the next promises late too (earliest deadline first under overload); the
 //     service has revised that job's ETA and it shares.
 //
+// What the order does shows in a job's projection (project(), what the PromiseWatch revises
+// by): a job whose promise the order holds, alone in its user's lane, is projected as it will
+// be served once that promise is at risk, without the work that will give it its turns
+// (what joined after the promise, and what is expected to arrive). Every other job shares.
+//
 // A job leaves the promises when a review finds none of its pages queued (all answered or
 // out; a page put back after a 429 comes back unpromised), when its promise has passed, or
 // when it is cancelled.
 //
-// Cost: peek and take O(1); a review O(log promises) plus at most `reviewed` projections
-// (Estimator::job), and the passed promises it drops.
+// Cost: peek and take O(1) (O(log jobs queued) when a job joins or leaves); a review
+// O(log promises) plus at most `reviewed` projections (Estimator::job), and the passed
+// promises it drops; project() O(log jobs queued) plus, for a promise held, the jobs that
+// joined after it, at most kMostNewer of them (the newest).
 //
 // Thread safety: none, by design; the thread that owns the policy owns its order.
 #pragma once
@@ -89,11 +96,24 @@ class PromiseOrder final : public PageOrder {
   // Pages sent in a newer lane's turn for a promise at risk, ever.
   [[nodiscard]] std::int64_t out_of_turn() const { return out_of_turn_; }
 
+  // The newer jobs a projection leaves out, at most: the newest that many. Beyond them the
+  // rest count as ahead, which makes the projection later, never earlier, than the order's.
+  static constexpr std::size_t kMostNewer = 256;
+  // Where a queued job stands in this order (PageOrder::project). For a job whose promise is
+  // held, alone in its user's lane: no work expected to arrive (Competition::held_off), and
+  // the lanes' jobs that joined after the promise (its turns are the job's) left out.
+  [[nodiscard]] std::optional<JobEstimate> project(const Estimator& estimator, UserId user,
+                                                   JobId job) const override;
+
  private:
   struct Promise {
     UserId user = 0;
     Clock::time_point made_at;
     Clock::time_point finish_by;
+  };
+  struct Joined {
+    Clock::time_point at;  // min() for a job that came back as old work
+    UserId user = 0;
   };
 
   void forget_promise(JobId job);
@@ -104,6 +124,13 @@ class PromiseOrder final : public PageOrder {
   [[nodiscard]] const QueuedPage* instead_of(const QueuedPage& fair) const;
   // After a take: a job with nothing left queued is forgotten.
   void taken(const QueuedPage& page);
+  // A job's first page joined its lane at `at` (unless the job is queued already).
+  void join(const QueuedPage& page, Clock::time_point at);
+  void leave(JobId job);
+  // Whether `job` joined its lane after the promise `p` was made (it gives its turns).
+  [[nodiscard]] bool newer(Clock::time_point joined, const Promise& p) const {
+    return joined > p.made_at + config_.seen_within;
+  }
 
   // Constant after construction.
   FairScheduler& scheduler_;
@@ -114,7 +141,8 @@ class PromiseOrder final : public PageOrder {
   // Only touched on the owning thread.
   std::unordered_map<JobId, Promise> promises_;
   std::set<std::pair<Clock::time_point, JobId>> by_promise_;  // every promise, by finish
-  std::unordered_map<JobId, Clock::time_point> joined_;       // queued jobs: when they came
+  std::unordered_map<JobId, Joined> joined_;                  // queued jobs: when they came
+  std::set<std::pair<Clock::time_point, JobId>> by_joined_;   // the same, by when
   std::optional<JobId> at_risk_;
   std::optional<Clock::time_point> next_review_;
   std::int64_t out_of_turn_ = 0;

@@ -1,15 +1,16 @@
 // PromiseWatch: the promises the door made, kept honest (DESIGN.md section 5, "Revised ETAs").
 //
-// Every watched job is projected again now and then: now + its ETA now (Estimator::job, the
-// expected finish: the refunds of the calls out counted as they come back, and, for a job
-// the PromiseOrder keeps, no work expected to arrive) + what is left of a pause of all
-// dispatch. When that passes what was promised (or last
-// announced) by more than the slack, max(2 s, 10% of the promised duration), the job is
-// revised: the later finish, and why. Reasons, in order: dispatch is paused (the provider's
-// Retry-After, or the provider unreachable); the provider is slower than when the promise
-// was made (its rate for pages of the size they had then down by a tenth: lower limits,
-// longer calls); otherwise more work arrived ahead of the job than the door expected, or
-// pages use more tokens than they did (work too: the provider allows as many tokens).
+// Every watched job is projected again now and then: now + its ETA now, as the dispatch's
+// order will serve it (PageOrder::project: the expected finish, the refunds of the calls out
+// counted as they come back; where the PromiseOrder holds the job's promise, without the work
+// that gives it its turns) + what is left of a pause of all dispatch. When that passes what
+// was promised (or last announced) by more than the slack, max(2 s, 10% of the promised
+// duration), the job is revised: the later finish, and why. Reasons, in order: dispatch is
+// paused (the provider's Retry-After, or the provider unreachable); the provider is slower
+// than when the promise was made (its rate for pages of the size they had then down by a
+// tenth: lower limits, longer calls); otherwise more work arrived ahead of the job than the
+// door expected, or pages use more tokens than they did (work too: the provider allows as
+// many tokens).
 //
 // A job is looked at again every second while what it was told, or its projected finish, is
 // less than 10 s away, and otherwise after a tenth of the time left until the nearer of the
@@ -43,6 +44,7 @@
 namespace fairlane {
 
 class Estimator;
+class PageOrder;
 
 enum class RevisionReason : std::uint8_t { dispatch_paused, provider_slower, more_work_ahead };
 
@@ -70,21 +72,17 @@ class PromiseWatch {
   // Whether a job with no page queued has ended; an ended job is no longer watched.
   using Ended = std::function<bool(JobId, const WatchedPromise&)>;
 
-  // `promises_kept`: the dispatch keeps promises (PromiseOrder), so a job alone in its
-  // user's lane is projected without the work expected to arrive (Competition::held_off):
-  // once its promise is at risk, that work gives it its turns.
-  explicit PromiseWatch(bool promises_kept = true) : promises_kept_(promises_kept) {}
-
   // Watches `job`, promised at `promised_at` (announced later at `announced_at`, if a
   // revision was made before a restart), from `now` on, the provider's pace being what
   // `estimator` measures now.
   void watch(UserId user, JobId job, WallTime created_at, WallTime promised_at,
              std::optional<WallTime> announced_at, const Estimator& estimator, WallTime now);
-  // Projects with `estimator` the jobs due to be looked at again by `now`. `paused_for`:
-  // what is left of a pause of all dispatch. Returns the revisions, which count as told
-  // once announced().
-  [[nodiscard]] std::vector<Revision> check(const Estimator& estimator, WallTime now,
-                                            Clock::duration paused_for, const Ended& ended);
+  // Projects the jobs due to be looked at again by `now` as `order` serves them, with
+  // `estimator` (over the order's scheduler). `paused_for`: what is left of a pause of all
+  // dispatch. Returns the revisions, which count as told once announced().
+  [[nodiscard]] std::vector<Revision> check(const Estimator& estimator, const PageOrder& order,
+                                            WallTime now, Clock::duration paused_for,
+                                            const Ended& ended);
   // A revision was told (stored, pushed): later ones are measured from it.
   void announced(JobId job, WallTime finish);
 
@@ -115,7 +113,6 @@ class PromiseWatch {
   // When to look at `entry` again, from `now`, projected to finish at `projected`.
   void schedule(JobId job, Entry& entry, WallTime now, WallTime projected);
 
-  bool promises_kept_;
   std::unordered_map<JobId, Entry> watched_;
   // By when each job is due; an element whose time is not its entry's next_look is stale.
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
