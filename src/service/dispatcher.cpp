@@ -452,6 +452,7 @@ void Dispatcher::Impl::changed(JobId job) const {
 }
 
 void Dispatcher::Impl::note_flush(Status status) {
+  counters.store_refused = commits.refused();
   commit_error = std::move(status);
   if (commit_error.ok()) return;
   std::cerr << "fairlane: " << commit_error.message() << '\n';

@@ -84,6 +84,9 @@ struct DispatcherCounters {
   std::int64_t retried = 0;          // after a failed attempt
   std::int64_t provider_429 = 0;
   std::int64_t provider_503 = 0;
+  // Page changes the store refused for what they held (GroupCommit::refused): each failed
+  // its page instead, or was dropped.
+  std::int64_t store_refused = 0;
   std::map<std::string, std::int64_t, std::less<>> outcomes;  // by outcome name
   // From a page joining its lane (its upload, or this start) to its first call since.
   Histogram queue_wait_seconds{{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}};

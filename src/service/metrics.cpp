@@ -108,6 +108,10 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
 
   w.one("fairlane_provider_unreachable_pauses_total", "counter",
         "Times all dispatch paused because the provider could not be reached.", c.outage_pauses);
+  w.one("fairlane_store_refused_changes_total", "counter",
+        "Page changes the store refused for what they held: each failed its page instead, or "
+        "was dropped.",
+        c.store_refused);
 
   w.header("fairlane_call_outcomes_total", "counter", "Provider calls by outcome.");
   for (const auto& [outcome, count] : c.outcomes) {

@@ -1,5 +1,8 @@
 #include "fairlane/store/group_commit.hpp"
 #include "fairlane/core/backoff.hpp"
+#include "fairlane/core/text.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cassert>
@@ -41,8 +44,53 @@ std::vector<PageTransition> GroupCommit::begin_flush() {
   if (transitions_.empty()) return {};
   flushing_ = true;
   out_oldest_ = oldest_;
+  if (one_at_a_time_ > 0) {
+    // Taking a refused batch apart: its first transition alone.
+    std::vector<PageTransition> first;
+    first.push_back(std::move(transitions_.front()));
+    transitions_.erase(transitions_.begin());
+    out_callbacks_.clear();
+    out_callbacks_.push_back(std::move(callbacks_.front()));
+    callbacks_.erase(callbacks_.begin());
+    return first;
+  }
   out_callbacks_ = std::exchange(callbacks_, {});
   return std::exchange(transitions_, {});
+}
+
+namespace {
+
+// What a transition's own content can make the store refuse, every time it is tried.
+bool refused_for_content(StatusCode code) {
+  return code == StatusCode::invalid_argument || code == StatusCode::internal;
+}
+
+}  // namespace
+
+Status GroupCommit::refuse_front(const Status& why) {
+  ++refused_;
+  PageTransition& refused = transitions_.front();
+  const bool replace = !front_replaced_ && refused.kind != PageTransition::Kind::job_cancelled;
+  if (replace) {
+    // At most 300 bytes of the reason, as storable text (a cut character becomes U+FFFD).
+    const std::string reason = storable_text(std::string_view(why.message()).substr(0, 300));
+    refused = PageTransition::failed(
+        refused.page_id,
+        fmt::format("the store refused this page's change ({}: {})", to_string(why.code()), reason),
+        refused.call);
+    front_replaced_ = true;
+    retry_at_.reset();  // nothing to wait for: the failure goes at once
+    return Status{why.code(), fmt::format("{}; page {} fails instead", why.message(),
+                                          transitions_.front().page_id)};
+  }
+  transitions_.erase(transitions_.begin());
+  Committed told = std::move(callbacks_.front());
+  callbacks_.erase(callbacks_.begin());
+  front_replaced_ = false;
+  --one_at_a_time_;
+  retry_at_.reset();
+  if (told) told(0);
+  return Status{why.code(), fmt::format("{}; that change is dropped", why.message())};
 }
 
 Status GroupCommit::end_flush(std::vector<PageTransition> batch,
@@ -51,6 +99,10 @@ Status GroupCommit::end_flush(std::vector<PageTransition> batch,
   flushing_ = false;
   std::vector<Committed> callbacks = std::exchange(out_callbacks_, {});
   if (!changed.ok()) {
+    const bool alone = one_at_a_time_ > 0;
+    if (!alone && batch.size() > 1 && refused_for_content(changed.status().code())) {
+      one_at_a_time_ = batch.size();
+    }
     retry_at_ = clock_.now() + doubled(options_.retry_delay, failures_++, options_.max_retry_delay);
     // Back in front of what was queued meanwhile, in order; its oldest is the oldest now.
     if (!transitions_.empty()) {
@@ -62,13 +114,22 @@ Status GroupCommit::end_flush(std::vector<PageTransition> batch,
     oldest_ = out_oldest_;
     transitions_ = std::move(batch);
     callbacks_ = std::move(callbacks);
+    if (alone && refused_for_content(changed.status().code())) {
+      return refuse_front(changed.status());
+    }
     return changed.status();
   }
   retry_at_.reset();
   failures_ = 0;
+  // A refused change's replacement: what was asked did not apply.
+  const bool replaced = one_at_a_time_ > 0 && front_replaced_;
+  if (one_at_a_time_ > 0) {
+    one_at_a_time_ -= std::min(one_at_a_time_, batch.size());
+    front_replaced_ = false;
+  }
   // The batch is out of the queue before the callbacks run, which may submit more.
   for (std::size_t i = 0; i < callbacks.size(); ++i) {
-    if (callbacks[i]) callbacks[i](changed.value()[i]);
+    if (callbacks[i]) callbacks[i](replaced ? 0 : changed.value()[i]);
   }
   return {};
 }
@@ -80,6 +141,8 @@ std::size_t GroupCommit::abandon() {
   auto callbacks = std::exchange(callbacks_, {});
   retry_at_.reset();
   failures_ = 0;
+  one_at_a_time_ = 0;
+  front_replaced_ = false;
   callbacks.clear();
   return dropped;
 }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "service/dispatcher.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/loop.hpp"
 #include "support/store.hpp"
 
@@ -35,11 +37,15 @@ namespace sim = fairlane::provider_sim;
 
 namespace {
 
+// A store in front of the real one (a test double that changes a call or two).
+using WrapStore = std::function<std::unique_ptr<fairlane::Store>(std::unique_ptr<fairlane::Store>)>;
+
 struct Rig {
   Rig(sim::Config provider_config, DispatcherConfig config,
-      const std::string& db = ":memory:", const std::string& vfs = "")
+      const std::string& db = ":memory:", const std::string& vfs = "", const WrapStore& wrap = {})
       : stand_in(io, std::move(provider_config)),
         store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
+    if (wrap) store = wrap(std::move(store));
     auto port = stand_in.listen("127.0.0.1", 0);
     REQUIRE(port.ok());
     stand_in_port = port.value();
@@ -500,6 +506,60 @@ TEST_CASE("When the store stops committing, the dispatcher says so, and a stop r
   REQUIRE(rig.run_until([&] { return stopped.has_value(); }, 5s));
   CHECK(stopped->code() == fairlane::StatusCode::disk_full);
   fairlane::testing::FaultyVfs::heal();
+}
+
+namespace {
+
+// Refuses, for what it holds, every batch with a completion of `page` (as PostgreSQL refused
+// a NUL in text).
+class RefusingStore final : public fairlane::testing::ForwardingStore {
+ public:
+  RefusingStore(std::unique_ptr<fairlane::Store> inner, fairlane::PageId page)
+      : ForwardingStore(std::move(inner)), page_(page) {}
+
+  fairlane::Result<std::vector<std::int64_t>> apply(
+      std::span<const fairlane::PageTransition> transitions) override {
+    for (const fairlane::PageTransition& t : transitions) {
+      if (t.page_id == page_ && t.kind == fairlane::PageTransition::Kind::completed) {
+        return fairlane::Status{fairlane::StatusCode::invalid_argument,
+                                "recording page transitions: parameter $5 holds a NUL byte"};
+      }
+    }
+    return ForwardingStore::apply(transitions);
+  }
+
+ private:
+  fairlane::PageId page_;
+};
+
+}  // namespace
+
+TEST_CASE("A result the store refuses fails its page with the reason, and the rest are done") {
+  // The job's second page is refused; its id is known once the job is enqueued, and pages'
+  // ids count from 1 in a new database.
+  static constexpr fairlane::PageId kRefused = 2;
+  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
+          [](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
+            return std::make_unique<RefusingStore>(std::move(inner), kRefused);
+          });
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 8, "book");
+  REQUIRE(job.pages[1].page_id == kRefused);
+  rig.dispatcher->add(job, 1);
+  // Before, the batch holding the refused result was retried for good: nothing was written
+  // again and the job never ended.
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto results = rig.store->results(job.job.id).value();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    CAPTURE(i);
+    CHECK(results[i].state == (i == 1 ? fairlane::PageState::failed : fairlane::PageState::done));
+  }
+  CHECK(results[1].error ==
+        "the store refused this page's change (invalid_argument: recording page transitions: "
+        "parameter $5 holds a NUL byte)");
+  CHECK(rig.dispatcher->counters().store_refused == 1);
+  CHECK(rig.dispatcher->store_error().ok());  // the batches since have committed
 }
 
 TEST_CASE("Results that cannot be written wait, are written once when space returns") {

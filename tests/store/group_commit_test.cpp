@@ -163,3 +163,121 @@ TEST_CASE("A batch out that failed goes back in front of what came meanwhile, in
   CHECK(view.pages.done == 1);
   CHECK(view.pages.in_flight == 1);
 }
+
+namespace {
+
+// A store that refuses any batch holding page `poisoned`'s completion, for what it holds
+// (PostgreSQL refusing a NUL in text was one), and takes everything else.
+struct Refusing {
+  fairlane::Store& store;
+  fairlane::PageId poisoned;
+  fairlane::StatusCode code = fairlane::StatusCode::invalid_argument;
+  int refused = 0;
+
+  fairlane::Result<std::vector<std::int64_t>> apply(const std::vector<PageTransition>& batch) {
+    for (const PageTransition& t : batch) {
+      if (t.page_id == poisoned && (t.kind == PageTransition::Kind::completed || failing_too)) {
+        ++refused;
+        return fairlane::Status{code, "parameter $5 holds a NUL byte"};
+      }
+    }
+    return store.apply(batch);
+  }
+  bool failing_too = false;  // its failure is refused as well
+
+  // Flushes as an owner committing elsewhere does, until nothing is queued or `rounds` ran.
+  std::vector<fairlane::Status> drain(GroupCommit& commits, FakeClock& clock, int rounds = 20) {
+    std::vector<fairlane::Status> answers;
+    for (int i = 0; i < rounds && commits.pending() > 0; ++i) {
+      clock.advance(10s);  // past any backoff
+      std::vector<PageTransition> batch = commits.begin_flush();
+      auto answer = apply(batch);
+      answers.push_back(commits.end_flush(std::move(batch), std::move(answer)));
+    }
+    return answers;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A transition the store refuses for what it holds fails its page, and stalls no other") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  Refusing store{*f.store, f.page(1)};
+  std::vector<std::int64_t> heard;
+  const auto record = [&heard](std::int64_t tag) {
+    return [&heard, tag](std::int64_t changed) { heard.push_back(tag * 10 + changed); };
+  };
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::vector dispatch{PageTransition::dispatched(f.page(i), 100)};
+    REQUIRE(f.store->apply(dispatch).ok());
+  }
+  commits.submit(PageTransition::completed(f.page(0), "zero", Usage{1, 2}), record(1));
+  commits.submit(PageTransition::completed(f.page(1), "poison", Usage{1, 2}), record(2));
+  commits.submit(PageTransition::completed(f.page(2), "two", Usage{1, 2}), record(3));
+
+  const std::vector<fairlane::Status> answers = store.drain(commits, f.clock);
+  // The batch, then page 0 alone, page 1 alone (refused), its failure, page 2.
+  REQUIRE(answers.size() == 5);
+  CHECK(answers[0].code() == fairlane::StatusCode::invalid_argument);
+  CHECK(answers[1].ok());
+  CHECK(answers[2].message() ==
+        "parameter $5 holds a NUL byte; page " + std::to_string(f.page(1)) + " fails instead");
+  CHECK(answers[3].ok());
+  CHECK(answers[4].ok());
+  CHECK(commits.pending() == 0);
+  CHECK(commits.refused() == 1);
+  // Everyone hears, in order; page 1's callback hears 0: its completion did not apply.
+  CHECK(heard == std::vector<std::int64_t>{11, 20, 31});
+  const auto view = job_view(*f.store, f.job.job.id);
+  CHECK(view.pages.done == 2);
+  CHECK(view.pages.failed == 1);
+  const auto results = f.store->results(f.job.job.id);
+  REQUIRE(results.ok());
+  CHECK((*results)[1].state == fairlane::PageState::failed);
+  CHECK((*results)[1].error ==
+        "the store refused this page's change (invalid_argument: parameter $5 holds a NUL byte)");
+  CHECK((*results)[2].output == "two");
+}
+
+TEST_CASE("A refused page's failure refused too is dropped, and the rest still commit") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  Refusing store{*f.store, f.page(1)};
+  store.failing_too = true;
+  std::vector<std::int64_t> heard;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::vector dispatch{PageTransition::dispatched(f.page(i), 100)};
+    REQUIRE(f.store->apply(dispatch).ok());
+    commits.submit(PageTransition::completed(f.page(i), "out", Usage{1, 2}),
+                   [&heard, i](std::int64_t changed) {
+                     heard.push_back(static_cast<std::int64_t>(i) * 10 + changed);
+                   });
+  }
+  const std::vector<fairlane::Status> answers = store.drain(commits, f.clock);
+  // The batch, page 0, page 1 (refused), its failure (refused: dropped), page 2.
+  REQUIRE(answers.size() == 5);
+  CHECK(answers[3].message() == "parameter $5 holds a NUL byte; that change is dropped");
+  CHECK(commits.refused() == 2);
+  CHECK(heard == std::vector<std::int64_t>{1, 10, 21});  // page 1 hears 0: nothing changed
+  const auto view = job_view(*f.store, f.job.job.id);
+  CHECK(view.pages.done == 2);
+  CHECK(view.pages.in_flight == 1);  // as the store had it: the next start takes it up
+}
+
+TEST_CASE("A batch that fails for the disk is retried whole, never taken apart") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  Refusing store{*f.store, f.page(1), fairlane::StatusCode::disk_full};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::vector dispatch{PageTransition::dispatched(f.page(i), 100)};
+    REQUIRE(f.store->apply(dispatch).ok());
+    commits.submit(PageTransition::completed(f.page(i), "out", Usage{1, 2}));
+  }
+  const std::vector<fairlane::Status> answers = store.drain(commits, f.clock, 4);
+  CHECK(answers.size() == 4);
+  CHECK(store.refused == 4);  // the whole batch each time
+  CHECK(commits.pending() == 3);
+  CHECK(commits.refused() == 0);
+  CHECK(job_view(*f.store, f.job.job.id).pages.done == 0);
+}

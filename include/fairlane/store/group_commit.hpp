@@ -10,6 +10,17 @@
 // commits; the next attempt is due only after a backoff (retry_delay, doubling up to
 // max_retry_delay), so a broken disk is not hammered in a tight loop.
 //
+// A transition the store refuses for what it holds stalls no other. A batch of several that
+// fails with invalid_argument or internal (what a transition's own content can cause; a
+// full disk, a lock or a lost connection cannot) is taken apart: its transitions are
+// committed one at a time, each in its order. One refused alone is replaced in place, with
+// no backoff, by the failure of its page (PageTransition::failed, the store's reason in its
+// error), so the page ends failed with a reason instead of every page behind it waiting for
+// good. A replacement refused too, or a refused cancellation, is dropped. Either way its
+// callback hears 0, as for a transition that no longer applied (a dispatch refused makes no
+// call), and the Status says what became of it. The page stays as the store had it (a page in flight is
+// taken up again at the next start).
+//
 // An owner that commits elsewhere (on a thread of its own, with a connection of its own,
 // so that its event loop goes on meanwhile) flushes in two halves: begin_flush() takes the
 // queued batch, end_flush() gives it back with what the store answered. In between one
@@ -78,6 +89,9 @@ class GroupCommit {
   // shutting down and the store cannot take them). Returns how many were dropped.
   std::size_t abandon();
 
+  // Transitions the store refused alone, ever: replaced by their page's failure, or dropped.
+  [[nodiscard]] std::int64_t refused() const { return refused_; }
+
  private:
   // Constant after construction.
   Store& store_;
@@ -95,6 +109,14 @@ class GroupCommit {
   // After a failed flush: not due again before retry_at_; the next failure waits longer.
   std::optional<Clock::time_point> retry_at_;
   std::int64_t failures_ = 0;  // in a row
+  // Transitions still to commit one at a time, from a batch the store refused.
+  std::size_t one_at_a_time_ = 0;
+  bool front_replaced_ = false;  // the first queued transition replaces a refused one
+  std::int64_t refused_ = 0;
+
+  // The refused transition at the front of the queue is replaced by its page's failure, or
+  // dropped; returns what to report.
+  Status refuse_front(const Status& why);
 };
 
 }  // namespace fairlane
