@@ -16,10 +16,10 @@
 // committed one at a time, each in its order. One refused alone is replaced in place, with
 // no backoff, by the failure of its page (PageTransition::failed, the store's reason in its
 // error), so the page ends failed with a reason instead of every page behind it waiting for
-// good. A replacement refused too, or a refused cancellation, is dropped. Either way its
+// good. A replacement refused too, or a refused cancellation, is dropped, its page left as
+// the store had it (a page in flight is taken up again at the next start). Either way its
 // callback hears 0, as for a transition that no longer applied (a dispatch refused makes no
-// call), and the Status says what became of it. The page stays as the store had it (a page in flight is
-// taken up again at the next start).
+// call), and the Status says what became of it.
 //
 // An owner that commits elsewhere (on a thread of its own, with a connection of its own,
 // so that its event loop goes on meanwhile) flushes in two halves: begin_flush() takes the
