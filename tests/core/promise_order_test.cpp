@@ -49,6 +49,16 @@ struct Fixture {
                                     std::chrono::duration<double>(eta)));
   }
 
+  // Carol's 10 pages, then Alice's 10 (job 10) promised as quoted behind them: 20 / 6.25 +
+  // 2 = 5.2 s. Two seconds later Bob's 10 (job 20), newer than her promise.
+  void carol_alice_then_bob() {
+    add(kC, 30, 10);
+    add(kA, 10, 10);
+    promise_as_quoted(kA, 10);
+    clock.advance(2s);
+    add(kB, 20, 10);
+  }
+
   // The users of the next `count` pages, as a string like "ABAB".
   std::string take(int count) {
     static const std::map<fairlane::UserId, char> kNames{{kA, 'A'}, {kB, 'B'}, {kC, 'C'}};
@@ -89,11 +99,7 @@ TEST_CASE("A job whose promise is at risk takes the turns of work that came afte
 
 TEST_CASE("Work the promise was made with keeps its turns, and only newer work gives them") {
   Fixture f;
-  f.add(kC, 30, 10);
-  f.add(kA, 10, 10);
-  f.promise_as_quoted(kA, 10);  // behind Carol's 10: 20 / 6.25 + 2 = 5.2 s
-  f.clock.advance(2s);
-  f.add(kB, 20, 10);
+  f.carol_alice_then_bob();
   // 30 pages now: Alice's last would be answered 30 / 6.25 + 2 = 6.8 s from now, 8.8 s
   // after her promise. Carol was counted in it and keeps her turns; Bob's go to Alice.
   CHECK(f.take(9) == "CAACAACAA");
@@ -224,11 +230,7 @@ TEST_CASE("A later job of the same user is not owed the promise of its earlier o
 // What the PromiseWatch projects (PageOrder::project) follows what the order will do.
 TEST_CASE("A promised job is projected without the newer work that gives it its turns") {
   Fixture f;
-  f.add(kC, 30, 10);
-  f.add(kA, 10, 10);
-  f.promise_as_quoted(kA, 10);  // behind Carol's 10: 20 / 6.25 + 2 = 5.2 s
-  f.clock.advance(2s);
-  f.add(kB, 20, 10);
+  f.carol_alice_then_bob();
   // Fair order's projection counts Bob: 30 / 6.25 + 2 = 6.8 s. Once Alice's promise is at
   // risk, Bob's turns are hers: Carol's 10 and her own, 5.2 s from now.
   CHECK(f.estimator.job(kA, 10)->eta_seconds == doctest::Approx(6.8));
