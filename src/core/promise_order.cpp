@@ -1,5 +1,6 @@
 #include "fairlane/core/promise_order.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 namespace fairlane {
@@ -59,9 +60,21 @@ std::optional<JobEstimate> PromiseOrder::project(const Estimator& estimator, Use
       scheduler_.lane_jobs(user) != 1) {
     return PageOrder::project(estimator, user, job);
   }
-  const Promise& p = held->second;
+  // Sharing, unless that passes the promise; then the newer turns it needs, to the promise,
+  // or all of them, past it.
+  const std::optional<JobEstimate> sharing = PageOrder::project(estimator, user, job);
+  const double left_s =
+      std::chrono::duration<double>(held->second.finish_by - clock_.now()).count();
+  if (!sharing || sharing->eta_seconds <= left_s) return sharing;
+  std::optional<JobEstimate> helped = estimator.job(
+      user, job, Refunds::expected, Competition::held_off, newer_work(user, held->second));
+  if (helped) helped->eta_seconds = std::max(helped->eta_seconds, left_s);
+  return helped;
+}
+
+std::vector<LaneTail> PromiseOrder::newer_work(UserId user, const Promise& p) const {
   // The newest jobs first, down to the promise: one tail a lane, its pages and tokens.
-  std::vector<LaneTail> newer_work;
+  std::vector<LaneTail> tails;
   std::unordered_map<UserId, std::size_t> tail_of;
   std::size_t walked = 0;
   for (auto it = by_joined_.rbegin();
@@ -69,18 +82,28 @@ std::optional<JobEstimate> PromiseOrder::project(const Estimator& estimator, Use
     const UserId other = joined_.at(it->second).user;
     const auto place = scheduler_.job_place(other, it->second);
     if (other == user || !place) continue;
-    const auto [slot, added] = tail_of.try_emplace(other, newer_work.size());
-    if (added) newer_work.push_back(LaneTail{other, 0, 0});
-    newer_work[slot->second].pages += place->queued;
-    newer_work[slot->second].tokens += place->tokens;
+    const auto [slot, added] = tail_of.try_emplace(other, tails.size());
+    if (added) tails.push_back(LaneTail{other, 0, 0});
+    tails[slot->second].pages += place->queued;
+    tails[slot->second].tokens += place->tokens;
   }
-  return estimator.job(user, job, Refunds::expected, Competition::held_off, newer_work);
+  return tails;
+}
+
+double PromiseOrder::help_needed(UserId user, JobId job, const Promise& p, double sharing_s,
+                                 Clock::time_point now) const {
+  const double left_s = std::chrono::duration<double>(p.finish_by - now).count();
+  const std::optional<JobEstimate> helped =
+      estimator_.job(user, job, Refunds::when_back, Competition::held_off, newer_work(user, p));
+  if (!helped || helped->eta_seconds >= left_s || !(sharing_s > helped->eta_seconds)) return 1.0;
+  return std::clamp((sharing_s - left_s) / (sharing_s - helped->eta_seconds), 0.0, 1.0);
 }
 
 void PromiseOrder::review_if_due() {
   const Clock::time_point now = clock_.now();
   if (next_review_ && now < *next_review_) return;
   next_review_ = now + config_.review_every;
+  const std::optional<JobId> helped_before = at_risk_;
   at_risk_.reset();
   // Going first cannot keep a promise that has passed; the service has revised its ETA.
   while (!by_promise_.empty() && by_promise_.begin()->first < now) {
@@ -102,12 +125,19 @@ void PromiseOrder::review_if_due() {
     if (scheduler_.lane_jobs(user) != 1) continue;
     if (now + from_seconds(estimate->eta_seconds) > finish_by) {
       at_risk_ = job;
+      help_share_ = help_needed(user, job, promises_.at(job), estimate->eta_seconds, now);
+      if (at_risk_ != helped_before) help_credit_ = 0.0;
       return;
     }
   }
 }
 
 const QueuedPage* PromiseOrder::instead_of(const QueuedPage& fair) const {
+  const QueuedPage* page = newer_turn(fair);
+  return page != nullptr && help_credit_ + help_share_ >= 1.0 ? page : nullptr;
+}
+
+const QueuedPage* PromiseOrder::newer_turn(const QueuedPage& fair) const {
   if (!at_risk_) return nullptr;
   const Promise& p = promises_.at(*at_risk_);
   if (fair.user_id == p.user) return nullptr;
@@ -132,7 +162,12 @@ QueuedPage PromiseOrder::take() {
   const QueuedPage* fair = scheduler_.peek();
   assert(fair != nullptr && "take() without a page to take: peek() first");
   std::optional<QueuedPage> page;
-  if (const QueuedPage* instead = instead_of(*fair)) {
+  // As peek() decided; then each newer turn earns the job at risk its share of a turn, and
+  // a whole one taken is spent.
+  const QueuedPage* instead = instead_of(*fair);
+  if (newer_turn(*fair) != nullptr) help_credit_ += help_share_;
+  if (instead != nullptr) {
+    help_credit_ -= 1.0;
     const UserId user = instead->user_id;
     scheduler_.give_turn();
     page = scheduler_.take_from(user);

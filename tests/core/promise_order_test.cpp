@@ -105,6 +105,27 @@ TEST_CASE("Work the promise was made with keeps its turns, and only newer work g
   CHECK(f.take(9) == "CAACAACAA");
 }
 
+TEST_CASE("A job at risk takes just the share of newer turns that keeps its promise") {
+  Fixture f;
+  f.add(kC, 30, 20);
+  f.add(kA, 10, 20);
+  // Quoted (20 + 20) / 6.25 + 2 = 8.4 s; promised 10.4 s.
+  f.order.promise(kA, 10, f.clock.now() + 10400ms);
+  f.clock.advance(200ms);
+  f.add(kB, 20, 20);
+  // Sharing with Bob: S = 60 / 6.25 + 2 = 11.6 s, past the 10.2 s left. With all his turns:
+  // H = 8.4 s. She needs (S - L) / (S - H) = 1.4 / 3.2 of them: each of his turns earns her
+  // 0.4375 of one, and the third is hers.
+  CHECK(f.take(9) == "CABCABCAA");
+  CHECK(f.order.help_share() == doctest::Approx(1.4 / 3.2));
+  CHECK(f.order.out_of_turn() == 1);
+  // Where even all of Bob's turns would leave her late, she takes every one of them.
+  Fixture late;
+  late.carol_alice_then_bob();
+  CHECK(late.take(9) == "CAACAACAA");
+  CHECK(late.order.help_share() == 1.0);
+}
+
 TEST_CASE("Work that came within seen_within of the promise counts as seen") {
   Fixture f;
   f.add(kA, 10, 10);

@@ -9,10 +9,15 @@
 // injected Clock, at the next peek) the earliest promises are projected again, now +
 // Estimator::job's ETA; the earliest one whose projection passes its promise is AT RISK.
 // While it is, whenever fair order would send a page of a job that joined its lane more
-// than `seen_within` after that promise was made, the at-risk job's next page goes instead:
-// the newcomer's lane is charged the turn it gave (FairScheduler::give_turn), so the round
-// goes on, and the lanes the promise had counted on sharing with keep their turns. A job
-// whose promise holds, or with nobody newer to take turns from, simply shares.
+// than `seen_within` after that promise was made, the at-risk job's next page may go
+// instead: the newcomer's lane is charged the turn it gave (FairScheduler::give_turn), so
+// the round goes on, and the lanes the promise had counted on sharing with keep their turns.
+// It takes just the share of those turns its promise needs: with S the seconds its last
+// page needs sharing with everything queued (and the arrivals expected), H the same with the
+// newer work's turns all its own (and none expected), and L the seconds left to its promise,
+// the share is (S - L) / (S - H), or all of them when even H passes L. Each newer turn earns
+// it that share of a turn, and it takes one whenever it has earned a whole one. A job whose
+// promise holds, or with nobody newer to take turns from, simply shares.
 //
 // So the door's promise holds against what arrived after it, the only thing it could not
 // count, and costs nothing to the users it did count: work that arrived together (a ramp's
@@ -93,6 +98,8 @@ class PromiseOrder final : public PageOrder {
   [[nodiscard]] std::size_t promised() const { return promises_.size(); }
   // The job at risk that newer work gives its turns to, if any.
   [[nodiscard]] std::optional<JobId> at_risk() const { return at_risk_; }
+  // The share of newer work's turns the job at risk takes (1 when none is at risk).
+  [[nodiscard]] double help_share() const { return at_risk_ ? help_share_ : 1.0; }
   // Pages sent in a newer lane's turn for a promise at risk, ever.
   [[nodiscard]] std::int64_t out_of_turn() const { return out_of_turn_; }
 
@@ -122,6 +129,15 @@ class PromiseOrder final : public PageOrder {
   // The at-risk job's page that goes in place of `fair` (fair order's next page), or
   // nullptr. Valid until the next change.
   [[nodiscard]] const QueuedPage* instead_of(const QueuedPage& fair) const;
+  // The same whatever the share earned: `fair` is a newer job's turn the job at risk may take.
+  [[nodiscard]] const QueuedPage* newer_turn(const QueuedPage& fair) const;
+  // The lanes' jobs that joined after promise `p` of `user`'s job: at most kMostNewer, the
+  // newest, as one tail a lane.
+  [[nodiscard]] std::vector<LaneTail> newer_work(UserId user, const Promise& p) const;
+  // The share of the newer work's turns `job`, at risk with `sharing_s` seconds to go sharing,
+  // needs to keep its promise `p` from `now`.
+  [[nodiscard]] double help_needed(UserId user, JobId job, const Promise& p, double sharing_s,
+                                   Clock::time_point now) const;
   // After a take: a job with nothing left queued is forgotten.
   void taken(const QueuedPage& page);
   // A job's first page joined its lane at `at` (unless the job is queued already).
@@ -144,6 +160,8 @@ class PromiseOrder final : public PageOrder {
   std::unordered_map<JobId, Joined> joined_;                  // queued jobs: when they came
   std::set<std::pair<Clock::time_point, JobId>> by_joined_;   // the same, by when
   std::optional<JobId> at_risk_;
+  double help_share_ = 1.0;   // of the newer turns, the job at risk takes (its review's)
+  double help_credit_ = 0.0;  // the turns it has earned and not taken
   std::optional<Clock::time_point> next_review_;
   std::int64_t out_of_turn_ = 0;
 };
