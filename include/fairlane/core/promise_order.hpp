@@ -31,18 +31,19 @@
 //     service has revised that job's ETA and it shares.
 //
 // What the order does shows in a job's projection (project(), what the PromiseWatch revises
-// by): a job whose promise the order holds, alone in its user's lane, is projected as it will
-// be served once that promise is at risk, without the work that will give it its turns
-// (what joined after the promise, and what is expected to arrive). Every other job shares.
+// by): a job whose promise the order holds, alone in its user's lane, is projected sharing
+// while that keeps its promise; past it, as it will be served at risk: to its promise with
+// the newer turns it needs, or later, H above, when even all of them cannot keep it. Every
+// other job shares.
 //
 // A job leaves the promises when a review finds none of its pages queued (all answered or
 // out; a page put back after a 429 comes back unpromised), when its promise has passed, or
 // when it is cancelled.
 //
 // Cost: peek and take O(1) (O(log jobs queued) when a job joins or leaves); a review
-// O(log promises) plus at most `reviewed` projections (Estimator::job), and the passed
-// promises it drops; project() O(log jobs queued) plus, for a promise held, the jobs that
-// joined after it, at most kMostNewer of them (the newest).
+// O(log promises) plus at most `reviewed` projections (Estimator::job), the passed promises
+// it drops, and for the job it finds at risk the jobs that joined after its promise, at
+// most kMostNewer of them (the newest); project() two projections and that walk.
 //
 // Thread safety: none, by design; the thread that owns the policy owns its order.
 #pragma once
@@ -107,8 +108,9 @@ class PromiseOrder final : public PageOrder {
   // rest count as ahead, which makes the projection later, never earlier, than the order's.
   static constexpr std::size_t kMostNewer = 256;
   // Where a queued job stands in this order (PageOrder::project). For a job whose promise is
-  // held, alone in its user's lane: no work expected to arrive (Competition::held_off), and
-  // the lanes' jobs that joined after the promise (its turns are the job's) left out.
+  // held, alone in its user's lane, whose sharing projection passes that promise: the later
+  // of the promise and the projection without the work expected to arrive
+  // (Competition::held_off) and without the lanes' jobs that joined after the promise.
   [[nodiscard]] std::optional<JobEstimate> project(const Estimator& estimator, UserId user,
                                                    JobId job) const override;
 
