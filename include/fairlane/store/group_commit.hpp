@@ -13,7 +13,8 @@
 // A transition the store refuses for what it holds stalls no other. A batch of several that
 // fails with invalid_argument or internal (what a transition's own content can cause; a
 // full disk, a lock or a lost connection cannot) is taken apart: its transitions are
-// committed one at a time, each in its order. One refused alone is replaced in place, with
+// committed one at a time, each in its order (a transition alone in its batch is retried
+// with the backoff until another joins it at a retry). One refused alone is replaced in place, with
 // no backoff, by the failure of its page (PageTransition::failed, the store's reason in its
 // error), so the page ends failed with a reason instead of every page behind it waiting for
 // good. A replacement refused too, or a refused cancellation, is dropped, its page left as
