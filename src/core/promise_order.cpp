@@ -63,13 +63,18 @@ std::optional<JobEstimate> PromiseOrder::project(const Estimator& estimator, Use
   // Sharing, unless that passes the promise; then the newer turns it needs, to the promise,
   // or all of them, past it.
   const std::optional<JobEstimate> sharing = PageOrder::project(estimator, user, job);
-  const double left_s =
-      std::chrono::duration<double>(held->second.finish_by - clock_.now()).count();
+  const double left_s = seconds_left(held->second, clock_.now());
   if (!sharing || sharing->eta_seconds <= left_s) return sharing;
-  std::optional<JobEstimate> helped = estimator.job(
-      user, job, Refunds::expected, Competition::held_off, newer_work(user, held->second));
+  std::optional<JobEstimate> helped =
+      with_newer_turns(estimator, user, job, held->second, Refunds::expected);
   if (helped) helped->eta_seconds = std::max(helped->eta_seconds, left_s);
   return helped;
+}
+
+std::optional<JobEstimate> PromiseOrder::with_newer_turns(const Estimator& estimator, UserId user,
+                                                          JobId job, const Promise& p,
+                                                          Refunds refunds) const {
+  return estimator.job(user, job, refunds, Competition::held_off, newer_work(user, p));
 }
 
 std::vector<LaneTail> PromiseOrder::newer_work(UserId user, const Promise& p) const {
@@ -92,9 +97,9 @@ std::vector<LaneTail> PromiseOrder::newer_work(UserId user, const Promise& p) co
 
 double PromiseOrder::help_needed(UserId user, JobId job, const Promise& p, double sharing_s,
                                  Clock::time_point now) const {
-  const double left_s = std::chrono::duration<double>(p.finish_by - now).count();
+  const double left_s = seconds_left(p, now);
   const std::optional<JobEstimate> helped =
-      estimator_.job(user, job, Refunds::when_back, Competition::held_off, newer_work(user, p));
+      with_newer_turns(estimator_, user, job, p, Refunds::when_back);
   if (!helped || helped->eta_seconds >= left_s || !(sharing_s > helped->eta_seconds)) return 1.0;
   return std::clamp((sharing_s - left_s) / (sharing_s - helped->eta_seconds), 0.0, 1.0);
 }
@@ -133,8 +138,7 @@ void PromiseOrder::review_if_due() {
 }
 
 const QueuedPage* PromiseOrder::instead_of(const QueuedPage& fair) const {
-  const QueuedPage* page = newer_turn(fair);
-  return page != nullptr && help_credit_ + help_share_ >= 1.0 ? page : nullptr;
+  return taken_instead(newer_turn(fair));
 }
 
 const QueuedPage* PromiseOrder::newer_turn(const QueuedPage& fair) const {
@@ -164,8 +168,9 @@ QueuedPage PromiseOrder::take() {
   std::optional<QueuedPage> page;
   // As peek() decided; then each newer turn earns the job at risk its share of a turn, and
   // a whole one taken is spent.
-  const QueuedPage* instead = instead_of(*fair);
-  if (newer_turn(*fair) != nullptr) help_credit_ += help_share_;
+  const QueuedPage* turn = newer_turn(*fair);
+  const QueuedPage* instead = taken_instead(turn);
+  if (turn != nullptr) help_credit_ += help_share_;
   if (instead != nullptr) {
     help_credit_ -= 1.0;
     const UserId user = instead->user_id;

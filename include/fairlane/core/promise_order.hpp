@@ -133,6 +133,17 @@ class PromiseOrder final : public PageOrder {
   [[nodiscard]] const QueuedPage* instead_of(const QueuedPage& fair) const;
   // The same whatever the share earned: `fair` is a newer job's turn the job at risk may take.
   [[nodiscard]] const QueuedPage* newer_turn(const QueuedPage& fair) const;
+  // `turn` (newer_turn's page) when the job at risk has earned a whole turn, else nullptr.
+  [[nodiscard]] const QueuedPage* taken_instead(const QueuedPage* turn) const {
+    return turn != nullptr && help_credit_ + help_share_ >= 1.0 ? turn : nullptr;
+  }
+  // `job`'s estimate with every newer turn its own and no arrivals expected (H).
+  [[nodiscard]] std::optional<JobEstimate> with_newer_turns(const Estimator& estimator, UserId user,
+                                                            JobId job, const Promise& p,
+                                                            Refunds refunds) const;
+  [[nodiscard]] static double seconds_left(const Promise& p, Clock::time_point now) {
+    return std::chrono::duration<double>(p.finish_by - now).count();
+  }
   // The lanes' jobs that joined after promise `p` of `user`'s job: at most kMostNewer, the
   // newest, as one tail a lane.
   [[nodiscard]] std::vector<LaneTail> newer_work(UserId user, const Promise& p) const;
