@@ -99,8 +99,13 @@ Status GroupCommit::end_flush(std::vector<PageTransition> batch,
   flushing_ = false;
   std::vector<Committed> callbacks = std::exchange(out_callbacks_, {});
   if (!changed.ok()) {
-    const bool alone = one_at_a_time_ > 0;
-    if (!alone && batch.size() > 1 && refused_for_content(changed.status().code())) {
+    const bool content = refused_for_content(changed.status().code());
+    // A transition alone in its batch (a quiet service) that fails again, now for what it
+    // holds, is refused as one taken apart would be: at its second failure in a row, so a
+    // passing fault does not fail its page, and no other has to join it first.
+    const bool lone_again = one_at_a_time_ == 0 && batch.size() == 1 && failures_ > 0;
+    const bool alone = one_at_a_time_ > 0 || lone_again;
+    if (one_at_a_time_ == 0 && content && (batch.size() > 1 || lone_again)) {
       one_at_a_time_ = batch.size();
     }
     retry_at_ = clock_.now() + doubled(options_.retry_delay, failures_++, options_.max_retry_delay);
@@ -114,7 +119,7 @@ Status GroupCommit::end_flush(std::vector<PageTransition> batch,
     oldest_ = out_oldest_;
     transitions_ = std::move(batch);
     callbacks_ = std::move(callbacks);
-    if (alone && refused_for_content(changed.status().code())) {
+    if (alone && content) {
       return refuse_front(changed.status());
     }
     return changed.status();

@@ -281,3 +281,47 @@ TEST_CASE("A batch that fails for the disk is retried whole, never taken apart")
   CHECK(commits.refused() == 0);
   CHECK(job_view(*f.store, f.job.job.id).pages.done == 0);
 }
+
+TEST_CASE("A transition refused alone in its batch fails its page at its second refusal") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  Refusing store{*f.store, f.page(0)};
+  std::vector<std::int64_t> heard;
+  const std::vector dispatch{PageTransition::dispatched(f.page(0), 100)};
+  REQUIRE(f.store->apply(dispatch).ok());
+  // A quiet service: nothing else is queued behind it, ever.
+  commits.submit(PageTransition::completed(f.page(0), "poison", Usage{1, 2}),
+                 [&heard](std::int64_t changed) { heard.push_back(changed); });
+
+  const std::vector<fairlane::Status> answers = store.drain(commits, f.clock);
+  // Refused once (it may have been the store's passing trouble), then again: it fails.
+  REQUIRE(answers.size() == 3);
+  CHECK(answers[0].message() == "parameter $5 holds a NUL byte");
+  CHECK(answers[1].message() ==
+        "parameter $5 holds a NUL byte; page " + std::to_string(f.page(0)) + " fails instead");
+  CHECK(answers[2].ok());
+  CHECK(commits.pending() == 0);
+  CHECK(commits.refused() == 1);
+  CHECK(heard == std::vector<std::int64_t>{0});
+  const auto results = f.store->results(f.job.job.id);
+  REQUIRE(results.ok());
+  CHECK((*results)[0].state == fairlane::PageState::failed);
+}
+
+TEST_CASE("A transition alone that fails once for what it holds, then commits, is not refused") {
+  Fixture f;
+  GroupCommit commits(*f.store, f.clock);
+  const std::vector dispatch{PageTransition::dispatched(f.page(0), 100)};
+  REQUIRE(f.store->apply(dispatch).ok());
+  std::vector<std::int64_t> heard;
+  commits.submit(PageTransition::completed(f.page(0), "out", Usage{1, 2}),
+                 [&heard](std::int64_t changed) { heard.push_back(changed); });
+  std::vector<PageTransition> batch = commits.begin_flush();
+  const fairlane::Status odd{fairlane::StatusCode::internal, "an unexpected SQLSTATE"};
+  CHECK(commits.end_flush(std::move(batch), odd).code() == fairlane::StatusCode::internal);
+  f.clock.advance(10s);
+  REQUIRE(commits.flush().ok());
+  CHECK(commits.refused() == 0);
+  CHECK(heard == std::vector<std::int64_t>{1});
+  CHECK(job_view(*f.store, f.job.job.id).pages.done == 1);
+}

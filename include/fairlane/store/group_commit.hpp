@@ -13,14 +13,15 @@
 // A transition the store refuses for what it holds stalls no other. A batch of several that
 // fails with invalid_argument or internal (what a transition's own content can cause; a
 // full disk, a lock or a lost connection cannot) is taken apart: its transitions are
-// committed one at a time, each in its order (a transition alone in its batch is retried
-// with the backoff until another joins it at a retry). One refused alone is replaced in place, with
-// no backoff, by the failure of its page (PageTransition::failed, the store's reason in its
-// error), so the page ends failed with a reason instead of every page behind it waiting for
-// good. A replacement refused too, or a refused cancellation, is dropped, its page left as
-// the store had it (a page in flight is taken up again at the next start). Either way its
-// callback hears 0, as for a transition that no longer applied (a dispatch refused makes no
-// call), and the Status says what became of it.
+// committed one at a time, each in its order; a transition alone in its batch (a quiet
+// service) is taken as alone at its second failure in a row, so that one passing fault does
+// not fail its page. One refused alone is replaced in place, with no backoff, by the failure
+// of its page (PageTransition::failed, the store's reason in its error), so the page ends
+// failed with a reason instead of every page behind it waiting for good. A replacement
+// refused too, or a refused cancellation, is dropped, its page left as the store had it (a
+// page in flight is taken up again at the next start). Either way its callback hears 0, as
+// for a transition that no longer applied (a dispatch refused makes no call), and the
+// Status says what became of it.
 //
 // An owner that commits elsewhere (on a thread of its own, with a connection of its own,
 // so that its event loop goes on meanwhile) flushes in two halves: begin_flush() takes the
