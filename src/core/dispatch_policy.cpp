@@ -29,6 +29,20 @@ bool DispatchPolicy::enqueue(const QueuedPage& page) {
   return true;
 }
 
+std::int64_t DispatchPolicy::enqueue_job(std::span<const QueuedPage> pages, bool arrived) {
+  std::int64_t joined = 0;
+  std::int64_t reserved = 0;
+  for (const QueuedPage& page : pages) {
+    if (pages_.contains(page.page_id)) continue;
+    ++joined;
+    reserved += page.cost;
+  }
+  // Before they join: they arrive behind what their lane holds now, not behind themselves.
+  if (arrived && joined > 0) estimator_.record_arrival(pages.front().user_id, joined, reserved);
+  for (const QueuedPage& page : pages) (void)enqueue(page);
+  return joined;
+}
+
 void DispatchPolicy::restore(const QueuedPage& page, std::int64_t attempts,
                              std::optional<WallTime> not_before) {
   PageRecord& record = track(page);

@@ -801,21 +801,19 @@ void Dispatcher::on_deposed(Deposed callback) {
 bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
   Impl& d = *impl_;
   d.scheduler.set_weight(job.job.user_id, weight);
-  std::int64_t joined = 0;
-  std::int64_t reserved = 0;
+  std::vector<QueuedPage> pages;
+  pages.reserve(job.pages.size());
   for (const LanePage& p : job.pages) {
-    if (d.policy.enqueue(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens})) {
-      ++joined;
-      reserved += p.estimated_tokens;
-    }
+    pages.push_back(QueuedPage{p.page_id, p.job_id, job.job.user_id, p.estimated_tokens});
   }
-  // A job heard of twice (its upload here, then the store's notification) arrives once.
-  if (joined == 0 && !job.pages.empty()) return false;
-  // As does one a read of the store counted already (count_arrivals). Only a cluster's
+  // A job heard of twice (its upload here, then the store's notification) arrives once, as
+  // does one a read of the store counted already (count_arrivals). Only a cluster's
   // dispatcher reads again (a view, a takeover); a single instance keeps no ids.
-  if (d.store.cluster() == nullptr ||
-      d.counted_arrivals.emplace(job.job.id, d.wall_clock.now()).second) {
-    d.estimator.record_arrival(job.job.user_id, joined, reserved);
+  const bool cluster = d.store.cluster() != nullptr;
+  const bool counted = cluster && d.counted_arrivals.contains(job.job.id);
+  if (d.policy.enqueue_job(pages, !counted) == 0 && !job.pages.empty()) return false;
+  if (cluster && !counted) {
+    d.counted_arrivals.emplace(job.job.id, d.wall_clock.now());
     d.forget_old_arrivals();
   }
   d.promise(job.job);

@@ -152,6 +152,34 @@ TEST_CASE("The next step sends pages in fair order, each with its lease, and cou
   CHECK(fairlane::wake_time(DispatchStep{std::move(first)}) == std::nullopt);
 }
 
+TEST_CASE("A job's pages count as arrivals at the rounds they take in their lane, not behind it") {
+  fairlane::FakeClock clock{Clock::time_point{} + 1000s};
+  fairlane::FakeWallClock wall{clock, WallTime{} + std::chrono::hours(480'000)};
+  // Limits that leave the competition far below its cap: mu = 1,000 pages a second.
+  const BudgetLimits wide{
+      .requests_per_minute = 60'000, .tokens_per_minute = 60'000'000, .max_in_flight = 100'000};
+  fairlane::Budget budget(clock, wide);
+  fairlane::FairScheduler scheduler;
+  fairlane::FairOrder order(scheduler);
+  fairlane::Estimator estimator(
+      scheduler, fairlane::EstimatorConfig{.limits = wide, .arrival_window = 60s}, &budget, &clock);
+  DispatchPolicy policy(clock, wall, budget, order, estimator, config_with());
+  // A newcomer's book of 10 pages every 0.6 s, each on an empty lane: rounds [0, 10] of it.
+  for (fairlane::JobId job = 1; job <= 10; ++job) {
+    std::vector<QueuedPage> pages;
+    for (int i = 1; i <= 10; ++i) pages.push_back(QueuedPage{job * 100 + i, job, 100 + job, 1'000});
+    CHECK(policy.enqueue_job(pages) == 10);
+    clock.advance(600ms);
+  }
+  // At 6 s nine of the warm-up's 0.6 s slots have ended, the busiest left out: for a job 20
+  // rounds out a book weighs 10 x (1 - 5 / 20) = 7.5 pages, one every 0.6 s. Counted behind
+  // themselves, at rounds [10, 20], they would weigh 10 x (1 - 15 / 20) = 2.5.
+  CHECK(estimator.competition(20.0) == doctest::Approx(7.5 / 0.6 / estimator.mu()));
+  // Pages known already join no lane again, and arrive no more.
+  std::vector<QueuedPage> again{QueuedPage{101, 1, 101, 1'000}};
+  CHECK(policy.enqueue_job(again) == 0);
+}
+
 TEST_CASE("A page already known is not enqueued twice") {
   Rig rig;
   rig.add(kAlice, 1, 1);

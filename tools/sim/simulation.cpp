@@ -427,14 +427,15 @@ class Run {
                                         std::nullopt, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
-    if (kind_ == SchedulerKind::fair)
-      estimator_.record_arrival(book.user, book.pages, book.pages * cost);
+    std::vector<QueuedPage> pages;
+    pages.reserve(static_cast<std::size_t>(book.pages));
     for (std::int64_t i = 0; i < book.pages; ++i) {
       const auto page = static_cast<PageId>(page_states_.size());
       page_states_.push_back(PageState::queued);
       page_books_.push_back(index);
-      policy_.enqueue(QueuedPage{page, job, book.user, cost});
+      pages.push_back(QueuedPage{page, job, book.user, cost});
     }
+    policy_.enqueue_job(pages, kind_ == SchedulerKind::fair);
     // Other books arriving in this instant are the simulator's uploads still being read: with
     // them on their way the promise waits out its window (PromiseWindow), made when it closes.
     const bool others_coming =

@@ -46,6 +46,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -100,6 +101,12 @@ class DispatchPolicy {
   // A page of a job just enqueued joins the tail of its lane. Returns false, changing
   // nothing, for a page the policy knows already (queued, held or out).
   bool enqueue(const QueuedPage& page);
+  // The pages of one job just uploaded (one user's) join the tail of their lane, in order,
+  // and count as arrivals at the rounds they take there (Estimator::record_arrival, told
+  // before they join), unless `arrived` is false (a cluster's job that a read of the store
+  // counted already). Returns how many joined: pages the policy knows already are left out,
+  // and count for nothing.
+  std::int64_t enqueue_job(std::span<const QueuedPage> pages, bool arrived = true);
 
   // The door promised `job` it would be done by `finish_by`: the order may let it go first
   // when that is at risk (PromiseOrder).
