@@ -122,6 +122,13 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   serve_command
+      ->add_option("--order", serve.order,
+                   "promises: fair order, but a job whose promise is at risk takes the turns of "
+                   "work newer than its promise; fair: plain fair order, every backlogged user "
+                   "an equal share at all times, promises only revised")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"promises", "fair"}));
+  serve_command
       ->add_option("--max-attempts", serve.max_attempts, "Failed attempts before a page fails")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

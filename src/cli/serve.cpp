@@ -132,6 +132,7 @@ fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
   config.door.max_wait_s = o.max_wait;
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
+  config.order.keep_promises = o.order == "promises";
   return config;
 }
 

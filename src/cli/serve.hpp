@@ -23,6 +23,9 @@ struct ServeOptions {
   double max_wait = 60.0;
   double max_job_seconds = 0.0;  // 0: no limit
   double promise_window = 0.25;  // seconds a 202 waits for the uploads that come with it
+  // promises: fair order, but a job whose promise is at risk takes the turns of newer work
+  // (PromiseOrder); fair: plain deficit round robin, promises only revised.
+  std::string order = "promises";
   std::int64_t max_attempts = 5;
   std::int64_t max_queued_pages_per_user = 10'000;
   std::int64_t max_body_mb = 100;

@@ -143,7 +143,7 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
         budget(clock, config.limits),
         scheduler(config.quantum),
         estimator(scheduler, estimator_config(config), &budget, &clock),
-        order(scheduler, estimator, clock),
+        order(scheduler, estimator, clock, config.order),
         door(scheduler, estimator, door_config(config)),
         policy(clock, wall_clock, budget, order, estimator, policy_config(config)),
         commits(store, clock, config.commits),
@@ -879,6 +879,9 @@ const Estimator& Dispatcher::estimator() const {
 }
 const PageOrder& Dispatcher::order() const {
   return impl_->order;
+}
+std::int64_t Dispatcher::out_of_turn() const {
+  return impl_->order.out_of_turn();
 }
 const Budget& Dispatcher::budget() const {
   return impl_->budget;

@@ -38,6 +38,7 @@
 #include "fairlane/core/estimator.hpp"
 #include "fairlane/core/fair_scheduler.hpp"
 #include "fairlane/core/page_order.hpp"
+#include "fairlane/core/promise_order.hpp"
 #include "fairlane/core/status.hpp"
 #include "fairlane/provider/provider.hpp"
 #include "fairlane/store/group_commit.hpp"
@@ -70,6 +71,8 @@ struct DispatcherConfig {
   EstimatorConfig estimator;  // its limits are taken from `limits`
   DoorConfig door;            // its tokens_per_minute is taken from `limits`
   GroupCommitOptions commits;
+  // The order's; keep_promises false is plain deficit round robin (serve --order fair).
+  PromiseOrderConfig order;
   std::uint64_t seed = std::random_device{}();  // for the backoff jitter
 };
 
@@ -175,6 +178,9 @@ class Dispatcher {
   [[nodiscard]] const Estimator& estimator() const;
   // The order pages go in (a PromiseOrder): where a job stands in it (PageOrder::project).
   [[nodiscard]] const PageOrder& order() const;
+  // Pages the order sent in newer work's turns for a promise at risk, ever (0 in plain
+  // fair order).
+  [[nodiscard]] std::int64_t out_of_turn() const;
   // The jobs start() restored that the door had promised a finish: their promises hold in
   // the order again, and a Router made after start() watches them (Promises).
   [[nodiscard]] const std::vector<JobView>& restored_promises() const;

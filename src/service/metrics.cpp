@@ -108,6 +108,10 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
 
   w.one("fairlane_provider_unreachable_pauses_total", "counter",
         "Times all dispatch paused because the provider could not be reached.", c.outage_pauses);
+  w.one("fairlane_pages_out_of_turn_total", "counter",
+        "Pages sent in the turns of work newer than a promise at risk, to keep it (0 with "
+        "--order fair).",
+        dispatcher.out_of_turn());
   w.one("fairlane_store_refused_changes_total", "counter",
         "Page changes the store refused for what they held: each failed its page instead, or "
         "was dropped.",

@@ -372,6 +372,7 @@ TEST_CASE("/metrics shows queued pages and the door's refusals by reason, to the
   CHECK(has("fairlane_door_refusals_total{reason=\"request_too_large\"} 1"));
   CHECK(has("fairlane_door_refusals_total{reason=\"user_queue_full\"} 0"));
   CHECK(has("fairlane_provider_throttled_total{status=\"429\"} 0"));
+  CHECK(has("fairlane_pages_out_of_turn_total 0"));  // nothing sent: no promise at risk
   CHECK(has("# TYPE fairlane_call_latency_seconds histogram"));
   CHECK(has("fairlane_bucket_level{bucket=\"requests\"} 1500"));
 }
