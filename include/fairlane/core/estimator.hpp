@@ -147,9 +147,9 @@ class Estimator {
             const Budget* budget = nullptr, const Clock* clock = nullptr);
 
   // `pages` pages of `user`, reserving `reserved_tokens` in all (0: not said), are about to
-  // join their lane (call it before they do): they count as arrivals at the rounds they will
-  // take. Until the first call settles, a page is taken to use its whole reservation (the
-  // mean of those seen so far).
+  // join their lane (call it before they do; DispatchPolicy::enqueue_job does both, in that
+  // order): they count as arrivals at the rounds they will take. Until the first call
+  // settles, a page is taken to use its whole reservation (the mean of those seen so far).
   void record_arrival(UserId user, std::int64_t pages, std::int64_t reserved_tokens = 0);
 
   // A restart's arrivals, from the jobs the store kept, before any arrival of its own: as if
