@@ -44,10 +44,12 @@ double straddling(double pages, double page_rounds, double low, double high, dou
 
 }  // namespace
 
-Arrivals::Arrivals(const Clock& clock, Clock::duration window, std::size_t min_busy_slots)
+Arrivals::Arrivals(const Clock& clock, Clock::duration window, std::size_t min_busy_slots,
+                   Busiest busiest)
     : clock_(clock),
       slot_length_(window / kSlots),
       min_busy_slots_(min_busy_slots),
+      busiest_(busiest),
       started_(clock.now()) {
   if (slot_length_ <= Clock::duration::zero()) {
     throw std::invalid_argument("the arrivals' window must be positive");
@@ -127,6 +129,7 @@ double Arrivals::competing_rate(double rounds) const {
   if (ended < 3) return 0.0;
   double sum = 0.0;
   double largest = 0.0;
+  double next = 0.0;  // the second largest
   std::size_t busy = 0;
   for (std::size_t back = 1; back <= ended; ++back) {
     const Slot& slot =
@@ -135,11 +138,13 @@ double Arrivals::competing_rate(double rounds) const {
     const double w = weighed(slot, rounds);
     if (w > 0.0) ++busy;
     sum += w;
+    next = std::max(next, std::min(largest, w));
     largest = std::max(largest, w);
   }
   if (busy < min_busy_slots_) return 0.0;
-  sum -= largest;
-  const std::size_t counted = ended - 1;
+  const bool as_next = busiest_ == Busiest::as_next;
+  sum -= as_next ? largest - next : largest;
+  const std::size_t counted = as_next ? ended : ended - 1;
   return sum / (static_cast<double>(counted) * Seconds(slot_length_).count());
 }
 

@@ -56,7 +56,7 @@ Estimator::Estimator(const FairScheduler& scheduler, const EstimatorConfig& conf
   if (clock != nullptr) {
     arrivals_.emplace(*clock, config.arrival_window);
     if (config.arrival_window / Arrivals::kSlots >= Arrivals::kSlots * Clock::duration(1)) {
-      warmup_.emplace(*clock, config.arrival_window / Arrivals::kSlots, 3);
+      warmup_.emplace(*clock, config.arrival_window / Arrivals::kSlots, 3, Busiest::as_next);
     }
   }
 }

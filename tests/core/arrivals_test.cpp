@@ -67,6 +67,32 @@ TEST_CASE("One burst is not a rate: the slot with the most is left out") {
   CHECK(burst.arrivals.competing_rate(100.0) == doctest::Approx(1.0));
 }
 
+TEST_CASE("Over few slots the busiest counts as the next busiest: no burst, and no book lost") {
+  FakeClock clock;
+  Arrivals left_out(clock, 60s, 0, fairlane::Busiest::left_out);
+  Arrivals as_next(clock, 60s, 0, fairlane::Busiest::as_next);
+  // A fresh start: a shelf of 300 pages at once, then 6 pages, then 12 (each at round 0, so
+  // each page weighs 1 for any job): three slots of 6 s end.
+  for (const double pages : {300.0, 6.0, 12.0}) {
+    for (Arrivals* a : {&left_out, &as_next}) a->record(0.0, 0.0, pages);
+    clock.advance(6s);
+  }
+  // The shelf left out: 18 pages in 12 s. Counted as the next busiest: 30 pages in 18 s, the
+  // shelf worth the 12-page slot, where leaving it out costs the rate a third of its books.
+  CHECK(left_out.competing_rate(100.0) == doctest::Approx(18.0 / 12.0));
+  CHECK(as_next.competing_rate(100.0) == doctest::Approx(30.0 / 18.0));
+  // Where every slot holds the same, the two agree: 6 pages a slot, a page a second.
+  FakeClock steady_clock;
+  Arrivals steady_left_out(steady_clock, 60s, 0, fairlane::Busiest::left_out);
+  Arrivals steady_as_next(steady_clock, 60s, 0, fairlane::Busiest::as_next);
+  for (int slot = 0; slot < 5; ++slot) {
+    for (Arrivals* a : {&steady_left_out, &steady_as_next}) a->record(0.0, 0.0, 6.0);
+    steady_clock.advance(6s);
+  }
+  CHECK(steady_left_out.competing_rate(100.0) == doctest::Approx(1.0));
+  CHECK(steady_as_next.competing_rate(100.0) == doctest::Approx(1.0));
+}
+
 TEST_CASE("Only ended slots of the window count: the current one is still in the queue") {
   Settled s;
   s.every_slot([&](int) { s.arrivals.record(0.0, 0.0, 6.0); });

@@ -557,14 +557,15 @@ TEST_CASE("Until three slots of the window have ended, arrivals are measured ove
   };
   arrive(10, 600ms);
   // At 6 s the window's 6 s slots have not measured anything (one has ended). The warm-up's
-  // 0.6 s slots have: nine ended, the busiest left out, 8 x 0.95 pages in 8 x 0.6 s, so
-  // 1.5833 pages a second: rho = 1.5833 / 6.25 = 0.2533.
+  // 0.6 s slots have: nine ended, the busiest counted as the next busiest, 9 x 0.95 pages in
+  // 9 x 0.6 s, so 1.5833 pages a second: rho = 1.5833 / 6.25 = 0.2533.
   CHECK(estimator.competition(10.0) == doctest::Approx(0.95 / 0.6 / 6.25));
   arrive(5, 1200ms);
   // At 12 s two slots of the window have ended (10 books, then 5): one may be a burst, so the
   // warm-up still answers: four of its nine ended slots hold a book (at 7.2, 8.4, 9.6 and
-  // 10.8 s), the busiest left out, so 3 x 0.95 pages in 8 x 0.6 s.
-  CHECK(estimator.competition(10.0) == doctest::Approx(3.0 * 0.95 / 4.8 / 6.25));
+  // 10.8 s), the busiest counted as the next busiest (Busiest::as_next; left out, it would
+  // say 3 x 0.95 in 8 x 0.6 s, 0.59 pages a second), so 4 x 0.95 pages in 9 x 0.6 s.
+  CHECK(estimator.competition(10.0) == doctest::Approx(4.0 * 0.95 / 5.4 / 6.25));
   arrive(5, 1200ms);
   // At 24 s, with nothing more, four have ended (10, 5, 5 and none): the busiest left out,
   // 10 x 0.95 in 18 s. The warm-up, which has seen nothing for 6 s, would say 0.

@@ -50,7 +50,8 @@
 //   credit: (n - B) / (mu - lambda)   calls: ((n - F) / c) / (1 - lambda / c)
 //   waves: the first x with S(x) >= n + lambda x latency
 // each share at most max_competition (docs/architecture.md, "Promises under arrivals").
-// Until the arrivals' window has two ended slots, the rate is measured over a tenth of it.
+// Until three of the arrivals' window's slots have ended, the rate is measured over a tenth of
+// it, where the busiest slot counts as the next busiest (Busiest::as_next).
 //
 // own_seconds is the job's own time as if nothing else were queued, from the buckets as they
 // are and without arrivals: the door bounds wait = eta_seconds - own_seconds, what the queue
