@@ -42,7 +42,7 @@ Admission Budget::admit(std::int64_t estimated_tokens) {
   // All three fit at `now`, and nothing else runs in between (single thread), so none of
   // these can fail.
   [[maybe_unused]] const bool took_request = requests_.take_at(1, now);
-  auto permit = in_flight_.try_acquire();
+  auto permit = in_flight_.try_acquire(now);
   auto reservation = tokens_.reserve_at(estimated_tokens, now);
   assert(took_request && permit && reservation);
   return Lease(std::move(*reservation), std::move(*permit));

@@ -78,7 +78,8 @@ std::vector<InheritedCall> DispatchPolicy::inherit_calls_out(
   for (const WallTime dispatched : dispatched_at) {
     const auto left = std::chrono::duration_cast<Clock::duration>(dispatched - wall_now) + horizon;
     if (left <= Clock::duration::zero()) continue;
-    auto permit = budget_.in_flight().try_acquire();
+    // Sent when the dead process dispatched it, as this clock reads.
+    auto permit = budget_.in_flight().try_acquire(clock_.now() + left - horizon);
     if (!permit) break;  // more calls out than the cap: the cap is full already
     held.push_back(InheritedCall{std::move(*permit), left});
   }

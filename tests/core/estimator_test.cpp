@@ -337,16 +337,31 @@ TEST_CASE("Pages beyond the free permits wait for the calls out to end, then flo
   // second: 2 + 1 s, and 2 s for the last call. (Counting them at 100 a second from now,
   // as if calls were already ending, said 1 + 2 = 3 s.)
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(5.0));
-  // 150 calls out: 50 pages go at once, and the next 150 as those calls end, spread over
-  // the next 2 s; 100 more then wait for the 50 sent now (2 s) and go at 100 a second.
+  // 150 calls out: 50 pages go at once, and the next 150 as those calls end; 100 more then
+  // wait for the 50 sent now (2 s) and go at 100 a second.
   std::vector<fairlane::Lease> out;
   for (int i = 0; i < 150; ++i) out.push_back(std::get<fairlane::Lease>(budget.admit(800)));
   CHECK(estimator.job(1, 10)->eta_seconds == doctest::Approx(2.0 + 100.0 / 100.0 + 2.0));
-  // 100 pages: 50 at once, 50 as the first of the 150 end, 50 x 2 / 150 s; 2 s the call.
+  // 100 pages: 50 at once, and 50 as the first of the 150 end. Sent together just now, the
+  // 150 end together 2 s from now, so the 50 go then; 2 s the call.
   FairScheduler small;
   add_pages(small, 1, 10, 100);
   Estimator of_small(small, EstimatorConfig{.limits = kCalls}, &budget);
-  CHECK(of_small.job(1, 10)->eta_seconds == doctest::Approx(50.0 * 2.0 / 150.0 + 2.0));
+  CHECK(of_small.job(1, 10)->eta_seconds == doctest::Approx(2.0 + 2.0));
+  // Half a second later they are taken as sent over the last second (twice their mean age),
+  // so they end over the second before 2 s after now: the 50th of 150 at 1 + 50 / 150 s.
+  clock.advance(500ms);
+  CHECK(of_small.job(1, 10)->eta_seconds == doctest::Approx(1.0 + 50.0 / 150.0 + 2.0));
+  // Calls sent steadily, 15 every 0.2 s, the last just now: a mean age of 0.9 s, so taken
+  // as sent over the last 1.8 s, they end over the last 1.8 s of the next 2 s, as they do.
+  fairlane::Budget steady(clock, kCalls);
+  Estimator of_steady(small, EstimatorConfig{.limits = kCalls}, &steady);
+  std::vector<fairlane::Lease> sent;
+  for (int step = 0; step < 10; ++step) {
+    clock.advance(200ms);
+    for (int i = 0; i < 15; ++i) sent.push_back(std::get<fairlane::Lease>(steady.admit(800)));
+  }
+  CHECK(of_steady.job(1, 10)->eta_seconds == doctest::Approx(0.2 + 50.0 * 1.8 / 150.0 + 2.0));
 }
 
 TEST_CASE("A bucket in debt is waited off before anything goes: the ETA counts it") {

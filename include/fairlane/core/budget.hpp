@@ -75,6 +75,8 @@ class Budget {
   [[nodiscard]] const InFlightCap& in_flight() const { return in_flight_; }
   // For places held by calls the budget did not admit (a previous process's, still out).
   [[nodiscard]] InFlightCap& in_flight() { return in_flight_; }
+  // The clock the buckets refill on and calls are sent by (InFlightCap::mean_sent).
+  [[nodiscard]] const Clock& clock() const { return clock_; }
 
  private:
   // Constant after construction.

@@ -32,6 +32,8 @@
 //   eta_seconds = max((n - B) / mu, (n - F) / c, 0) + avg_latency
 // With empty buckets (B = 0) and c >= mu this is exactly the formula above; after an idle
 // spell it keeps the ETA honest instead of several times too long (docs/architecture.md).
+// Pages beyond F go as the calls out end, a latency after they were sent: calls sent
+// together end together (InFlightCap::mean_sent, Estimator::after_free).
 //
 // The weighted term is min(q_v, k * w_v / w_u): while u sends k pages, a lane of twice the
 // weight sends 2k (DESIGN.md writes min(q_v * w_v / w_u, k); both agree at equal weights,
