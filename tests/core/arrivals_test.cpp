@@ -67,7 +67,7 @@ TEST_CASE("One burst is not a rate: the slot with the most is left out") {
   CHECK(burst.arrivals.competing_rate(100.0) == doctest::Approx(1.0));
 }
 
-TEST_CASE("Over few slots the busiest counts as the next busiest: no burst, and no book lost") {
+TEST_CASE("Over few slots the busiest counts as the next busiest: the burst goes, the books stay") {
   FakeClock clock;
   Arrivals left_out(clock, 60s, 0, fairlane::Busiest::left_out);
   Arrivals as_next(clock, 60s, 0, fairlane::Busiest::as_next);
