@@ -74,12 +74,14 @@ std::vector<InheritedCall> DispatchPolicy::inherit_calls_out(
   Clock::duration horizon = config_.call_timeout;
   if (longest_recent_call) horizon = std::min(horizon, 2 * *longest_recent_call);
   const WallTime wall_now = wall_clock_.now();
+  const Clock::time_point now = clock_.now();
   std::vector<InheritedCall> held;
   for (const WallTime dispatched : dispatched_at) {
-    const auto left = std::chrono::duration_cast<Clock::duration>(dispatched - wall_now) + horizon;
+    const auto age = std::chrono::duration_cast<Clock::duration>(wall_now - dispatched);
+    const Clock::duration left = horizon - age;
     if (left <= Clock::duration::zero()) continue;
     // Sent when the dead process dispatched it, as this clock reads.
-    auto permit = budget_.in_flight().try_acquire(clock_.now() + left - horizon);
+    auto permit = budget_.in_flight().try_acquire(now - age);
     if (!permit) break;  // more calls out than the cap: the cap is full already
     held.push_back(InheritedCall{std::move(*permit), left});
   }
