@@ -113,6 +113,48 @@ TEST_CASE("A scenario with a mistake is refused, naming the field") {
             .find("nothing would happen") != std::string::npos);
 }
 
+TEST_CASE("A reseed keeps the past page for page and draws the future apart") {
+  // Lognormal latencies: every call's draw shows in when its book ends. Book a ends long
+  // before the reseed at 30 s; book b arrives after it.
+  const char* const kTwoBooks = R"({
+    "seed": 5,
+    "provider": {"rpm": 600, "tpm": 48000, "max_in_flight": 20,
+                 "latency_s": {"kind": "lognormal", "median": 2.0, "p90": 3.5},
+                 "output_tokens": {"kind": "fixed", "value": 240}},
+    "fairlane": {"rpm": 600, "tpm": 48000, "max_in_flight": 20, "max_tokens": 240},
+    "users": [{"name": "a"}, {"name": "b"}],
+    "arrivals": [{"at_s": 0, "user": "a", "pages": 10, "input_tokens": 560},
+                 {"at_s": 40, "user": "b", "pages": 10, "input_tokens": 560}]
+  })";
+  auto scenario = scenario_from(kTwoBooks);
+  const auto plain = simulate(scenario, SchedulerKind::fair);
+  scenario.reseed_at_s = 30.0;
+  scenario.reseed_seed = 6;
+  const auto six = simulate(scenario, SchedulerKind::fair);
+  const auto again = simulate(scenario, SchedulerKind::fair);
+  scenario.reseed_seed = 7;
+  const auto seven = simulate(scenario, SchedulerKind::fair);
+  REQUIRE(plain.books.size() == 2);
+  REQUIRE(plain.books[0].finish_s < 30.0);
+  for (const auto* m : {&six, &again, &seven}) {
+    REQUIRE(m->books.size() == 2);
+    CHECK(m->books[0].finish_s == plain.books[0].finish_s);
+  }
+  CHECK(six.books[1].finish_s == again.books[1].finish_s);
+  CHECK(six.books[1].finish_s != seven.books[1].finish_s);
+  CHECK(six.books[1].finish_s != plain.books[1].finish_s);
+
+  const auto parsed = parse_scenario(
+      R"({"users": [{"name": "a"}], "arrivals": [{"user": "a"}], "reseed": {"at_s": 5, "seed": 9}})",
+      "x.json");
+  REQUIRE_MESSAGE(parsed.ok(), parsed.status().message());
+  CHECK(parsed.value().reseed_at_s == 5.0);
+  CHECK(parsed.value().reseed_seed == 9);
+  const auto misspelt = parse_scenario(
+      R"({"users": [{"name": "a"}], "arrivals": [{"user": "a"}], "reseed": {"at": 5}})", "x.json");
+  CHECK(misspelt.status().message().find("reseed") != std::string::npos);
+}
+
 TEST_CASE(
     "Distributions: a quantile table's draws stay within it, and a lognormal's median holds") {
   Distribution table;

@@ -206,6 +206,14 @@ Result<Scenario> parse_scenario(const std::string& text, const std::string& orig
     top.number("eta_snapshot_s", at, 0.0, kMaxTime_s);
     s.eta_snapshot_s = at;
   }
+  if (const json::value* reseed = top.child("reseed")) {
+    Fields f(*reseed, "reseed", status);
+    double at = 0.0;
+    f.number("at_s", at, 0.0, kMaxTime_s);
+    f.number("seed", s.reseed_seed, 0.0, 9e15);
+    f.finish();
+    s.reseed_at_s = at;
+  }
 
   if (const json::value* p = top.child("provider")) {
     Fields f(*p, "provider", status);

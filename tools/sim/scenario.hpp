@@ -110,6 +110,11 @@ struct Scenario {
   // When set, every job with queued pages is asked its ETA at this time, and the answers
   // are compared with when the jobs really end (the estimator on a queue of known work).
   std::optional<double> eta_snapshot_s;
+  // When set, the random draws (latencies, output tokens) start again from `reseed_seed` at
+  // this time: the runs of one scenario share their past and draw their futures apart (what
+  // tools/sim/futures does to ask how well any promise could do).
+  std::optional<double> reseed_at_s;
+  std::uint64_t reseed_seed = 0;
   // The user whose books the report compares with their fair-share ideal ("the light
   // user"); empty when the scenario names none.
   std::string light_user;

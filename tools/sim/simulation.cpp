@@ -210,8 +210,14 @@ class Run {
     const auto wall_start = std::chrono::steady_clock::now();
     make_books();
     const std::int64_t max_events = 64 * total_pages_ + 1'000'000;
+    bool reseed = scenario_.reseed_at_s.has_value();
+    const Ns reseed_at = reseed ? to_ns(scenario_.reseed_at_s.value()) : 0;
     while (!events_.empty()) {
       const Ns at = events_.top().at;
+      if (reseed && at >= reseed_at) {
+        rng_.seed(scenario_.reseed_seed);
+        reseed = false;
+      }
       advance_to(at);
       // The service's once-a-second review of promises runs beside its dispatch loop and
       // wakes it for nothing: an instant of reviews alone dispatches nothing.
