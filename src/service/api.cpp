@@ -42,6 +42,7 @@ ApiResponse error_response(int status, std::string_view type, std::string_view m
 
 ApiResponse response_for(const ApiAnswer& answer) {
   ApiResponse r = json_response(answer.status, answer.body);
+  r.log = answer.detail;
   if (answer.retry_after_s) {
     r.headers.emplace_back("Retry-After", std::to_string(*answer.retry_after_s));
   }

@@ -79,6 +79,9 @@ struct ApiResponse {
   std::string content_type = "application/json";  // empty: no body (204)
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // Set: a failure on the service's side, answered in the caller's terms; this is what it
+  // really was (ApiAnswer::detail), for the operator's log. Never sent.
+  std::string log;
   std::optional<EventStream> events;  // set: stream the job's events instead of the body
   // Set: read the upload's body (read_upload), then answer with Router::finish_upload().
   std::optional<DocumentUpload> document;

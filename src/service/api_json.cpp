@@ -74,6 +74,44 @@ json::object error_json(std::string_view type, std::string_view message) {
   return json::object{{"error", json::object{{"type", type}, {"message", message}}}};
 }
 
+namespace {
+
+// A failure on the service's side, in the caller's terms (empty: the caller's own mistake,
+// said as the Status says it).
+std::string_view callers_terms(StatusCode code) {
+  switch (code) {
+    case StatusCode::busy:
+      return "the service's job store is busy just now. Retry in a second.";
+    case StatusCode::disk_full:
+      return "the service has no room left to store work; nothing accepted before is lost. Retry "
+             "later: its operator must free space, and the service's log says where.";
+    case StatusCode::read_only:
+      return "the service may not write to its job store. Retry later: its operator must let "
+             "it, and the service's log says what stops it.";
+    case StatusCode::io_error:
+      return "the service could not reach or write its job store just now; nothing accepted "
+             "before is lost. Retry in a few seconds (an upload sent again with the same "
+             "Idempotency-Key is not taken twice); if it lasts, tell the service's operator, "
+             "whose log says why.";
+    case StatusCode::fenced:
+      return "this instance stopped leading its cluster while answering and wrote nothing of "
+             "this request. Retry: the instance that leads now answers it.";
+    case StatusCode::corrupt:
+      return "the service's job store reports damaged data. Tell the service's operator, whose "
+             "log says where.";
+    case StatusCode::version_too_new:
+      return "the service's job store was written by a newer fairlane. Tell the service's "
+             "operator, whose log says which.";
+    case StatusCode::internal:
+      return "the service failed on its side. Retry later; if it lasts, tell the service's "
+             "operator, whose log says why.";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 ApiAnswer answer_for(const Status& status) {
   struct Row {
     StatusCode code;
@@ -93,7 +131,10 @@ ApiAnswer answer_for(const Status& status) {
       {StatusCode::version_too_new, 500},
       {StatusCode::internal, 500},
   };
-  ApiAnswer answer{500, error_json(to_string(status.code()), status.message()), std::nullopt};
+  const std::string_view told = callers_terms(status.code());
+  ApiAnswer answer{500,
+                   error_json(to_string(status.code()), told.empty() ? status.message() : told),
+                   std::nullopt, told.empty() ? std::string() : status.message()};
   for (const Row& row : kTable) {
     if (row.code == status.code()) answer.status = row.http;
   }

@@ -29,17 +29,22 @@ namespace fairlane::service {
 // {"error": {"type": ..., "message": ...}}.
 [[nodiscard]] boost::json::object error_json(std::string_view type, std::string_view message);
 
-// An HTTP answer: status, body, and a Retry-After when there is one.
+// An HTTP answer: status, body, and a Retry-After when there is one. `detail`, when set, is
+// for the operator's log and never sent: what a failure on the service's side really was.
 struct ApiAnswer {
   int status = 200;
   boost::json::object body;
   std::optional<std::int64_t> retry_after_s;
+  std::string detail = {};
 };
 
 // The one table from a Status to an HTTP answer: invalid_argument 400, payload_too_large 413
 // (its type the code's name), not_found 404,
 // already_exists 409, busy 503 (Retry-After 1), disk_full 507, read_only / io_error 503,
-// corrupt / version_too_new / internal 500.
+// corrupt / version_too_new / internal 500. What the caller can mend (4xx) is said in the
+// Status's words. A failure on the service's side (busy and 5xx) is said in the caller's
+// terms, what happened and what the caller can do, and the Status's words, which name the
+// store's server or file and the operator's remedy, go to `detail`.
 [[nodiscard]] ApiAnswer answer_for(const Status& status);
 
 // What the door's refusals look like: busy 503 with position, estimated_wait_seconds,

@@ -57,6 +57,12 @@ http::response<http::string_body> to_beast(const ApiResponse& r, unsigned versio
   return response;
 }
 
+// A failure on the service's side was answered in the caller's terms: what it really was,
+// which names the store's server or file, goes to the operator's log.
+void tell_operator(const ApiResponse& r) {
+  if (!r.log.empty()) std::cerr << fmt::format("fairlane: answered {}: {}\n", r.status, r.log);
+}
+
 http::response<http::string_body> refusal(unsigned version, http::status status,
                                           std::string_view type, std::string_view message) {
   ApiResponse r;
@@ -317,6 +323,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     if (std::holds_alternative<Caller>(admitted)) on_its_way = router.upload_on_its_way(api);
     if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
       const bool reusable = keep_alive && parser.is_done();
+      tell_operator(*answer);
       auto response = to_beast(*answer, version, reusable);
       stream->expires_after(limits.write_timeout);
       co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));
@@ -382,6 +389,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       if (!reusable || !keep_alive) break;
       continue;
     }
+    tell_operator(answer);
     auto response = to_beast(answer, version, keep_alive);
     stream->expires_after(limits.write_timeout);
     co_await http::async_write(*stream, response, asio::redirect_error(use_awaitable, error));

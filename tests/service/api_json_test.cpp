@@ -89,7 +89,38 @@ TEST_CASE("One table maps a Status to an HTTP answer naming the problem") {
   CHECK(busy.status == 503);
   CHECK(busy.retry_after_s == 1);
   CHECK(busy.body.at("error").at("type") == "busy");
-  CHECK(busy.body.at("error").at("message") == "the database is locked");
+  CHECK(std::string(busy.body.at("error").at("message").as_string()).find("Retry") !=
+        std::string::npos);
+}
+
+TEST_CASE(
+    "A failure on the service's side is answered in the caller's terms; where the store is, only "
+    "the operator's log is told") {
+  // What the stores say names the server or the file, and the operator's remedy.
+  const std::string server = "postgresql://fairlane@db.internal:5432/fairlane";
+  for (const StatusCode code : {StatusCode::busy, StatusCode::disk_full, StatusCode::read_only,
+                                StatusCode::io_error, StatusCode::fenced, StatusCode::corrupt,
+                                StatusCode::version_too_new, StatusCode::internal}) {
+    CAPTURE(fairlane::to_string(code));
+    const std::string detail = "committing job 12: the PostgreSQL server at " + server +
+                               " failed (could not write to file \"/var/lib/pg/base/16384\")";
+    const auto answer = answer_for(Status(code, detail));
+    CHECK(answer.status >= 500);
+    const auto& error = answer.body.at("error").as_object();
+    CHECK(std::string_view(error.at("type").as_string()) == fairlane::to_string(code));
+    const std::string message(error.at("message").as_string());
+    CHECK(message.find("db.internal") == std::string::npos);
+    CHECK(message.find("/var/lib") == std::string::npos);
+    CHECK(message.find("PostgreSQL") == std::string::npos);
+    // The caller's remedy: retry, or tell the operator, whose log has the detail.
+    CHECK((message.find("Retry") != std::string::npos ||
+           message.find("operator") != std::string::npos));
+    CHECK(answer.detail == detail);
+  }
+  // What the caller can mend is said as the store said it, and nothing goes to the log.
+  const auto gone = answer_for(Status(StatusCode::not_found, "job 12 does not exist"));
+  CHECK(gone.body.at("error").at("message") == "job 12 does not exist");
+  CHECK(gone.detail.empty());
 }
 
 TEST_CASE("The door's refusals: 503 busy with its numbers, 429 and 422 naming their limits") {
