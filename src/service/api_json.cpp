@@ -218,7 +218,8 @@ ApiAnswer bad_max_tokens(std::int64_t default_max_tokens) {
 }
 
 std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
-                                                      std::int64_t default_max_tokens) {
+                                                      std::int64_t default_max_tokens,
+                                                      std::int64_t max_pages) {
   const auto invalid = [](const std::string& message) {
     return ApiAnswer{400, error_json("invalid_document", message), std::nullopt};
   };
@@ -232,6 +233,15 @@ std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
   if (pages == nullptr || !pages->is_array()) {
     return invalid("the body needs \"pages\": a list of page texts");
   }
+  const std::size_t count = pages->as_array().size();
+  if (max_pages > 0 && count > static_cast<std::size_t>(max_pages)) {
+    return ApiAnswer{413,
+                     error_json("payload_too_large",
+                                fmt::format("the upload has {} pages; at most {} are taken at "
+                                            "once (--max-pages): split it",
+                                            count, max_pages)),
+                     std::nullopt};
+  }
   JsonUpload upload;
   if (const json::value* name = fields->if_contains("name"); name && name->is_string()) {
     upload.name = std::string(name->as_string());
@@ -241,7 +251,7 @@ std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
     if (n == nullptr || *n < 1 || *n > kMaxTokensCeiling) return bad_max_tokens(default_max_tokens);
     upload.max_tokens = *n;
   }
-  upload.pages.reserve(pages->as_array().size());
+  upload.pages.reserve(count);
   for (const json::value& page : pages->as_array()) {
     if (!page.is_string()) {
       return invalid(fmt::format("page {} is not text", upload.pages.size() + 1));

@@ -113,6 +113,15 @@ ApiResponse committed(RouteContext& context, const EnqueuedJob& enqueued, std::i
   return accepted(context, enqueued.job);
 }
 
+// The 400 of a job's name over kMaxJobNameBytes (as stored), if it is.
+std::optional<ApiResponse> name_too_long(std::size_t bytes) {
+  if (bytes <= kMaxJobNameBytes) return std::nullopt;
+  return error_response(400, "invalid_request",
+                        fmt::format("a job's name (?name=, the JSON's name or the file's name) is "
+                                    "at most {} bytes; this one has {} bytes: shorten it",
+                                    kMaxJobNameBytes, bytes));
+}
+
 ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages,
                     std::size_t others_reading) {
   const RouterConfig& config = context.config;
@@ -128,6 +137,7 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   // sent (a Latin-1 file name, a %00): as every store keeps it.
   JobRequest job{
       upload.user, storable_text(upload.name), {}, upload.max_tokens, upload.idempotency_key};
+  if (auto refusal = name_too_long(job.name.size())) return std::move(*refusal);
   std::vector<std::int64_t> tokens;
   tokens.reserve(pages.size());
   job.pages.reserve(pages.size());
@@ -189,7 +199,8 @@ Result<Document> read_document(std::string_view content_type, std::string body,
 UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
                        ReaderProcesses* processes) {
   if (format_of(upload.content_type) == Format::json_pages) {
-    auto parsed = parse_json_upload(upload.body, upload.default_max_tokens);
+    auto parsed =
+        parse_json_upload(upload.body, upload.default_max_tokens, reading.reader.reading.max_pages);
     if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return std::move(*refusal);
     auto& fields = std::get<JsonUpload>(parsed);
     // A page's text as it was sent; an empty one has nothing to send and is blank.
@@ -248,6 +259,9 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
                           fmt::format("an Idempotency-Key is 1 to {} bytes of UTF-8 text without "
                                       "control characters: send another, such as a UUID",
                                       kMaxIdempotencyKeyBytes));
+  }
+  if (const auto name = param(head, "name")) {
+    if (auto refusal = name_too_long(storable_text(*name).size())) return refusal;
   }
   // A retried upload gets its first job, with no need of the body.
   const Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};

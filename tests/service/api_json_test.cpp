@@ -171,6 +171,22 @@ TEST_CASE("A JSON upload gives its pages, name and max_tokens, in order") {
   CHECK(std::get<JsonUpload>(plain).pages.empty());
 }
 
+TEST_CASE(
+    "A JSON upload over --max-pages is refused as it is parsed, before its pages are copied") {
+  using fairlane::service::ApiAnswer;
+  auto parsed =
+      fairlane::service::parse_json_upload(R"({"pages": ["", "", "", "", ""]})", 1'000, 3);
+  REQUIRE(std::holds_alternative<ApiAnswer>(parsed));
+  const ApiAnswer& answer = std::get<ApiAnswer>(parsed);
+  CHECK(answer.status == 413);
+  CHECK(answer.body.at("error").at("type") == "payload_too_large");
+  const std::string message(answer.body.at("error").at("message").as_string());
+  CHECK(message.find("5 pages") != std::string::npos);
+  CHECK(message.find("at most 3") != std::string::npos);
+  CHECK(std::holds_alternative<fairlane::service::JsonUpload>(
+      fairlane::service::parse_json_upload(R"({"pages": ["", "", ""]})", 1'000, 3)));
+}
+
 TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
   using fairlane::service::ApiAnswer;
   const auto refusal = [](std::string_view body) {

@@ -309,6 +309,46 @@ TEST_CASE("Bad uploads get their clear errors, and nothing is queued") {
   CHECK(api.store->jobs_of(api.store->find_user_by_key(api.alice)->id, 10)->jobs.empty());
 }
 
+TEST_CASE("A job's name is at most 1,024 bytes, from the JSON, ?name= or the file's name") {
+  Api api;
+  const std::string longest(1'024, 'n');
+  const auto named = [&](const std::string& name) {
+    return json::serialize(json::object{{"name", name}, {"pages", json::array{"a page"}}});
+  };
+  CHECK(api.send("POST", "/v1/jobs", api.alice, named(longest)).status == 202);
+  const auto refused = api.send("POST", "/v1/jobs", api.alice, named(longest + "n"));
+  CHECK(refused.status == 400);
+  const auto error = Api::body(refused).at("error");
+  CHECK(error.at("type") == "invalid_request");
+  CHECK(std::string(error.at("message").as_string()).find("1025 bytes") != std::string::npos);
+  CHECK(std::string(error.at("message").as_string()).find("1024") != std::string::npos);
+  CHECK(api.send("POST", "/v1/jobs?name=" + longest + "n", api.alice, Api::pages_json(1)).status ==
+        400);
+  // Nothing refused was queued.
+  CHECK(api.dispatcher->scheduler().size() == 1);
+}
+
+TEST_CASE("An estimate asks about 1 to --max-pages pages of 1 token or more, and is told which") {
+  Api api;
+  // A page queued, so that the door adds the question's pages to the user's.
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1)).status == 202);
+  for (const std::string query : {"pages=9223372036854775807", "pages=1001", "pages=0", "pages=-3",
+                                  "pages=10&tokens_per_page=0", "pages=10&tokens_per_page=-5"}) {
+    CAPTURE(query);
+    const auto answer = api.send("GET", "/v1/estimate?" + query, api.alice);
+    CHECK(answer.status == 400);
+    CHECK(Api::body(answer).at("error").at("type") == "invalid_request");
+  }
+  const auto over = api.send("GET", "/v1/estimate?pages=1001", api.alice);
+  CHECK(std::string(Api::body(over).at("error").at("message").as_string()).find("1000") !=
+        std::string::npos);
+  CHECK(api.send("GET", "/v1/estimate?pages=1000", api.alice).status == 200);
+  // A page over a minute's tokens is the door's to refuse, with its numbers.
+  const auto dear = api.send("GET", "/v1/estimate?pages=10&tokens_per_page=400000", api.alice);
+  CHECK(dear.status == 200);
+  CHECK(Api::body(dear).at("reason") == "request_too_large");
+}
+
 TEST_CASE("A cancel's 202 comes after its commit, with the job as it is after the cancel") {
   fairlane::testing::TempDir dir;
   const std::string db = dir.file("cancel.db");

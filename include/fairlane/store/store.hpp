@@ -69,6 +69,9 @@ struct PageInput {
 
 // An Idempotency-Key is 1 to this many bytes.
 inline constexpr std::size_t kMaxIdempotencyKeyBytes = 255;
+// A job's name (the upload's ?name=, its JSON's name or its file's name), in bytes as stored:
+// enough for any file name, and little enough that every job object carrying it stays small.
+inline constexpr std::size_t kMaxJobNameBytes = 1'024;
 
 struct JobRequest {
   UserId user_id = 0;

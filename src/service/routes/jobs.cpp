@@ -182,15 +182,24 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
 ApiResponse estimate(RouteContext& context, const User& user,
                      const std::optional<std::string>& pages_text,
                      const std::optional<std::string>& tokens_text) {
+  const std::int64_t max_pages = context.config.max_pages;
   const auto pages = pages_text ? whole_number(*pages_text) : std::nullopt;
-  if (!pages || *pages < 1) {
-    return error_response(400, "invalid_request",
-                          "ask /v1/estimate?pages=N (and &tokens_per_page=T)");
+  if (!pages || *pages < 1 || *pages > max_pages) {
+    return error_response(
+        400, "invalid_request",
+        fmt::format("ask /v1/estimate?pages=N (and &tokens_per_page=T), N from 1 to {}: an "
+                    "upload of more pages is refused (--max-pages)",
+                    max_pages));
   }
   // Without tokens_per_page, a page of 3,000 bytes (a dense printed page).
+  const auto asked = tokens_text ? whole_number(*tokens_text) : std::nullopt;
+  if (tokens_text && (!asked || *asked < 1)) {
+    return error_response(400, "invalid_request",
+                          "tokens_per_page is what one page reserves, input and output "
+                          "together: a whole number of 1 or more");
+  }
   const std::int64_t tokens =
-      (tokens_text ? whole_number(*tokens_text) : std::nullopt)
-          .value_or(estimate_tokens(context, std::string(3'000, ' '), context.config.max_tokens));
+      asked.value_or(estimate_tokens(context, std::string(3'000, ' '), context.config.max_tokens));
   const DoorDecision decision = context.dispatcher.door().estimate(user.id, *pages, tokens);
   if (auto refusal = answer_for(decision)) {
     // The estimate succeeded, whatever it says: 200 with the refusal's numbers (a 503
