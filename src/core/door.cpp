@@ -32,7 +32,8 @@ DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t tokens_p
   }
   if (auto too_long_job = too_long(pages, tokens_per_page)) return *too_long_job;
   const std::int64_t queued = scheduler_.lane_length(user);
-  if (queued + pages > config_.max_queued_pages_per_user) {
+  // As a difference: `pages` may be any number an estimate is asked about.
+  if (pages > config_.max_queued_pages_per_user - queued) {
     return DoorUserQueueFull{queued, pages, config_.max_queued_pages_per_user};
   }
   const JobEstimate estimate = estimator_.estimate_new(user, pages, tokens_per_page);
@@ -51,13 +52,18 @@ std::optional<DoorJobTooLarge> Door::too_long(std::int64_t pages,
   if (config_.max_job_s <= 0.0 || pages <= 0) return std::nullopt;
   const double alone = estimator_.alone_seconds(pages, tokens_per_page);
   if (alone <= config_.max_job_s) return std::nullopt;
-  // Alone, a job takes a call's latency plus the same time for every page.
-  const double latency = estimator_.avg_latency_s();
-  const double per_page = (alone - latency) / static_cast<double>(pages);
-  const auto fit = per_page > 0.0 ? std::floor((config_.max_job_s - latency) / per_page) : 0.0;
-  const auto max_pages = static_cast<std::int64_t>(std::max(fit, 0.0));
-  const std::int64_t parts = max_pages > 0 ? (pages + max_pages - 1) / max_pages : 0;
-  return DoorJobTooLarge{pages, alone, config_.max_job_s, max_pages, parts};
+  // The most pages that fit, by bisection: a job's time alone grows with its pages (the
+  // sending at the steady rate, and the margin for the slowest of its last calls, which
+  // hardly shrinks for fewer pages, so dividing the limit by a page's share of `alone`
+  // named parts that were refused again). O(log pages) estimates, on this refusal only.
+  std::int64_t fits = 0;  // alone_seconds(fits) <= max_job_s, or 0
+  std::int64_t over = pages;
+  while (over - fits > 1) {
+    const std::int64_t mid = fits + (over - fits) / 2;
+    (estimator_.alone_seconds(mid, tokens_per_page) <= config_.max_job_s ? fits : over) = mid;
+  }
+  const std::int64_t parts = fits > 0 ? (pages + fits - 1) / fits : 0;
+  return DoorJobTooLarge{pages, alone, config_.max_job_s, fits, parts};
 }
 
 }  // namespace fairlane

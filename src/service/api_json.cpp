@@ -191,12 +191,18 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
     return ApiAnswer{422, std::move(body), std::nullopt};
   }
   if (const auto* job = std::get_if<DoorJobTooLarge>(&decision)) {
+    const std::string remedy =
+        job->max_pages > 0
+            ? fmt::format("split it into {} jobs of at most {} pages.", job->parts, job->max_pages)
+            : std::string(
+                  "even one page takes longer than that at the provider's pace, so no "
+                  "split helps: the service's --max-job-seconds is too low for its "
+                  "provider (tell its operator).");
     json::object body = error_json(
         refusal_reason(decision),
         fmt::format("these {} pages alone would take about {:.0f} s at the provider's limits, "
-                    "longer than the {:.0f} s a job may take; retrying cannot help: split it "
-                    "into {} jobs of at most {} pages.",
-                    job->pages, job->alone_s, job->max_job_s, job->parts, job->max_pages));
+                    "longer than the {:.0f} s a job may take; retrying cannot help: {}",
+                    job->pages, job->alone_s, job->max_job_s, remedy));
     json::object& error = body["error"].as_object();
     error["pages"] = job->pages;
     error["alone_seconds"] = std::round(job->alone_s * 10.0) / 10.0;

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <variant>
 #include <vector>
 
@@ -111,6 +112,35 @@ TEST_CASE("A job longer alone than max_job_s is job_too_large, naming the parts 
   }
   CHECK(std::holds_alternative<DoorJobTooLarge>(door.estimate(1, 500, 800)));
   CHECK(std::holds_alternative<DoorBusy>(door.estimate(1, 175, 800)));
+}
+
+TEST_CASE(
+    "The parts job_too_large names fit, when latencies vary and when a call alone is too long") {
+  using namespace std::chrono_literals;
+  FairScheduler scheduler;
+  Estimator estimator{scheduler, EstimatorConfig{.limits = kLab}};
+  // Calls of 1 s and 3 s: the last answer of a job waits for the slowest of its last calls,
+  // a margin that hardly shrinks with fewer pages, so a part cut to the steady rate alone
+  // would be refused again.
+  for (int i = 0; i < 20; ++i) {
+    estimator.record_settled(800, 800, i % 2 == 0 ? 1s : 3s);
+  }
+  Door door{scheduler, estimator, DoorConfig{.max_wait_s = 600.0, .max_job_s = 100.0}};
+  const auto decision = door.estimate(1, 1'000, 800);
+  REQUIRE(std::holds_alternative<DoorJobTooLarge>(decision));
+  const auto& large = std::get<DoorJobTooLarge>(decision);
+  REQUIRE(large.max_pages > 0);
+  CHECK(std::holds_alternative<DoorAccepted>(door.estimate(1, large.max_pages, 800)));
+  CHECK(std::holds_alternative<DoorJobTooLarge>(door.estimate(1, large.max_pages + 1, 800)));
+  CHECK(large.parts == (1'000 + large.max_pages - 1) / large.max_pages);
+
+  // A limit below a call's own latency: not a single page fits, and the answer says so
+  // rather than "0 parts of 0 pages".
+  Door strict{scheduler, estimator, DoorConfig{.max_wait_s = 600.0, .max_job_s = 1.0}};
+  const auto none = strict.estimate(1, 10, 800);
+  REQUIRE(std::holds_alternative<DoorJobTooLarge>(none));
+  CHECK(std::get<DoorJobTooLarge>(none).max_pages == 0);
+  CHECK(std::get<DoorJobTooLarge>(none).parts == 0);
 }
 
 TEST_CASE("A job within max_wait is accepted with its estimate, and estimate() says the same") {

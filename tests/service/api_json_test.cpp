@@ -151,6 +151,21 @@ TEST_CASE("The door's refusals: 503 busy with its numbers, 429 and 422 naming th
   CHECK(large->body.at("error").at("ceiling") == 300'000);
 
   CHECK_FALSE(answer_for(fairlane::DoorDecision{fairlane::DoorAccepted{}}));
+
+  // job_too_large names the parts that fit, or says that none does.
+  const auto split =
+      answer_for(fairlane::DoorDecision{fairlane::DoorJobTooLarge{1'000, 160.0, 100.0, 600, 2}});
+  REQUIRE(split);
+  CHECK(split->status == 422);
+  CHECK(std::string(split->body.at("error").at("message").as_string())
+            .find("split it into 2 jobs of at most 600 pages") != std::string::npos);
+  const auto none =
+      answer_for(fairlane::DoorDecision{fairlane::DoorJobTooLarge{10, 3.6, 1.0, 0, 0}});
+  REQUIRE(none);
+  const std::string message(none->body.at("error").at("message").as_string());
+  CHECK(message.find("0 jobs") == std::string::npos);
+  CHECK(message.find("no split helps") != std::string::npos);
+  CHECK(message.find("--max-job-seconds") != std::string::npos);
 }
 
 TEST_CASE("A JSON upload gives its pages, name and max_tokens, in order") {

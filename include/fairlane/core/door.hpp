@@ -49,8 +49,10 @@ struct DoorJobTooLarge {
   std::int64_t pages = 0;
   double alone_s = 0.0;
   double max_job_s = 0.0;
-  std::int64_t max_pages = 0;  // the most pages a job may have, at its pages' size
-  std::int64_t parts = 0;      // ceil(pages / max_pages)
+  // The most pages a job may have, at its pages' size; 0 when not even one page fits (the
+  // limit is below a call's own time: no split helps).
+  std::int64_t max_pages = 0;
+  std::int64_t parts = 0;  // ceil(pages / max_pages); 0 with max_pages
 };
 
 // 429: the user already has too much queued.
