@@ -283,11 +283,12 @@ int status(HttpClient& client, const Output& output) {
       return v && v->is_number() ? v->to_number<std::int64_t>() : 0;
     };
     const auto* paused = o->if_contains("paused");
+    const std::string binding = string_of(*o, "binding");  // null: no limit at all
     output.out << fmt::format(
         "service: {} lanes, {} pages queued, {} held, {} in flight; binding limit: {}; buckets: "
         "requests {}, tokens {}; provider pause: {}\n",
         count("lanes"), count("queued"), count("held"), count("in_flight"),
-        string_of(*o, "binding"), bucket("requests"), bucket("tokens"),
+        binding.empty() ? "none" : binding, bucket("requests"), bucket("tokens"),
         paused && paused->is_bool() && paused->as_bool() ? "yes" : "no");
     // The admin's view: every lane with work, by user.
     if (const auto* users = o->if_contains("users"); users && users->is_array()) {

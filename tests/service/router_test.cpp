@@ -41,13 +41,16 @@ ApiResponse answered(Router& router, ApiResponse response) {
   return router.finish_upload(who, fairlane::service::read_upload(std::move(document)));
 }
 
+constexpr fairlane::BudgetLimits kLabLimits{
+    .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
+
 struct Api {
   explicit Api(double max_wait_s = 60.0,
-               const std::string& db = ":memory:", const std::string& vfs = "")
+               const std::string& db = ":memory:", const std::string& vfs = "",
+               fairlane::BudgetLimits limits = kLabLimits)
       : store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
     DispatcherConfig config;
-    config.limits = {
-        .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
+    config.limits = limits;
     config.door.max_wait_s = max_wait_s;
     config.door.max_queued_pages_per_user = 500;
     dispatcher = std::make_unique<Dispatcher>(io, *store, provider, config);
@@ -393,6 +396,22 @@ TEST_CASE("The queue shows lanes, pages, the rate, the binding limit and the buc
   CHECK(queue.at("binding") == "tokens");
   CHECK(queue.at("buckets").at("requests").as_double() == doctest::Approx(1'500.0).epsilon(0.01));
   CHECK(queue.at("paused") == false);
+}
+
+TEST_CASE("The queue is valid JSON without any limit: the rate they allow is null, not infinite") {
+  // --rpm 0 --tpm 0 --max-in-flight 0: each "0: none", so the limits allow any rate.
+  Api api(60.0, ":memory:", "", fairlane::BudgetLimits{});
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3)).status == 202);
+  const auto queue = api.send("GET", "/v1/queue", api.alice);
+  REQUIRE(queue.status == 200);
+  boost::system::error_code error;
+  const json::value body = json::parse(queue.body, error);
+  REQUIRE_MESSAGE(!error, queue.body);
+  CHECK(body.at("mu").is_null());
+  CHECK(body.at("buckets").at("tokens").is_null());
+  // With limits it is the number they allow.
+  Api lab;
+  CHECK(Api::body(lab.send("GET", "/v1/queue", lab.alice)).at("mu").as_double() > 0.0);
 }
 
 TEST_CASE("/metrics shows queued pages and the door's refusals by reason, to the admin key") {

@@ -15,12 +15,17 @@ ApiResponse queue(RouteContext& context, bool admin) {
     if (bucket.unlimited()) return nullptr;
     return bucket.level();
   };
+  // Without any limit (each flag 0) the rate is unbounded and nothing binds: null, as JSON
+  // has no infinity.
+  const double mu = dispatcher.estimator().mu();
+  const bool bounded = std::isfinite(mu);
   json::object body{{"lanes", dispatcher.scheduler().lane_count()},
                     {"queued", dispatcher.scheduler().size()},
                     {"held", dispatcher.held()},
                     {"in_flight", dispatcher.in_flight()},
-                    {"mu", dispatcher.estimator().mu()},
-                    {"binding", to_string(dispatcher.estimator().binding())},
+                    {"mu", bounded ? json::value(mu) : json::value(nullptr)},
+                    {"binding", bounded ? json::value(to_string(dispatcher.estimator().binding()))
+                                        : json::value(nullptr)},
                     {"buckets", json::object{{"requests", level(budget.requests())},
                                              {"tokens", level(budget.tokens())}}},
                     {"paused", dispatcher.paused_until().has_value()}};
