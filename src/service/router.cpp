@@ -36,6 +36,37 @@ bool is_ui(const Target& target, const ApiRequest& request) {
 
 constexpr std::string_view kJobs = "/v1/jobs/";
 
+// Whether `method` `path` is one of the routes handle() serves (the probes and /ui aside).
+bool is_route(std::string_view method, std::string_view path) {
+  const bool get = method == "GET";
+  if (get &&
+      (path == "/v1/queue" || path == "/metrics" || path == "/v1/jobs" || path == "/v1/estimate")) {
+    return true;
+  }
+  if (method == "POST" && (path == "/v1/users" || path == "/v1/jobs")) return true;
+  if (path.rfind(kJobs, 0) != 0) return false;
+  // /v1/jobs/{id}: GET, DELETE; /v1/jobs/{id}/result and /events: GET (routes::job).
+  const std::string_view rest = path.substr(kJobs.size());
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos) return get || method == "DELETE";
+  const std::string_view tail = rest.substr(slash + 1);
+  return get && (tail == "result" || tail == "events");
+}
+
+// Only an upload and a new user carry a body.
+bool takes_body(std::string_view method, std::string_view path) {
+  return method == "POST" && (path == "/v1/jobs" || path == "/v1/users");
+}
+
+bool announces_body(const ApiRequest& head) {
+  const auto length = head.header("Content-Length");
+  return head.header("Transfer-Encoding").has_value() || (length && *length != "0");
+}
+
+ApiResponse no_such_route(std::string_view method, std::string_view path) {
+  return error_response(404, "not_found", fmt::format("there is no {} {}", method, path));
+}
+
 }  // namespace
 
 Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
@@ -107,6 +138,14 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
                           "the admin key opens /v1/users, /v1/queue, /metrics and /ui; jobs and "
                           "estimates are a user's: use a user's key");
   }
+  // A body where none is taken is answered from the headers, unread (Headers first): a
+  // client must not make fairlane read 100 MB to be told there is no such route.
+  if (announces_body(head) && !takes_body(head.method, path) && !is_ui(*target, head)) {
+    if (!is_route(head.method, path)) return no_such_route(head.method, path);
+    return error_response(
+        400, "invalid_request",
+        fmt::format("{} {} takes no body: send it without one", head.method, path));
+  }
   if (!caller.admin) {
     // The door counts the user's weight from the first request, before any lane of theirs.
     dispatcher_.set_weight(caller.user.id, caller.user.weight);
@@ -166,7 +205,7 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
     return routes::estimate(context_, user, target->param("pages"),
                             target->param("tokens_per_page"));
   }
-  return error_response(404, "not_found", fmt::format("there is no {} {}", method, path));
+  return no_such_route(method, path);
 }
 
 ApiResponse Router::finish_upload(const Upload& upload, UploadRead read) {

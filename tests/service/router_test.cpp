@@ -109,6 +109,33 @@ std::string header(const ApiResponse& r, const std::string& name) {
 
 }  // namespace
 
+TEST_CASE("A body sent where none is taken is answered from the headers, before it is read") {
+  Api api;
+  const auto admit = [&](std::string method, std::string target,
+                         std::vector<std::pair<std::string, std::string>> headers) {
+    ApiRequest head{std::move(method), std::move(target), std::move(headers), {}};
+    head.headers.emplace_back("Authorization", "Bearer " + api.alice);
+    return api.router->admit(head);
+  };
+  const auto status = [](const std::variant<fairlane::service::Caller, ApiResponse>& admitted) {
+    const auto* answer = std::get_if<ApiResponse>(&admitted);
+    return answer != nullptr ? answer->status : 0;  // 0: admitted, its body to be read
+  };
+  const std::pair<std::string, std::string> fifty_mb{"Content-Length", "52428800"};
+  const std::pair<std::string, std::string> chunked{"Transfer-Encoding", "chunked"};
+  // No such route: 404 at once, whatever its body.
+  CHECK(status(admit("PUT", "/v1/jobs", {fifty_mb})) == 404);
+  CHECK(status(admit("POST", "/v1/queue", {chunked})) == 404);
+  CHECK(status(admit("POST", "/v1/nowhere", {fifty_mb})) == 404);
+  // A route that takes no body: 400 at once.
+  CHECK(status(admit("GET", "/v1/queue", {fifty_mb})) == 400);
+  CHECK(status(admit("DELETE", "/v1/jobs/j_1", {chunked})) == 400);
+  // An upload's body is read; a request without one goes on as before.
+  CHECK(status(admit("POST", "/v1/jobs", {fifty_mb, {"Content-Type", "application/pdf"}})) == 0);
+  CHECK(status(admit("GET", "/v1/queue", {{"Content-Length", "0"}})) == 0);
+  CHECK(status(admit("GET", "/v1/nowhere", {})) == 0);  // 404 when handled: nothing to skip
+}
+
 TEST_CASE("Health answers without a key, and the API wants one it knows") {
   Api api;
   CHECK(api.send("GET", "/healthz").status == 200);
