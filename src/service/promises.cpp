@@ -34,7 +34,13 @@ Promises::Promises(Store& store, const Dispatcher& dispatcher, const WallClock* 
       wall_clock_(wall_clock != nullptr ? *wall_clock : system_clock_) {}
 
 void Promises::promised(const JobView& job) {
-  if (!job.promised_eta_at || is_terminal(job.state)) return;
+  if (!job.promised_eta_at) return;
+  if (is_terminal(job.state)) {
+    // Ended before it was watched: inside its promise window (a fast provider, pages that
+    // all failed at once). Measured all the same; there is nothing left to watch.
+    measure(job, job.created_at, *job.promised_eta_at);
+    return;
+  }
   watch_.watch(job.user_id, job.id, job.created_at, *job.promised_eta_at, job.eta_revised_at,
                dispatcher_.estimator(), wall_clock_.now());
 }
@@ -79,19 +85,22 @@ bool Promises::ended(JobId job, const WatchedPromise& w) {
   auto view = store_.job(job);
   if (!view.ok()) return false;
   if (!is_terminal(view->state)) return false;
-  if (view->state != JobState::cancelled && view->finished_at) {
-    const double actual = Seconds(*view->finished_at - w.created_at).count();
-    const double promised = Seconds(w.promised_at - w.created_at).count();
-    const double late = Seconds(*view->finished_at - w.promised_at).count();
-    if (promised > 0) {
-      ratio_.observe(actual / promised);
-      keep(recent_ratio_, actual / promised);
-    }
-    lateness_.observe(late);
-    keep(recent_lateness_, late);
-    ++finished_;
-  }
+  measure(view.value(), w.created_at, w.promised_at);
   return true;
+}
+
+void Promises::measure(const JobView& job, WallTime created_at, WallTime promised_at) {
+  if (job.state == JobState::cancelled || !job.finished_at) return;
+  const double actual = Seconds(*job.finished_at - created_at).count();
+  const double promised = Seconds(promised_at - created_at).count();
+  const double late = Seconds(*job.finished_at - promised_at).count();
+  if (promised > 0) {
+    ratio_.observe(actual / promised);
+    keep(recent_ratio_, actual / promised);
+  }
+  lateness_.observe(late);
+  keep(recent_lateness_, late);
+  ++finished_;
 }
 
 PromiseAccuracy Promises::accuracy() const {

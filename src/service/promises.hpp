@@ -50,7 +50,8 @@ class Promises {
   // for the system clock (tests give a FakeWallClock).
   Promises(Store& store, const Dispatcher& dispatcher, const WallClock* wall_clock = nullptr);
 
-  // A job just accepted with a promise (JobView::promised_eta_at): watch it.
+  // A job just accepted with a promise (JobView::promised_eta_at): watch it; or, when it
+  // has already ended (inside its promise window), measure it.
   void promised(const JobView& job);
 
   // Projects the watched jobs due for a look (PromiseWatch); returns those revised now.
@@ -66,6 +67,8 @@ class Promises {
   [[nodiscard]] std::string reason(const Revision& revision) const;
   // Records a job that ended; true when it has (and is no longer watched).
   bool ended(JobId job, const WatchedPromise& w);
+  // Its actual time over the promised one, and its lateness, when it ended done or failed.
+  void measure(const JobView& job, WallTime created_at, WallTime promised_at);
 
   Store& store_;
   const Dispatcher& dispatcher_;

@@ -1170,6 +1170,52 @@ TEST_CASE(
   CHECK(api.store->job(bob_view.id)->promised_eta_at == bob_view.promised_eta_at);
 }
 
+TEST_CASE("A job that ends inside its promise window is measured against its promise") {
+  Api api;
+  fairlane::FakeClock clock;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.promise_window = 250ms;
+  config.clock = &clock;
+  config.wall_clock = &api.promises_wall;
+  api.router.reset();
+  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+  // Alice's two pages are accepted while Bob's upload is on its way: her answer waits.
+  auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
+  REQUIRE(bob_coming != nullptr);
+  ApiRequest request{
+      "POST",
+      "/v1/jobs",
+      {{"Authorization", "Bearer " + api.alice}, {"Content-Type", "application/json"}},
+      Api::pages_json(2)};
+  ApiResponse reading = api.router->handle(request);
+  REQUIRE(reading.document.has_value());
+  const auto who = reading.document->upload;
+  const auto held =
+      api.router->finish_upload(who, fairlane::service::read_upload(std::move(*reading.document)));
+  REQUIRE(held.promise_hold.has_value());
+  const fairlane::JobId job = held.promise_hold->job;
+  // Its pages are sent and answered within the window (a fast provider).
+  std::vector<fairlane::PageTransition> ended;
+  for (const auto& lane : api.store->load_lanes().value()) {
+    for (const auto& page : lane.pages) {
+      if (page.job_id != job) continue;
+      ended.push_back(fairlane::PageTransition::dispatched(page.page_id, 300));
+      ended.push_back(fairlane::PageTransition::completed(page.page_id, "text", {100, 50}));
+    }
+  }
+  REQUIRE(ended.size() == 4);
+  REQUIRE(api.store->apply(ended).ok());
+  REQUIRE(api.store->job(job)->state == fairlane::JobState::done);
+
+  clock.advance(250ms);
+  CHECK(api.router->close_promise(job).status == 202);
+  const auto accuracy = api.router->promises().accuracy();
+  CHECK(accuracy.finished == 1);
+  REQUIRE(accuracy.ratio_p50.has_value());
+  CHECK(*accuracy.ratio_p50 < 1.0);  // ended well within what it was promised
+  CHECK(api.router->promises().watched() == 0);
+}
+
 TEST_CASE("An upload accepted while no other is read is answered at once, window or not") {
   Api api;
   fairlane::FakeClock clock;
