@@ -94,8 +94,8 @@ TEST_CASE("One table maps a Status to an HTTP answer naming the problem") {
 }
 
 TEST_CASE(
-    "A failure on the service's side is answered in the caller's terms; where the store is, only "
-    "the operator's log is told") {
+    "A failure on the service's side is answered in the caller's terms, and where the store is "
+    "goes only to the operator's log") {
   // What the stores say names the server or the file, and the operator's remedy.
   const std::string server = "postgresql://fairlane@db.internal:5432/fairlane";
   for (const StatusCode code : {StatusCode::busy, StatusCode::disk_full, StatusCode::read_only,
