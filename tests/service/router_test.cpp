@@ -81,6 +81,17 @@ struct Api {
 
   static json::object body(const ApiResponse& r) { return json::parse(r.body).as_object(); }
 
+  // The router again, with a promise window of 250 ms on `clock` (the next router takes the
+  // dispatcher's callback, so the first goes first).
+  void use_promise_window(const fairlane::Clock& clock) {
+    RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+    config.promise_window = 250ms;
+    config.clock = &clock;
+    config.wall_clock = &promises_wall;
+    router.reset();
+    router = std::make_unique<Router>(*store, *dispatcher, config);
+  }
+
   static std::string pages_json(int count, std::size_t bytes = 100) {
     json::array pages;
     for (int i = 0; i < count; ++i)
@@ -1098,11 +1109,7 @@ TEST_CASE(
     "promised with it") {
   Api api;
   fairlane::FakeClock clock;
-  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
-  config.promise_window = 250ms;
-  config.clock = &clock;
-  api.router.reset();  // the next one takes the dispatcher's callback
-  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+  api.use_promise_window(clock);
 
   // Two books of 450 pages sent together: both bodies are being read (each holds a reading
   // slot) before either is answered. 200 calls go at once, then 100 a second: alone the
@@ -1173,12 +1180,7 @@ TEST_CASE(
 TEST_CASE("A job that ends inside its promise window is measured against its promise") {
   Api api;
   fairlane::FakeClock clock;
-  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
-  config.promise_window = 250ms;
-  config.clock = &clock;
-  config.wall_clock = &api.promises_wall;
-  api.router.reset();
-  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+  api.use_promise_window(clock);
   // Alice's two pages are accepted while Bob's upload is on its way: her answer waits.
   auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
   REQUIRE(bob_coming != nullptr);
@@ -1219,11 +1221,7 @@ TEST_CASE("A job that ends inside its promise window is measured against its pro
 TEST_CASE("An upload accepted while no other is read is answered at once, window or not") {
   Api api;
   fairlane::FakeClock clock;
-  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
-  config.promise_window = 250ms;
-  config.clock = &clock;
-  api.router.reset();
-  api.router = std::make_unique<Router>(*api.store, *api.dispatcher, config);
+  api.use_promise_window(clock);
   const auto answer = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3));
   CHECK(answer.status == 202);
   CHECK_FALSE(answer.promise_hold.has_value());
