@@ -26,6 +26,8 @@ std::string_view to_string(StatusCode code) {
       return "version_too_new";
     case StatusCode::io_error:
       return "io_error";
+    case StatusCode::outcome_unknown:
+      return "outcome_unknown";
     case StatusCode::fenced:
       return "fenced";
     case StatusCode::internal:

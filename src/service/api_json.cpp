@@ -93,6 +93,11 @@ std::string_view callers_terms(StatusCode code) {
              "before is lost. Retry in a few seconds (an upload sent again with the same "
              "Idempotency-Key is not taken twice); if it lasts, tell the service's operator, "
              "whose log says why.";
+    case StatusCode::outcome_unknown:
+      return "the service lost its job store's connection while storing this request, so "
+             "whether it was stored is unknown. Retry it: an upload sent again with the same "
+             "Idempotency-Key is answered with the job it made, if it made one, and a "
+             "cancellation that was stored is not made twice.";
     case StatusCode::fenced:
       return "this instance stopped leading its cluster while answering and wrote nothing of "
              "this request. Retry: the instance that leads now answers it.";
@@ -126,6 +131,7 @@ ApiAnswer answer_for(const Status& status) {
       {StatusCode::disk_full, 507},
       {StatusCode::read_only, 503},
       {StatusCode::io_error, 503},
+      {StatusCode::outcome_unknown, 503},
       {StatusCode::fenced, 503},
       {StatusCode::corrupt, 500},
       {StatusCode::version_too_new, 500},

@@ -456,8 +456,9 @@ void Dispatcher::Impl::note_flush(Status status) {
   commit_error = std::move(status);
   if (commit_error.ok()) return;
   std::cerr << "fairlane: " << commit_error.message() << '\n';
-  if (commit_error.code() != StatusCode::fenced || deposed_told || !deposed) return;
-  // Another instance leads: told from the executor, since the owner replaces this state.
+  if (!ends_leading(commit_error) || deposed_told || !deposed) return;
+  // Another instance leads, or what the store holds is not known any more: told from the
+  // executor, since the owner replaces this state.
   deposed_told = true;
   asio::post(io, [self = shared_from_this()] {
     if (self->dead || !self->deposed) return;
@@ -596,7 +597,7 @@ void Dispatcher::Impl::kill() {
   cancel_timers();
   // The batch out commits (or not) before anything after this state touches the store.
   while (batch_out) settle(batch_out);
-  if (commits.pending() > 0 && commit_error.code() != StatusCode::fenced) (void)flush_now();
+  if (commits.pending() > 0 && !ends_leading(commit_error)) (void)flush_now();
   dead = true;
   // Whatever could not be committed is dropped with the coroutines waiting on it, which
   // would otherwise keep the state alive forever; the store requeues those pages at the

@@ -97,11 +97,19 @@ struct DispatcherCounters {
   Histogram call_latency_seconds{{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}};
 };
 
+// Whether a commit's failure ends this instance's leading: fenced or outcome_unknown. Any
+// other failure leaves the batch to be committed again.
+[[nodiscard]] inline bool ends_leading(const Status& commit) {
+  return commit.code() == StatusCode::fenced || commit.code() == StatusCode::outcome_unknown;
+}
+
 class Dispatcher {
  public:
   // Called after a change to a job has committed (a page dispatched, done, failed...).
   using JobChanged = std::function<void(JobId)>;
-  // Called once a commit was fenced: another instance of the cluster leads now.
+  // Called once a commit ended its leading (ends_leading): it was fenced (another instance
+  // of the cluster leads now), or its outcome is unknown (the connection broke while it was
+  // out), so that what the store holds must be read again before anything builds on it.
   using Deposed = std::function<void(const Status&)>;
 
   // The store and the provider must outlive the dispatcher. Destroying it stops the loop,

@@ -48,7 +48,18 @@ Leadership::Leadership(asio::io_context& io, Store& store, Dispatcher& dispatche
       view_timer_(io) {
   membership_.instance = config_.instance;
   dispatcher_.on_deposed([this](const Status& why) {
-    if (membership_.leading) become_follower(why.message());
+    if (!membership_.leading) return;
+    become_follower(why.message());
+    // A batch whose outcome is unknown: the lease is still this instance's, and is given up
+    // so that the next leader, whichever it is, starts from what the store holds (the pages
+    // in flight requeued, the calls out held under the cap). If it cannot be given up it
+    // runs out.
+    if (why.code() == StatusCode::outcome_unknown) {
+      if (Status released = cluster_.release_lease(config_.instance); !released.ok()) {
+        std::cerr << "fairlane: the lease could not be given up (it runs out): "
+                  << released.message() << '\n';
+      }
+    }
   });
 }
 

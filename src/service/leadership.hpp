@@ -15,8 +15,11 @@
 //     leader's last renewal, inside L of the leader's death;
 //   - a leader that could not renew for 3/4 L (the database away, a long pause) deposes
 //     itself before anyone could have taken over; a commit refused as fenced deposes it at
-//     once. Either way it stops dispatching: calls still out are abandoned, and the next
-//     leader holds their places under the cap and requeues their pages.
+//     once, and so does one whose outcome is unknown (its connection broke while it was
+//     out), which also gives the lease up, so that the next leader, this instance or
+//     another, starts from what the store holds. Either way it stops dispatching: calls still
+//     out are abandoned, and the next leader holds their places under the cap and requeues
+//     their pages.
 //
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <charconv>
 #include <memory>
@@ -11,12 +12,24 @@
 namespace fairlane::store::pg {
 namespace {
 
-// The server's message without libpq's trailing newline (and "ERROR:  " prefix).
+// The server's message on one line, without libpq's trailing newline (and "ERROR:  "
+// prefix): its lines ("server closed the connection unexpectedly\n\tThis probably means
+// ...") joined with a space, so that a log line holds it whole.
 std::string tidy_message(const char* message) {
   std::string text = message != nullptr ? message : "";
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   if (text.starts_with("ERROR:  ")) text.erase(0, 8);
-  return text.empty() ? std::string("no message") : text;
+  std::string line;
+  line.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      line += text[i];
+      continue;
+    }
+    while (i + 1 < text.size() && (text[i + 1] == '\t' || text[i + 1] == ' ')) ++i;
+    line += ' ';
+  }
+  return line.empty() ? std::string("no message") : line;
 }
 
 struct ConninfoDeleter {
@@ -60,6 +73,24 @@ std::string redact(const std::string& uri) {
   const auto colon = shown.find(':', authority);
   if (colon == std::string::npos || colon > at) return shown;
   return shown.replace(colon, at - colon, ":***");
+}
+
+// What the server said of a failed statement, for a message: its primary message, with its
+// detail and hint when it gives them (not its context, which is the SQL); libpq's own message
+// when the server said nothing (the connection broke before it could).
+std::string error_of(const pg_result* result, const pg_conn* conn) {
+  const char* primary =
+      result != nullptr ? PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  if (primary == nullptr) {
+    return tidy_message(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn));
+  }
+  std::string text = primary;
+  // (libpq's field codes are chars: 'D', 'H'.)
+  for (const char field : {PG_DIAG_MESSAGE_DETAIL, PG_DIAG_MESSAGE_HINT}) {
+    const char* more = PQresultErrorField(result, field);
+    if (more != nullptr) text += fmt::format(" ({})", more);
+  }
+  return tidy_message(text.c_str());
 }
 
 void ignore_notice(void* /*arg*/, const char* /*message*/) {}
@@ -268,13 +299,31 @@ Connection::Connection(Connection&& other) noexcept
     : conn_(std::exchange(other.conn_, nullptr)),
       server_(std::move(other.server_)),
       round_trips_(other.round_trips_),
+      last_error_(std::move(other.last_error_)),
       prepared_(std::move(other.prepared_)) {}
 
 Connection::~Connection() {
   if (conn_ != nullptr) PQfinish(conn_);
 }
 
-Status Connection::check(const pg_result* result, std::string_view doing) const {
+int Connection::backend_pid() const {
+  return PQbackendPID(conn_);
+}
+
+bool Connection::lost() const {
+  return PQstatus(conn_) == CONNECTION_BAD;
+}
+
+bool Connection::alive() const {
+  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  // Between statements the server sends nothing to a connection that does not listen, except
+  // its goodbye: an error (57P01 and the like), then the end of the stream. So anything to
+  // read means the connection is ending, even if the end itself has not arrived yet.
+  pollfd ready{PQsocket(conn_), POLLIN, 0};
+  return poll(&ready, 1, 0) == 0;
+}
+
+Status Connection::check(const pg_result* result, std::string_view doing) {
   const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   switch (status) {
     case PGRES_COMMAND_OK:
@@ -285,9 +334,8 @@ Status Connection::check(const pg_result* result, std::string_view doing) const 
       break;
   }
   const char* sqlstate = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
-  const std::string detail =
-      tidy_message(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn_));
-  return status_for(sqlstate != nullptr ? sqlstate : "", server_, doing, detail);
+  last_error_ = error_of(result, conn_);
+  return status_for(sqlstate != nullptr ? sqlstate : "", server_, doing, last_error_);
 }
 
 Status Connection::exec(std::string_view sql, std::string_view doing) {

@@ -126,6 +126,21 @@ class Connection {
   [[nodiscard]] pg_conn* handle() const { return conn_; }
   // Statements sent so far (each exec or query is one round trip to the server).
   [[nodiscard]] std::int64_t round_trips() const { return round_trips_; }
+  // The server process serving this connection (PQbackendPID), for tests that end it.
+  [[nodiscard]] int backend_pid() const;
+
+  // Whether the connection broke (PQstatus is CONNECTION_BAD): the server ended it or the
+  // network failed. A broken connection never works again; open another.
+  [[nodiscard]] bool lost() const;
+  // Whether it still works, as far as can be known without a round trip, between statements:
+  // not if the server sent anything meanwhile (a poll of its socket, which never waits), so
+  // that a connection the server ended while it was idle (a restart, pg_terminate_backend,
+  // an idle timeout) is found broken before a statement is sent on it, rather than by the
+  // statement. Not for a connection that listens for notifications.
+  [[nodiscard]] bool alive() const;
+  // What the server (or libpq) said of the last statement that failed here, on one line:
+  // why it broke, once lost().
+  [[nodiscard]] const std::string& last_error() const { return last_error_; }
 
   // Runs one or more statements without parameters, ignoring what they return.
   Status exec(std::string_view sql, std::string_view doing);
@@ -149,11 +164,12 @@ class Connection {
  private:
   Connection(pg_conn* conn, std::string server) : conn_(conn), server_(std::move(server)) {}
   // The Status for `result` (which may be null), or ok if it is a success.
-  Status check(const pg_result* result, std::string_view doing) const;
+  Status check(const pg_result* result, std::string_view doing);
 
   pg_conn* conn_;
   std::string server_;
   std::int64_t round_trips_ = 0;
+  std::string last_error_;
   // The statements prepared on this connection: their text, and the name each has there.
   std::unordered_map<std::string, std::string> prepared_;
 };

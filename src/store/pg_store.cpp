@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -80,6 +81,13 @@ Result<User> user_from(Result<pg::Rows> rows, std::string_view what) {
 }  // namespace
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOptions options) {
+  auto connection = connect(uri);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<PgStore>(
+      new PgStore(uri, std::move(connection).value(), std::move(options)));
+}
+
+Result<pg::Connection> PgStore::connect(const std::string& uri) {
   auto connection = pg::Connection::open(uri);
   if (!connection.ok()) return connection.status();
   if (Status s = connection->exec(PgSql::synchronous_commit, "asking for synchronous commits");
@@ -100,13 +108,70 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& uri, StoreOpti
       return s;
     }
   }
-  return std::unique_ptr<PgStore>(new PgStore(std::move(connection).value(), std::move(options)));
+  return connection;
+}
+
+// ---- the connection ----------------------------------------------------------------------
+
+Result<pg::Connection*> PgStore::session(std::string_view doing) {
+  if (connection_ && connection_->alive()) return &*connection_;
+  if (connection_) {  // broken: nothing more can be sent on it
+    round_trips_before_ += connection_->round_trips();
+    connection_.reset();
+  }
+  const WallTime at = now();
+  if (connect_pause_.count() == 0 || at >= connect_at_) {
+    auto made = connect(uri_);
+    if (made.ok()) {
+      connection_.emplace(std::move(made).value());
+      connect_pause_ = std::chrono::milliseconds(0);
+      connect_error_ = {};
+      ++reconnects_;
+      return &*connection_;
+    }
+    constexpr std::chrono::milliseconds kFirstPause{100};
+    constexpr std::chrono::milliseconds kLongestPause{5'000};
+    connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
+    connect_at_ = at + connect_pause_;
+    connect_error_ = made.status();
+  }
+  return Status{connect_error_.code(),
+                fmt::format("{}: the connection to PostgreSQL broke and is not made again yet "
+                            "(fairlane tries again every {} ms at most): {}",
+                            doing, connect_pause_.count(), connect_error_.message())};
+}
+
+Result<pg::Rows> PgStore::read(std::string_view sql, std::span<const pg::Param> params,
+                               std::string_view doing) {
+  auto connection = session(doing);
+  if (!connection.ok()) return connection.status();
+  auto rows = (*connection)->query(sql, params, doing);
+  if (rows.ok() || !(*connection)->lost()) return rows;
+  // Broken under the read, which changed nothing: once more, on a new connection.
+  connection = session(doing);
+  if (!connection.ok()) return connection.status();
+  return (*connection)->query(sql, params, doing);
+}
+
+Result<pg::Rows> PgStore::write(std::string_view sql, std::span<const pg::Param> params,
+                                std::string_view doing) {
+  auto connection = session(doing);
+  if (!connection.ok()) return connection.status();
+  auto rows = (*connection)->query(sql, params, doing);
+  if (rows.ok() || !(*connection)->lost()) return rows;
+  // Sent, and the answer lost with the connection: the server may have committed it or not.
+  // The next call connects again; it is the caller's to find out, by reading, before it
+  // builds on this write.
+  return Status{StatusCode::outcome_unknown,
+                fmt::format("{}: the connection to PostgreSQL at {} broke while the write was "
+                            "out ({}), so whether it was stored is unknown. The next write "
+                            "connects again; read what it wrote before building on it.",
+                            doing, server_, (*connection)->last_error())};
 }
 
 // ---- users -------------------------------------------------------------------------------
 
 Result<NewUser> PgStore::add_user(std::string_view name, std::int64_t weight) {
-  if (broken_) return *broken_;
   if (Status s = check_user_name(name); !s.ok()) return s;
   if (Status s = check_weight(weight); !s.ok()) return s;
   auto made = new_key();
@@ -117,8 +182,7 @@ Result<NewUser> PgStore::add_user(std::string_view name, std::int64_t weight) {
   const std::array params{pg::Param::text(name), pg::Param::bytes(digest_bytes),
                           pg::Param::int64(weight), pg::Param::int64(to_ms(now()))};
   // One statement, committed (synchronously) before the key is shown.
-  auto inserted =
-      connection_.query(PgSql::insert_user, params, fmt::format("adding user '{}'", name));
+  auto inserted = write(PgSql::insert_user, params, fmt::format("adding user '{}'", name));
   if (!inserted.ok()) {
     if (inserted.status().code() == StatusCode::already_exists) {
       return Status{StatusCode::already_exists,
@@ -134,18 +198,18 @@ Result<User> PgStore::find_user_by_key(std::string_view key) {
   if (!digest) return Status{StatusCode::internal, "SHA-256 of the key failed"};
   const std::array params{pg::Param::bytes(
       std::string_view(reinterpret_cast<const char*>(digest->data()), digest->size()))};
-  return user_from(connection_.query(PgSql::user_by_key, params, "looking up a user by key"),
+  return user_from(read(PgSql::user_by_key, params, "looking up a user by key"),
                    "user with this key");
 }
 
 Result<User> PgStore::find_user_by_name(std::string_view name) {
   const std::array params{pg::Param::text(name)};
   const std::string what = fmt::format("user named '{}'", name);
-  return user_from(connection_.query(PgSql::user_by_name, params, "looking up a " + what), what);
+  return user_from(read(PgSql::user_by_name, params, "looking up a " + what), what);
 }
 
 Result<std::vector<User>> PgStore::users() {
-  auto rows = connection_.query(PgSql::all_users, {}, "listing the users");
+  auto rows = read(PgSql::all_users, {}, "listing the users");
   if (!rows.ok()) return rows.status();
   std::vector<User> users;
   users.reserve(static_cast<std::size_t>(rows->size()));
@@ -159,7 +223,6 @@ Result<std::vector<User>> PgStore::users() {
 // ---- jobs --------------------------------------------------------------------------------
 
 Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
-  if (broken_) return *broken_;
   const auto shape = check_job_request(request);
   if (!shape.ok()) return shape.status();
   const auto public_suffix = random_hex(12);
@@ -213,13 +276,13 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
       pg::Param::int64_array(heights),
       pg::Param::bytes_array(images),
   };
-  auto rows = connection_.query(PgSql::enqueue_job, params, "enqueueing a job");
+  auto rows = write(PgSql::enqueue_job, params, "enqueueing a job");
   if (!rows.ok()) {
     if (rows.status().code() == StatusCode::not_found) {
       return Status{StatusCode::not_found, fmt::format("no user with id {}", request.user_id)};
     }
     note(rows.status());
-    return unknown_if_lost(rows.status(), "enqueueing a job");
+    return rows.status();
   }
   write_health_ = {};
 
@@ -227,8 +290,8 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
     // The idempotency key named an earlier job of this user: that job, unchanged.
     const std::array key_params{pg::Param::int64(request.user_id),
                                 pg::Param::text(view_of(request.idempotency_key).value_or(""))};
-    auto earlier = connection_.query(PgSql::job_by_idempotency_key, key_params,
-                                     "looking up the idempotency key");
+    auto earlier =
+        read(PgSql::job_by_idempotency_key, key_params, "looking up the idempotency key");
     if (!earlier.ok()) return earlier.status();
     if (earlier->size() == 0) {
       return Status{StatusCode::internal,
@@ -275,10 +338,9 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
 }
 
 Result<std::vector<Lane>> PgStore::load_lanes() {
-  if (broken_) return *broken_;
   const std::array requeue_params{pg::Param::int64(to_ms(now()))};
-  auto requeued = connection_.query(PgSql::requeue_in_flight, requeue_params,
-                                    "returning in-flight pages to their lanes");
+  auto requeued =
+      write(PgSql::requeue_in_flight, requeue_params, "returning in-flight pages to their lanes");
   if (!requeued.ok()) {
     note(requeued.status());
     return requeued.status();
@@ -288,7 +350,7 @@ Result<std::vector<Lane>> PgStore::load_lanes() {
 }
 
 Result<std::vector<Lane>> PgStore::read_lanes() {
-  auto rows = connection_.query(PgSql::queued_pages, {}, "reading the lanes");
+  auto rows = read(PgSql::queued_pages, {}, "reading the lanes");
   if (!rows.ok()) return rows.status();
   std::vector<Lane> lanes;
   for (int row = 0; row < rows->size(); ++row) {
@@ -306,7 +368,7 @@ Result<std::vector<Lane>> PgStore::read_lanes() {
 
 Result<JobView> PgStore::job(JobId job) {
   const std::array params{pg::Param::int64(job)};
-  auto rows = connection_.query(PgSql::job_by_id, params, fmt::format("reading job {}", job));
+  auto rows = read(PgSql::job_by_id, params, fmt::format("reading job {}", job));
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", job)};
   return read_job(*rows, 0, options_.usd_per_million_tokens);
@@ -314,8 +376,7 @@ Result<JobView> PgStore::job(JobId job) {
 
 Result<JobView> PgStore::job_of(std::string_view public_id, UserId owner) {
   const std::array params{pg::Param::text(public_id), pg::Param::int64(owner)};
-  auto rows =
-      connection_.query(PgSql::job_by_public_id, params, fmt::format("reading job {}", public_id));
+  auto rows = read(PgSql::job_by_public_id, params, fmt::format("reading job {}", public_id));
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", public_id)};
   return read_job(*rows, 0, options_.usd_per_million_tokens);
@@ -327,8 +388,7 @@ Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
   std::int64_t after = 0;
   if (cursor) {
     const std::array find_params{pg::Param::text(*cursor), pg::Param::int64(user)};
-    auto found =
-        connection_.query(PgSql::job_id_by_public_id, find_params, "reading the list cursor");
+    auto found = read(PgSql::job_id_by_public_id, find_params, "reading the list cursor");
     if (!found.ok()) return found.status();
     if (found->size() == 0) {
       return invalid(
@@ -339,7 +399,7 @@ Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
   const std::array params{pg::Param::int64(user),
                           pg::Param::int64(static_cast<std::int64_t>(limit) + 1),
                           pg::Param::int64(after)};
-  auto rows = connection_.query(PgSql::jobs_of, params, "listing jobs");
+  auto rows = read(PgSql::jobs_of, params, "listing jobs");
   if (!rows.ok()) return rows.status();
   JobList page;
   for (int row = 0; row < rows->size(); ++row) {
@@ -354,8 +414,7 @@ Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
 
 Result<JobView> PgStore::job_by_idempotency_key(UserId user, std::string_view key) {
   const std::array params{pg::Param::int64(user), pg::Param::text(key)};
-  auto found =
-      connection_.query(PgSql::job_by_idempotency_key, params, "looking up the idempotency key");
+  auto found = read(PgSql::job_by_idempotency_key, params, "looking up the idempotency key");
   if (!found.ok()) return found.status();
   if (found->size() == 0) return Status{StatusCode::not_found, "no job with this idempotency key"};
   return job(found->int64(0, 0));
@@ -363,7 +422,7 @@ Result<JobView> PgStore::job_by_idempotency_key(UserId user, std::string_view ke
 
 Result<std::vector<PageResult>> PgStore::results(JobId job) {
   const std::array params{pg::Param::int64(job)};
-  auto rows = connection_.query(PgSql::results, params, "reading the job's results");
+  auto rows = read(PgSql::results, params, "reading the job's results");
   if (!rows.ok()) return rows.status();
   std::vector<PageResult> pages;
   pages.reserve(static_cast<std::size_t>(rows->size()));
@@ -383,7 +442,7 @@ Result<std::vector<PageResult>> PgStore::results(JobId job) {
 
 Result<PageCall> PgStore::page_call(PageId page) {
   const std::array params{pg::Param::int64(page)};
-  auto rows = connection_.query(PgSql::page_call, params, "reading a page's text");
+  auto rows = read(PgSql::page_call, params, "reading a page's text");
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no page {}", page)};
   PageCall call{std::string(rows->text(0, 1)), rows->int64(0, 2), std::nullopt};
@@ -395,11 +454,9 @@ Result<PageCall> PgStore::page_call(PageId page) {
 }
 
 Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
-  if (broken_) return *broken_;
   if (Status s = check_weight(weight); !s.ok()) return s;
   const std::array params{pg::Param::text(name), pg::Param::int64(weight)};
-  auto updated =
-      connection_.query(PgSql::set_weight, params, fmt::format("setting the weight of '{}'", name));
+  auto updated = write(PgSql::set_weight, params, fmt::format("setting the weight of '{}'", name));
   if (!updated.ok()) return updated.status();
   if (updated->affected() == 0) {
     return Status{StatusCode::not_found, fmt::format("no user named '{}'", name)};
@@ -408,22 +465,20 @@ Status PgStore::set_weight(std::string_view name, std::int64_t weight) {
 }
 
 Status PgStore::revise_eta(JobId job, WallTime eta_at, std::string_view reason) {
-  if (broken_) return *broken_;
   const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(eta_at)),
                           pg::Param::text(reason)};
-  auto updated = connection_.query(PgSql::revise_eta, params, "recording a revised ETA");
+  auto updated = write(PgSql::revise_eta, params, "recording a revised ETA");
   return updated.status();
 }
 
 Status PgStore::set_promise(JobId job, WallTime promised_eta_at) {
-  if (broken_) return *broken_;
   const std::array params{pg::Param::int64(job), pg::Param::int64(to_ms(promised_eta_at))};
-  auto updated = connection_.query(PgSql::set_promise, params, "recording a job's promise");
+  auto updated = write(PgSql::set_promise, params, "recording a job's promise");
   return updated.status();
 }
 
 Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user() {
-  auto rows = connection_.query(PgSql::in_flight_by_user, {}, "counting the pages in flight");
+  auto rows = read(PgSql::in_flight_by_user, {}, "counting the pages in flight");
   if (!rows.ok()) return rows.status();
   std::vector<std::pair<UserId, std::int64_t>> counts;
   counts.reserve(static_cast<std::size_t>(rows->size()));
@@ -435,22 +490,21 @@ Result<std::vector<std::pair<UserId, std::int64_t>>> PgStore::in_flight_by_user(
 
 Result<Spend> PgStore::recent_spend(std::chrono::milliseconds window) {
   const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
-  auto rows = connection_.query(PgSql::recent_spend, params, "reading recent spend");
+  auto rows = read(PgSql::recent_spend, params, "reading recent spend");
   if (!rows.ok()) return rows.status();
   return Spend{rows->int64(0, 0), rows->int64(0, 1)};
 }
 
 Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
   CallsOut out;
-  auto rows = connection_.query(PgSql::calls_out, {}, "reading the calls still out");
+  auto rows = read(PgSql::calls_out, {}, "reading the calls still out");
   if (!rows.ok()) return rows.status();
   out.dispatched_at.reserve(static_cast<std::size_t>(rows->size()));
   for (int row = 0; row < rows->size(); ++row) {
     out.dispatched_at.emplace_back(std::chrono::milliseconds(rows->int64(row, 0)));
   }
   const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
-  auto longest =
-      connection_.query(PgSql::longest_call, params, "reading how long recent calls took");
+  auto longest = read(PgSql::longest_call, params, "reading how long recent calls took");
   if (!longest.ok()) return longest.status();
   if (!longest->is_null(0, 0))
     out.longest_recent_call = std::chrono::milliseconds(longest->int64(0, 0));
@@ -459,7 +513,7 @@ Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
 
 Result<std::vector<EndedCall>> PgStore::recent_calls(std::size_t limit) {
   const std::array params{pg::Param::int64(static_cast<std::int64_t>(limit))};
-  auto rows = connection_.query(PgSql::recent_calls, params, "reading the calls that ended lately");
+  auto rows = read(PgSql::recent_calls, params, "reading the calls that ended lately");
   if (!rows.ok()) return rows.status();
   std::vector<EndedCall> calls;
   calls.reserve(static_cast<std::size_t>(rows->size()));
@@ -472,12 +526,12 @@ Result<std::vector<EndedCall>> PgStore::recent_calls(std::size_t limit) {
 
 Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
   RecentJobs out;
-  auto first = connection_.query(PgSql::first_job_at, {}, "reading the first job");
+  auto first = read(PgSql::first_job_at, {}, "reading the first job");
   if (!first.ok()) return first.status();
   if (first->size() > 0) out.first_job_at = from_ms(first->int64(0, 0));
   const std::array params{pg::Param::int64(to_ms(since)),
                           pg::Param::int64(static_cast<std::int64_t>(limit))};
-  auto rows = connection_.query(PgSql::recent_jobs, params, "reading the jobs created lately");
+  auto rows = read(PgSql::recent_jobs, params, "reading the jobs created lately");
   if (!rows.ok()) return rows.status();
   out.jobs.reserve(static_cast<std::size_t>(rows->size()));
   for (int row = 0; row < rows->size(); ++row) {
@@ -491,7 +545,6 @@ Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
 // ---- page transitions --------------------------------------------------------------------
 
 Result<std::vector<std::int64_t>> PgStore::apply(std::span<const PageTransition> transitions) {
-  if (broken_) return *broken_;
   auto applied = apply_unnoted(transitions);
   note(applied.status());
   return applied;
@@ -551,7 +604,7 @@ Result<std::vector<std::int64_t>> PgStore::apply_unnoted(
   // The fence (DESIGN.md section 10): fairlane_apply checks it against the lease row, in
   // this transaction and before it writes anything, so that a deposed leader's batch changes
   // nothing and fails with SQLSTATE FL001, fenced. That is an answer, not a lost connection:
-  // unknown_if_lost leaves the store usable and note() does not count it against the health.
+  // note() does not count it against the health.
   const std::array params{
       pg::Param::text_array(kinds),          pg::Param::int64_array(pages),
       pg::Param::int64_array(jobs),          pg::Param::int64_array(reserved),
@@ -563,8 +616,8 @@ Result<std::vector<std::int64_t>> PgStore::apply_unnoted(
   };
   // One statement: one round trip and one transaction for the whole batch, committed
   // synchronously (a cancellation is acknowledged to its user).
-  auto rows = connection_.query(PgSql::apply, params, "recording page transitions");
-  if (!rows.ok()) return unknown_if_lost(rows.status(), "recording page transitions");
+  auto rows = write(PgSql::apply, params, "recording page transitions");
+  if (!rows.ok()) return rows.status();
   if (rows->size() != 1) {
     return Status{StatusCode::internal, "recording page transitions: the server sent no answer"};
   }
@@ -593,12 +646,8 @@ Status PgStore::write_health() const {
 }
 
 Status PgStore::probe_write() {
-  if (broken_) return *broken_;
-  auto probed =
-      connection_.query(PgSql::probe_write, {}, "checking that the database can be written");
-  Status status =
-      probed.ok() ? Status{}
-                  : unknown_if_lost(probed.status(), "checking that the database can be written");
+  auto probed = write(PgSql::probe_write, {}, "checking that the database can be written");
+  Status status = probed.status();
   if (status.ok()) write_health_ = {};
   note(status);
   return status;
@@ -607,30 +656,15 @@ Status PgStore::probe_write() {
 void PgStore::note(const Status& status) {
   const StatusCode code = status.code();
   if (code == StatusCode::disk_full || code == StatusCode::read_only ||
-      code == StatusCode::io_error) {
+      code == StatusCode::io_error || code == StatusCode::outcome_unknown) {
     write_health_ = status;
   }
-}
-
-Status PgStore::unknown_if_lost(const Status& status, std::string_view what) {
-  if (status.code() != StatusCode::io_error) return status;
-  // The connection broke (or the server failed) while the write was out: it may or may not
-  // have committed. As the SQLite store does after a failed commit, nothing more is written
-  // until the store is opened again, so that nobody builds on an unknown state.
-  broken_ = Status(StatusCode::io_error,
-                   fmt::format("{}: the server failed while the write was out, so whether it was "
-                               "stored is unknown ({}). fairlane writes nothing more until it is "
-                               "restarted; retry an upload with the same Idempotency-Key to "
-                               "learn whether it was accepted.",
-                               what, status.message()));
-  return *broken_;
 }
 
 // ---- the cluster -------------------------------------------------------------------------
 
 Result<LeaseState> PgStore::claim_lease(std::string_view instance,
                                         std::chrono::milliseconds lease) {
-  if (broken_) return *broken_;
   if (instance.empty()) return invalid("claiming the lease: the instance has no name");
   if (lease <= std::chrono::milliseconds(0)) {
     return invalid(
@@ -639,7 +673,7 @@ Result<LeaseState> PgStore::claim_lease(std::string_view instance,
   const std::array params{pg::Param::text(instance), pg::Param::int64(lease.count())};
   const std::string doing = fmt::format("claiming the lease for '{}'", instance);
   // One statement: claimed, renewed or refused, under the row's lock (fairlane_claim_lease).
-  auto rows = connection_.query(PgSql::claim_lease, params, doing);
+  auto rows = write(PgSql::claim_lease, params, doing);
   if (!rows.ok()) return rows.status();
   if (rows->size() != 1) {
     return Status{StatusCode::internal, fmt::format("{}: the server sent no answer", doing)};
@@ -653,10 +687,8 @@ Result<LeaseState> PgStore::claim_lease(std::string_view instance,
 }
 
 Status PgStore::release_lease(std::string_view instance) {
-  // Not refused on a broken store: giving the lease up is what a clean stop owes the others.
   const std::array params{pg::Param::text(instance)};
-  return connection_
-      .query(PgSql::release_lease, params, fmt::format("giving up the lease of '{}'", instance))
+  return write(PgSql::release_lease, params, fmt::format("giving up the lease of '{}'", instance))
       .status();
 }
 
@@ -667,8 +699,8 @@ void PgStore::fence(std::string_view instance, std::int64_t epoch) {
 
 Result<EnqueuedJob> PgStore::queued_job(JobId job) {
   const std::array params{pg::Param::int64(job)};
-  auto rows = connection_.query(PgSql::queued_job, params,
-                                fmt::format("reading job {} and its queued pages", job));
+  auto rows =
+      read(PgSql::queued_job, params, fmt::format("reading job {} and its queued pages", job));
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Status{StatusCode::not_found, fmt::format("no job {}", job)};
   // The job view's columns first (read_job), then the page's.

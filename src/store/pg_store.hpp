@@ -5,9 +5,14 @@
 // lease (one row, schema/pg/0003_cluster.sql), the fence that every page transition of the
 // leader carries (a deposed leader's batch changes nothing and returns fenced, which neither
 // breaks the store nor counts against its write health), the reads a follower needs, and
-// NOTIFY of every job enqueued or changed, in the transaction that writes it. Not yet: the
-// election loop itself, listening, and driving the connection from the loop;
-// docs/postgresql.md says what is missing.
+// NOTIFY of every job enqueued or changed, in the transaction that writes it.
+//
+// A connection that breaks (the server restarted, failed over or ended it, the network went)
+// is made again (docs/postgresql.md, "Connections that break"): a connection found broken
+// before a statement is sent is replaced first; a read it broke under is asked once more on
+// a new one; a write it broke under returns outcome_unknown, and the next call connects
+// again. While connecting fails, calls fail with its reason, and it is tried again after a
+// pause of 100 ms doubling to 5 s.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
 // the server.
@@ -37,7 +42,7 @@ class PgStore final : public Store, public ClusterStore {
   static Result<std::unique_ptr<PgStore>> open(const std::string& uri, StoreOptions options = {});
 
   // The server, as pg::describe names it (never the password).
-  [[nodiscard]] const std::string& path() const override { return connection_.server(); }
+  [[nodiscard]] const std::string& path() const override { return server_; }
 
   Result<NewUser> add_user(std::string_view name, std::int64_t weight) override;
   Result<User> find_user_by_key(std::string_view key) override;
@@ -76,7 +81,7 @@ class PgStore final : public Store, public ClusterStore {
 
   // ClusterStore (include/fairlane/store/cluster.hpp). The lease in one statement each
   // (fairlane_claim_lease; release expires it now); `instance` must not be empty and `lease`
-  // must be positive. A store whose writes' outcome became unknown claims nothing.
+  // must be positive.
   Result<LeaseState> claim_lease(std::string_view instance,
                                  std::chrono::milliseconds lease) override;
   Status release_lease(std::string_view instance) override;
@@ -86,34 +91,64 @@ class PgStore final : public Store, public ClusterStore {
   // load_lanes()'s read without its requeue: pages in flight stay in flight, not in a lane.
   Result<std::vector<Lane>> lanes_view() override;
 
-  // Statements sent to the server since open (migrations included), for tests of how many
-  // round trips an operation costs.
-  [[nodiscard]] std::int64_t round_trips() const { return connection_.round_trips(); }
+  // Statements sent to the server since open (migrations included, on every connection it
+  // made), for tests of how many round trips an operation costs.
+  [[nodiscard]] std::int64_t round_trips() const {
+    return round_trips_before_ + (connection_ ? connection_->round_trips() : 0);
+  }
+  // How often a broken connection was made again.
+  [[nodiscard]] std::int64_t reconnects() const { return reconnects_; }
+  // The server process of the connection open now (0: none), for tests that end it.
+  [[nodiscard]] int backend_pid() const { return connection_ ? connection_->backend_pid() : 0; }
 
  private:
-  PgStore(pg::Connection connection, StoreOptions options)
-      : connection_(std::move(connection)), options_(std::move(options)) {}
+  PgStore(std::string uri, pg::Connection connection, StoreOptions options)
+      : uri_(std::move(uri)),
+        server_(connection.server()),
+        connection_(std::move(connection)),
+        options_(std::move(options)) {}
+
+  // A connection to `uri` ready for the store: synchronous commits, the schema migrated to
+  // the latest version this fairlane knows (refusing a newer one), the statements of the hot
+  // paths prepared.
+  static Result<pg::Connection> connect(const std::string& uri);
+  // The connection open, if it still works, or a new one; while connecting fails, its reason
+  // (with `doing`), without trying before the pause after the last try is over.
+  Result<pg::Connection*> session(std::string_view doing);
+  // A statement that changes nothing, asked once more on a new connection if the one it was
+  // sent on broke under it.
+  Result<pg::Rows> read(std::string_view sql, std::span<const pg::Param> params,
+                        std::string_view doing);
+  // A statement that writes, sent on a connection found working. If that connection breaks
+  // while it is out, whether it was stored is unknown: outcome_unknown, saying so.
+  Result<pg::Rows> write(std::string_view sql, std::span<const pg::Param> params,
+                         std::string_view doing);
 
   Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
   // The queued pages of every lane, with their owners' weights, as they stand.
   Result<std::vector<Lane>> read_lanes();
   // Records a failed write's status in write_health_ when the disk or server is to blame.
   void note(const Status& status);
-  // `status`, unless the connection broke while a write was out (io_error): then the write's
-  // outcome is unknown, the store refuses every write from now on (broken_), and says so.
-  Status unknown_if_lost(const Status& status, std::string_view what);
 
   WallTime now() const {
     return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
   }
 
   // Only touched on the owning thread.
-  pg::Connection connection_;
+  const std::string uri_;
+  const std::string server_;
+  // The connection, if one is open; none after it broke, until a call connects again.
+  std::optional<pg::Connection> connection_;
+  std::int64_t round_trips_before_ = 0;  // of the connections closed
+  std::int64_t reconnects_ = 0;
+  // While connecting fails: why it last did, and when to try next (after a pause of 100 ms,
+  // doubling to 5 s).
+  Status connect_error_;
+  WallTime connect_at_{};
+  std::chrono::milliseconds connect_pause_{0};
   // The last write's failure for want of a disk (full, read-only, or the server gone); ok
   // once a write has committed since.
   Status write_health_;
-  // Set when a write's outcome became unknown; every write then returns it.
-  std::optional<Status> broken_;
   // The fence every page transition carries (fence()); epoch 0: unfenced.
   std::string fence_instance_;
   std::int64_t fence_epoch_ = 0;

@@ -98,9 +98,10 @@ TEST_CASE(
     "goes only to the operator's log") {
   // What the stores say names the server or the file, and the operator's remedy.
   const std::string server = "postgresql://fairlane@db.internal:5432/fairlane";
-  for (const StatusCode code : {StatusCode::busy, StatusCode::disk_full, StatusCode::read_only,
-                                StatusCode::io_error, StatusCode::fenced, StatusCode::corrupt,
-                                StatusCode::version_too_new, StatusCode::internal}) {
+  for (const StatusCode code :
+       {StatusCode::busy, StatusCode::disk_full, StatusCode::read_only, StatusCode::io_error,
+        StatusCode::outcome_unknown, StatusCode::fenced, StatusCode::corrupt,
+        StatusCode::version_too_new, StatusCode::internal}) {
     CAPTURE(fairlane::to_string(code));
     const std::string detail = "committing job 12: the PostgreSQL server at " + server +
                                " failed (could not write to file \"/var/lib/pg/base/16384\")";

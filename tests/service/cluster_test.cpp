@@ -21,6 +21,7 @@
 #include "service/dispatcher.hpp"
 #include "service/leadership.hpp"
 #include "service/router.hpp"
+#include "store/pg.hpp"
 #include "support/loop.hpp"
 #include "support/store.hpp"
 #include "support/store_home.hpp"
@@ -396,6 +397,68 @@ TEST_CASE(
   CHECK(b.membership.leader == "b");
   CHECK(b.dispatcher->dispatching());
   CHECK(lead_b.takeovers() == 1);
+}
+
+TEST_CASE(
+    "PostgreSQL: Leadership: a leader whose batch's outcome is unknown stops, gives the lease "
+    "up, and the next leader finishes every page once") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto user = a.store->add_user("alice")->user.id;
+  const auto job = enqueue(*a.store, user, 12, "book");
+  // The test's own connection (the store's path is the database's URI: the tests' server
+  // takes no password) holds the first page's row, so that the leader's first dispatch
+  // waits with its batch out.
+  auto raw = fairlane::store::pg::Connection::open(a.store->path());
+  REQUIRE(raw.ok());
+  auto watch = fairlane::store::pg::Connection::open(a.store->path());
+  REQUIRE(watch.ok());
+  REQUIRE(raw->exec(fmt::format("BEGIN; SELECT 1 FROM pages WHERE id = {} FOR UPDATE",
+                                job.pages[0].page_id),
+                    "locking a page")
+              .ok());
+
+  fairlane::service::LeadershipConfig lease{.instance = "a", .lease = 1'000ms};
+  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+                                       lease);
+  lease.instance = "b";
+  fairlane::service::Leadership lead_b(cluster.io, *b.store, *b.dispatcher, *b.router, b.membership,
+                                       lease);
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(lead_b.start().ok());
+  REQUIRE(a.membership.leading);
+  const std::int64_t first_epoch = a.membership.epoch;
+
+  // The server ends the connection the batch waits on, as a restart would: whether the
+  // batch was stored is unknown to a.
+  bool ended = false;
+  REQUIRE(cluster.run_until([&] {
+    if (ended) return true;
+    auto waiting = watch->query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+        "current_database() AND wait_event_type = 'Lock'",
+        {}, "ending the connection of the waiting batch");
+    REQUIRE(waiting.ok());
+    ended = waiting->size() > 0;
+    return ended;
+  }));
+  REQUIRE(raw->exec("ROLLBACK", "letting the page go").ok());
+  // a stops at once and gives the lease up; whichever instance claims it next leads with a
+  // new epoch, from what the store holds.
+  REQUIRE(cluster.run_until([&] { return !a.membership.leading; }, 5s));
+  REQUIRE(cluster.run_until([&] { return a.membership.leading || b.membership.leading; }, 5s));
+  Instance& leader = a.membership.leading ? a : b;
+  CHECK(leader.membership.epoch > first_epoch);
+  REQUIRE(cluster.run_until([&] { return done_pages(*leader.store, job.job.id) == 12; }));
+  check_done_once(*leader.store, job, 12);
+  CHECK(lead_a.takeovers() + lead_b.takeovers() == 2);
+  const auto stats = cluster.stats();
+  CHECK(stats.at("max_in_flight_seen").as_int64() <= kCap);
+  lead_a.stop();
+  lead_b.stop();
 }
 
 namespace {

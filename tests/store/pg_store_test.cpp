@@ -490,33 +490,3 @@ TEST_CASE("PostgreSQL: PgStore refuses a page output holding a NUL byte and appl
   CHECK(f.number("SELECT in_flight FROM jobs") == 1);
   CHECK(f.store->write_health().ok());
 }
-
-TEST_CASE("PostgreSQL: PgStore writes nothing more once a batch's outcome is unknown") {
-  const auto server = pg_server_uri();
-  if (!server) {
-    MESSAGE(kNoPgServer);
-    return;
-  }
-  Fixture f(*server);
-  const auto ann = f.store->add_user("ann", 1).value();
-  const auto job = f.store->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
-  CHECK(f.store->write_health().ok());
-  // The server ends the store's connection, as a failover or a restart of the server would.
-  f.run(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-      "WHERE datname = current_database() AND pid <> pg_backend_pid()");
-  const auto lost =
-      f.store->apply(std::vector{PageTransition::dispatched(job.pages[0].page_id, 1)});
-  REQUIRE_FALSE(lost.ok());
-  CHECK(lost.status().code() == StatusCode::io_error);
-  CHECK(lost.status().message().find("whether it was stored is unknown") != std::string::npos);
-  CHECK(f.store->write_health().code() == StatusCode::io_error);
-  // Every write after it is refused with the same reason, without trying.
-  const auto again =
-      f.store->apply(std::vector{PageTransition::dispatched(job.pages[1].page_id, 1)});
-  CHECK(again.status().message() == lost.status().message());
-  CHECK(f.store->probe_write().message() == lost.status().message());
-  CHECK(f.store->enqueue_job(job_of(ann.user.id, numbered_pages(1))).status().code() ==
-        StatusCode::io_error);
-  CHECK(f.number("SELECT in_flight FROM jobs") == 0);
-}

@@ -24,6 +24,7 @@ enum class StatusCode {
   corrupt,            // the file is not a fairlane database, or is damaged
   version_too_new,    // the database was written by a newer fairlane
   io_error,           // the operating system failed a read, write or sync
+  outcome_unknown,    // the connection broke while a write was out: it may or may not be stored
   fenced,             // this instance no longer leads the cluster: its writes change nothing
   internal,           // a bug or an unexpected library error
 };

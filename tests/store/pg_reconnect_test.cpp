@@ -1,0 +1,241 @@
+// PgStore's connection when it breaks (docs/postgresql.md, "Connections that break"), on a
+// database of its own on the tests' server (CTest fixture `postgres`): the server ends the
+// store's connection (pg_terminate_backend, as a restart or a failover does) while it is idle,
+// while a read waits and while a write waits, and the database goes away and comes back.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/pg.hpp"
+#include "store/pg_store.hpp"
+#include "support/pg.hpp"
+#include "support/store.hpp"
+
+using namespace std::chrono_literals;
+using fairlane::JobRequest;
+using fairlane::PageTransition;
+using fairlane::StatusCode;
+using fairlane::StoreOptions;
+using fairlane::store::PgStore;
+using fairlane::store::pg::Connection;
+using fairlane::store::pg::Param;
+using fairlane::testing::kNoPgServer;
+using fairlane::testing::ManualWallClock;
+using fairlane::testing::numbered_pages;
+using fairlane::testing::pg_server_uri;
+using fairlane::testing::PgTestDatabase;
+
+namespace {
+
+Connection connect(const std::string& uri) {
+  auto opened = Connection::open(uri);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().message());
+  return std::move(opened).value();
+}
+
+// A store on a database of its own, a user with a job of `pages` pages, and two connections of
+// the test's own: one to look beneath and lock, one to watch the server's processes and end
+// the store's (outside any transaction: pg_stat_activity is read once per transaction).
+struct Fixture {
+  explicit Fixture(const std::string& server_uri, int pages = 2)
+      : server(server_uri),
+        database(server_uri),
+        raw(connect(database.uri())),
+        watch(connect(database.uri())) {
+    StoreOptions options;
+    options.wall_clock = clock.function();
+    auto opened = PgStore::open(database.uri(), options);
+    REQUIRE_MESSAGE(opened.ok(), opened.status().message());
+    store = std::move(opened).value();
+    const auto user = store->add_user("ann", 1);
+    REQUIRE(user.ok());
+    auto made = store->enqueue_job(JobRequest{user->user.id, "book", numbered_pages(pages), 500});
+    REQUIRE_MESSAGE(made.ok(), made.status().message());
+    job = std::move(made).value();
+  }
+
+  std::int64_t number(const std::string& sql) {
+    auto rows = watch.query(sql, {}, "reading beneath the store");
+    REQUIRE_MESSAGE(rows.ok(), rows.status().message());
+    REQUIRE(rows->size() == 1);
+    return rows->int64(0, 0);
+  }
+  void run(const std::string& sql) {
+    const auto status = raw.exec(sql, "changing beneath the store");
+    REQUIRE_MESSAGE(status.ok(), status.message());
+  }
+  // Whether the server process `pid` waits on a lock (true) or is gone (false); up to 10 s.
+  bool waits_on_lock(int pid) {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < give_up) {
+      auto rows =
+          watch.query("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1",
+                      {Param::int64(pid)}, "reading what the store waits on");
+      REQUIRE(rows.ok());
+      if (rows->size() == 1 && rows->text(0, 0) == "t") return true;
+    }
+    return false;
+  }
+  // Ends the server process `pid` and waits (up to 10 s) until it is gone.
+  void terminate(int pid) {
+    REQUIRE(pid != 0);
+    auto killed = watch.query("SELECT pg_terminate_backend($1)", {Param::int64(pid)},
+                              "ending the store's connection");
+    REQUIRE(killed.ok());
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (number(fmt::format("SELECT count(*) FROM pg_stat_activity WHERE pid = {}", pid)) == 0) {
+        return;
+      }
+    }
+    FAIL("the server process " << pid << " is still there 10 s after it was ended");
+  }
+  PageTransition dispatch(std::size_t page) const {
+    return PageTransition::dispatched(job.pages.at(page).page_id, 300);
+  }
+
+  std::string server;
+  ManualWallClock clock;
+  PgTestDatabase database;
+  Connection raw;
+  Connection watch;
+  std::unique_ptr<PgStore> store;
+  fairlane::EnqueuedJob job;
+};
+
+std::optional<std::string> server_or_skip() {
+  auto server = pg_server_uri();
+  if (!server) MESSAGE(kNoPgServer);
+  return server;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "PostgreSQL: PgStore finds a connection the server ended while idle, and writes on a new "
+    "one") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  const int first = f.store->backend_pid();
+  f.terminate(first);
+
+  // The write is not sent on the dead connection: it goes, once, on a new one.
+  const auto applied = f.store->apply(std::vector{f.dispatch(0)});
+  REQUIRE_MESSAGE(applied.ok(), applied.status().message());
+  CHECK(applied->front() == 1);
+  CHECK(f.store->reconnects() == 1);
+  CHECK(f.store->backend_pid() != first);
+  CHECK(f.store->write_health().ok());
+  CHECK(f.number("SELECT in_flight FROM jobs") == 1);
+  CHECK(f.number("SELECT count(*) FROM spend") == 1);
+  // A statement of the hot paths (the job view), prepared on the new connection too.
+  const auto view = f.store->job(f.job.job.id);
+  REQUIRE_MESSAGE(view.ok(), view.status().message());
+  CHECK(view->pages.in_flight == 1);
+}
+
+TEST_CASE("PostgreSQL: PgStore asks a read its connection broke under again, on a new connection") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  // The test holds the jobs table locked, so that the store's read of a job waits.
+  f.run("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE");
+  const int first = f.store->backend_pid();
+  auto reading = std::async(std::launch::async, [&] { return f.store->job(f.job.job.id); });
+  REQUIRE(f.waits_on_lock(first));
+  f.terminate(first);
+  // The read, asked again on a new connection, waits for the lock again, which is let go.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  int second = 0;
+  while (second == 0 && std::chrono::steady_clock::now() < give_up) {
+    second = static_cast<int>(f.number(fmt::format(
+        "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> {}",
+        first)));
+  }
+  CHECK(second != 0);
+  f.run("ROLLBACK");
+  const auto read = reading.get();
+  REQUIRE_MESSAGE(read.ok(), read.status().message());
+  CHECK(read->id == f.job.job.id);
+  CHECK(f.store->reconnects() == 1);
+}
+
+TEST_CASE(
+    "PostgreSQL: PgStore says outcome_unknown for a write its connection broke under, and the "
+    "next write connects again") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  // The test holds the first page's row, so that the store's batch waits with its write out.
+  f.run(fmt::format("BEGIN; SELECT 1 FROM pages WHERE id = {} FOR UPDATE", f.job.pages[0].page_id));
+  const int first = f.store->backend_pid();
+  auto writing =
+      std::async(std::launch::async, [&] { return f.store->apply(std::vector{f.dispatch(0)}); });
+  REQUIRE(f.waits_on_lock(first));
+  f.terminate(first);
+  const auto lost = writing.get();
+  f.run("ROLLBACK");
+  REQUIRE_FALSE(lost.ok());
+  CHECK(lost.status().code() == StatusCode::outcome_unknown);
+  CHECK(lost.status().message().find("whether it was stored is unknown") != std::string::npos);
+  CHECK(lost.status().message().find('\n') == std::string::npos);  // one log line
+  CHECK(f.store->write_health().code() == StatusCode::outcome_unknown);
+  // (It was not: the server ended the transaction with its process.)
+  CHECK(f.number("SELECT in_flight FROM jobs") == 0);
+
+  // The next write goes through on a new connection, and the health is good again.
+  const auto applied = f.store->apply(std::vector{f.dispatch(1)});
+  REQUIRE_MESSAGE(applied.ok(), applied.status().message());
+  CHECK(applied->front() == 1);
+  CHECK(f.store->reconnects() == 1);
+  CHECK(f.store->write_health().ok());
+  CHECK(f.number("SELECT in_flight FROM jobs") == 1);
+}
+
+TEST_CASE(
+    "PostgreSQL: PgStore tries again to connect after a pause while connecting fails, and works "
+    "once the database is back") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  Connection admin = connect(*server);
+  const std::string name = f.database.name();
+  REQUIRE(admin.exec(fmt::format("DROP DATABASE {} WITH (FORCE)", name), "dropping").ok());
+
+  const auto gone = f.store->job(f.job.job.id);
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.status().code() == StatusCode::io_error);
+  CHECK(gone.status().message().find("does not exist") != std::string::npos);
+  CHECK(gone.status().message().find("tries again every 100 ms") != std::string::npos);
+  CHECK(f.store->write_health().ok());  // a read does not judge the writes
+  CHECK(f.store->probe_write().code() == StatusCode::io_error);
+  CHECK(f.store->write_health().code() == StatusCode::io_error);
+
+  // Back, but the pause is not over: the store has not tried yet.
+  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  CHECK(f.store->users().status().code() == StatusCode::io_error);
+  // The pauses double while connecting fails: 100 ms, then 200 ms.
+  f.clock.advance(100ms);
+  REQUIRE(admin.exec(fmt::format("DROP DATABASE {}", name), "dropping").ok());
+  const auto again = f.store->users();
+  CHECK(again.status().message().find("tries again every 200 ms") != std::string::npos);
+  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  f.clock.advance(199ms);
+  CHECK(f.store->users().status().code() == StatusCode::io_error);
+  f.clock.advance(1ms);
+  // Connected: the new database migrated to the store's schema, and written.
+  const auto users = f.store->users();
+  REQUIRE_MESSAGE(users.ok(), users.status().message());
+  CHECK(users->empty());
+  CHECK(f.store->add_user("bob", 1).ok());
+  CHECK(f.store->probe_write().ok());
+  CHECK(f.store->write_health().ok());
+  CHECK(f.store->reconnects() == 1);
+}
