@@ -164,12 +164,11 @@ struct PgSql {
       "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";
 
   // At start (or when a leader takes over): calls in flight were lost with their process, so
-  // their pages go back to their lanes, or are cancelled if their job was.
+  // their pages go back to their lanes, or are cancelled if their job was; fenced
+  // (schema/pg/0005_fenced_requeue.sql): $1 now, $2 and $3 the fence's instance and epoch
+  // (0: unfenced). How many pages went back, or SQLSTATE FL001.
   static constexpr std::string_view requeue_in_flight =
-      "UPDATE pages SET state = CASE WHEN jobs.cancelled_at IS NULL THEN 'queued' "
-      "ELSE 'cancelled' END, "
-      "finished_at = CASE WHEN jobs.cancelled_at IS NULL THEN NULL ELSE $1::bigint END "
-      "FROM jobs WHERE pages.state = 'in_flight' AND jobs.id = pages.job_id";
+      "SELECT fairlane_requeue_in_flight($1::bigint, $2::text, $3::bigint)";
   // A batch of page transitions in one statement (schema/pg/0003_cluster.sql): $1 kinds, $2
   // pages, $3 jobs, $4 reserved tokens, $5 outputs, $6 input tokens, $7 output tokens, $8
   // errors, $9 not_before, $10 calls, one element per transition; $11 now, $12 the oldest

@@ -338,7 +338,10 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
 }
 
 Result<std::vector<Lane>> PgStore::load_lanes() {
-  const std::array requeue_params{pg::Param::int64(to_ms(now()))};
+  // Fenced as a batch of transitions is: an instance that claimed the lease and stalled past
+  // it must not requeue the pages the leader of the moment has in flight.
+  const std::array requeue_params{pg::Param::int64(to_ms(now())), pg::Param::text(fence_instance_),
+                                  pg::Param::int64(fence_epoch_)};
   auto requeued =
       write(PgSql::requeue_in_flight, requeue_params, "returning in-flight pages to their lanes");
   if (!requeued.ok()) {

@@ -344,6 +344,52 @@ TEST_CASE(
   CHECK(c.page_state(p1) == "failed");
 }
 
+TEST_CASE(
+    "PostgreSQL: a deposed instance's takeover is fenced and leaves the leader's pages in "
+    "flight") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  const auto ann = c.a->add_user("ann", 1).value();
+  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
+  const auto p0 = job.pages[0].page_id;
+
+  // a claimed the lease, then stalled past it; b took it over and has a page in flight.
+  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
+  c.a->fence("a", 1);
+  c.expire_lease();
+  REQUIRE(c.b->claim_lease("b", seconds(30))->epoch == 2);
+  c.b->fence("b", 2);
+  REQUIRE(c.b->apply(std::vector{PageTransition::dispatched(p0, 300)}).ok());
+
+  // a wakes and starts leading: its requeue is refused, and b's page stays in flight (it
+  // would have gone back to queued, where b's completion would have found it and changed
+  // nothing).
+  const auto stale = c.a->load_lanes();
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.status().code() == StatusCode::fenced);
+  CHECK(stale.status().message().find("b leads it (epoch 2)") != std::string::npos);
+  CHECK(c.page_state(p0) == "in_flight");
+  CHECK(c.a->write_health().ok());
+  const auto done =
+      c.b->apply(std::vector{PageTransition::completed(p0, "one", fairlane::Usage{1, 2}, 1)});
+  REQUIRE(done.ok());
+  CHECK(*done == std::vector<std::int64_t>{1});
+
+  // The leader's own takeover goes through, and an unfenced store (a single node) requeues.
+  REQUIRE(c.b->apply(std::vector{PageTransition::dispatched(job.pages[1].page_id, 300)}).ok());
+  const auto lanes = c.b->load_lanes();
+  REQUIRE_MESSAGE(lanes.ok(), lanes.status().message());
+  REQUIRE(lanes->size() == 1);
+  CHECK(lanes->front().pages.size() == 1);
+  CHECK(c.page_state(job.pages[1].page_id) == "queued");
+  c.a->fence("", 0);
+  CHECK(c.a->load_lanes().ok());
+}
+
 TEST_CASE("PostgreSQL: a batch of cancellations goes through from an unfenced or deposed store") {
   const auto server = pg_server_uri();
   if (!server) {
