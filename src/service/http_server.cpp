@@ -355,7 +355,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
       // reading slot is held here, and given back on this thread, as is the upload's place
-      // among those on their way: before it is answered, which counts only the others.
+      // among those on their way: once it has its turn to commit (with readers), before it
+      // is answered, which counts only the others. Until then it is on its way: an upload
+      // committed meanwhile waits for it in its promise window.
       DocumentUpload upload = std::move(*answer.document);
       auto slot = std::exchange(upload.slot, {});
       const Upload who = upload.upload;
@@ -364,7 +366,6 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
                               read_on_worker(std::move(upload), limits.documents, processes, read),
                               use_awaitable);
       slot.reset();
-      on_its_way.reset();
       if (stopped) break;
       std::optional<Turn> turn;
       if (router.readers() != nullptr) {
@@ -372,6 +373,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
         turn.emplace(*this);
         if (stopped) break;
       }
+      on_its_way.reset();
       answer = router.finish_upload(who, std::move(*read));
       if (!co_await read_first(answer)) break;
     }

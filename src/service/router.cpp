@@ -210,7 +210,7 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
 
 ApiResponse Router::finish_upload(const Upload& upload, UploadRead read) {
   // The uploads still being read come with this one: its promise waits for them.
-  return service::finish_upload(context_, upload, std::move(read), on_their_way_.taken());
+  return service::finish_upload(context_, upload, std::move(read), &on_their_way_);
 }
 
 std::optional<JobEvent> Router::job_event(const EventStream& stream) {

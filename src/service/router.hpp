@@ -95,6 +95,8 @@ class Router {
   // kept, and wakes their watchers (Promises).
   void tick();
   [[nodiscard]] const Promises& promises() const { return promises_; }
+  // Uploads accepted whose promise waits for the uploads that came with them (PromiseWindow).
+  [[nodiscard]] std::size_t promise_windows_open() const { return windows_.open(); }
   // A job another instance accepted (or one a new leader restored), whose promise this
   // instance keeps from now on, as if its door had made it.
   void watch(const JobView& job);

@@ -123,7 +123,7 @@ std::optional<ApiResponse> name_too_long(std::size_t bytes) {
 }
 
 ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages,
-                    std::size_t others_reading) {
+                    const ReadSlots* on_their_way) {
   const RouterConfig& config = context.config;
   if (pages.empty()) return error_response(400, "invalid_document", "the upload has no pages");
   if (static_cast<std::int64_t>(pages.size()) > config.max_pages) {
@@ -160,16 +160,18 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   job.promised_eta_s = door_eta_s;
   // The commit, on a reader's connection when there are readers (the transport lets one
   // upload at a time between its door and its lane, so that the door never misses a job
-  // being committed); then the lane, on the io thread.
+  // being committed); then the lane, on the io thread, with the uploads on their way then
+  // (those that came while it was committed among them).
   return with_store(context,
                     [&context, job = std::move(job), weight = upload.weight, door_eta_s,
-                     others_reading](Store& store) -> ReadThen {
+                     on_their_way](Store& store) -> ReadThen {
                       auto enqueued = store.enqueue_job(job);
                       if (!enqueued.ok())
                         return at_once(response_for(answer_for(enqueued.status())));
                       return [&context, enqueued = std::move(enqueued).value(), weight, door_eta_s,
-                              others_reading] {
-                        return committed(context, enqueued, weight, door_eta_s, others_reading);
+                              on_their_way] {
+                        return committed(context, enqueued, weight, door_eta_s,
+                                         on_their_way != nullptr ? on_their_way->taken() : 0);
                       };
                     });
 }
@@ -312,7 +314,7 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest req
 }
 
 ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read,
-                          std::size_t others_reading) {
+                          const ReadSlots* on_their_way) {
   // The same upload may have been retried and committed while this one was being read.
   if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
@@ -322,7 +324,7 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   if (document.name) named.name = std::move(*document.name);
   if (!named.name_given && !document.filename.empty()) named.name = document.filename;
   if (document.max_tokens) named.max_tokens = *document.max_tokens;
-  return enqueue(context, named, std::move(document.pages), others_reading);
+  return enqueue(context, named, std::move(document.pages), on_their_way);
 }
 
 void close_promise_windows(RouteContext& context) {

@@ -94,14 +94,15 @@ class ReadSlots {
                                        const User& user);
 
 // The answer to an upload once its body was read: 202 with the job, or the refusal. With a
-// promise window (RouterConfig::promise_window) and `others_reading` uploads still being
-// read (they come with it), an accepted upload's answer is a PromiseHold instead: the job is
-// committed and in its lane, and its 202 waits for close_promise(). Alone, it is answered at
-// once: its promise has nothing to wait for. With readers (RouterConfig::readers) the answer
-// is the commit to make on a reader, and the caller must not let another upload pass the
-// door (finish_upload) until that commit's answer has been made on the io thread.
+// promise window (RouterConfig::promise_window) and uploads still on their way when its
+// commit is answered (`on_their_way`, counted then, without this one: they come with it), an
+// accepted upload's answer is a PromiseHold instead: the job is committed and in its lane,
+// and its 202 waits for close_promise(). Alone, it is answered at once: its promise has
+// nothing to wait for. With readers (RouterConfig::readers) the answer is the commit to make
+// on a reader, and the caller must not let another upload pass the door (finish_upload)
+// until that commit's answer has been made on the io thread.
 [[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,
-                                        UploadRead read, std::size_t others_reading = 0);
+                                        UploadRead read, const ReadSlots* on_their_way = nullptr);
 
 // Makes the promises whose windows have closed (PromiseWindow): the door's stands when no
 // other upload was accepted in a job's window; when one was, the promise is made again

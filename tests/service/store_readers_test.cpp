@@ -472,3 +472,58 @@ TEST_CASE(
   // Both joined the lane: the rig's own job is the store's only.
   CHECK(rig.dispatcher->scheduler().size() == 6);
 }
+
+TEST_CASE(
+    "With readers, an upload waiting for its turn to commit counts as on its way: the upload "
+    "committed before it waits for it in its promise window") {
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 65'536};
+  config.promise_window = 2s;
+  Rig rig(config);
+  CommitGate gate;
+  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
+    return std::make_unique<HeldCommits>(std::move(connection), gate);
+  });
+  Router& router = rig.router(readers.get());
+  Served served(rig.io, router);
+  const std::string& base = served.base;
+  fairlane::service::HttpServer& server = served.server;
+  const auto upload = [&](const std::string& name, Result<fairlane::cli::HttpReply>& reply) {
+    return std::thread([&reply, &base, &rig, name] {
+      fairlane::cli::HttpClient client(base, rig.alice, 30s);
+      reply = client.post("/v1/jobs", "application/json",
+                          R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
+    });
+  };
+  // Asks `what` on the io thread until it is true (bounded).
+  const auto wait_until = [&](const std::function<bool()>& what) {
+    for (int i = 0; i < 2'000; ++i) {
+      std::promise<bool> seen;
+      boost::asio::post(rig.io, [&] { seen.set_value(what()); });
+      if (seen.get_future().get()) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  };
+
+  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  std::thread one = upload("first", first);
+  const bool first_held = gate.wait_entered(1);
+  std::thread two = upload("second", second);
+  // The second's body is read; it waits for the first's commit to take its turn.
+  const bool second_waits = wait_until([&] { return server.uploads_waiting() == 1; });
+  gate.release();
+  // The first, committed while the second was on its way, waits for it: its window opens.
+  const bool first_waited = wait_until([&] { return router.promise_windows_open() == 1; });
+  one.join();
+  two.join();
+  served.stop();
+
+  CHECK(first_held);
+  CHECK(second_waits);
+  CHECK(first_waited);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(first->status == 202);
+  CHECK(second->status == 202);
+}
