@@ -826,12 +826,25 @@ Status Dispatcher::cancel(UserId user, JobId job) {
   Impl& d = *impl_;
   // Pages still out (in flight, or held for a backoff) are cancelled when they come back.
   (void)d.policy.cancel_job(user, job);
-  d.submit(PageTransition::job_cancelled(job), job);
+  auto committed = std::make_shared<bool>(false);
+  d.submit(PageTransition::job_cancelled(job), job,
+           [committed](std::int64_t) { *committed = true; });
   d.signal();
   // Its owner is told: committed now (fully synced, with everything queued before it in
-  // the same transaction, after the batch out), not on the group commit's timer.
-  d.note_flush(d.flush_now());
-  return d.commit_error;
+  // the same transaction, after the batch out), not on the group commit's timer. While a
+  // batch the store refused is taken apart, a flush commits only its first change (or
+  // replaces or drops it, and says so): flushed again until the cancellation's own has
+  // committed, or a flush fails for another reason. Each round moves the queue on.
+  Status flushed;
+  do {
+    flushed = d.flush_now();
+    d.note_flush(flushed);
+  } while (!*committed && d.commits.pending() > 0 &&
+           (flushed.ok() || GroupCommit::refused_for_content(flushed.code())));
+  if (*committed || !flushed.ok()) return flushed.ok() ? Status{} : flushed;
+  return Status{
+      StatusCode::internal,
+      fmt::format("cancelling job {}: its change was neither committed nor refused", job)};
 }
 
 std::size_t Dispatcher::cancelled_elsewhere(UserId user, JobId job) {

@@ -58,14 +58,9 @@ std::vector<PageTransition> GroupCommit::begin_flush() {
   return std::exchange(transitions_, {});
 }
 
-namespace {
-
-// What a transition's own content can make the store refuse, every time it is tried.
-bool refused_for_content(StatusCode code) {
+bool GroupCommit::refused_for_content(StatusCode code) {
   return code == StatusCode::invalid_argument || code == StatusCode::internal;
 }
-
-}  // namespace
 
 Status GroupCommit::refuse_front(const Status& why) {
   ++refused_;

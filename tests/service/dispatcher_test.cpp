@@ -562,6 +562,66 @@ TEST_CASE("A result the store refuses fails its page with the reason, and the re
   CHECK(rig.dispatcher->store_error().ok());  // the batches since have committed
 }
 
+namespace {
+
+// Refuses, for what it holds, every batch that cancels job `job`.
+class RefusesCancelOf final : public fairlane::testing::ForwardingStore {
+ public:
+  RefusesCancelOf(std::unique_ptr<fairlane::Store> inner, fairlane::JobId job)
+      : ForwardingStore(std::move(inner)), job_(job) {}
+
+  fairlane::Result<std::vector<std::int64_t>> apply(
+      std::span<const fairlane::PageTransition> transitions) override {
+    for (const fairlane::PageTransition& t : transitions) {
+      if (t.job_id == job_ && t.kind == fairlane::PageTransition::Kind::job_cancelled) {
+        return fairlane::Status{fairlane::StatusCode::invalid_argument, "refused for the test"};
+      }
+    }
+    return ForwardingStore::apply(transitions);
+  }
+
+ private:
+  fairlane::JobId job_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "A cancellation is acknowledged once it is committed, also while a refused batch is "
+    "committed one change at a time") {
+  // Jobs' ids count from 1 in a new database: the first job's cancellation is refused.
+  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
+          [](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
+            return std::make_unique<RefusesCancelOf>(std::move(inner), 1);
+          });
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  std::vector<fairlane::JobId> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(rig.enqueue(user, 2, "book-" + std::to_string(i)).job.id);
+  }
+  REQUIRE(jobs.front() == 1);
+  const auto state = [&](fairlane::JobId job) {
+    return fairlane::testing::job_view(*rig.store, job).state;
+  };
+
+  // The first is refused (and stays queued, to be retried). So is the batch the second
+  // joins it in: that batch is taken apart and committed one change at a time, the refused
+  // one dropped. Every cancellation acknowledged is in the store when it is acknowledged:
+  // before, a flush committed only the first change of the batch taken apart, and the
+  // second was answered with the first's refusal, the third too, and the fourth
+  // acknowledged while it was still queued.
+  CHECK_FALSE(rig.dispatcher->cancel(user, jobs[0]).ok());
+  for (const std::size_t i : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+    CAPTURE(i);
+    const fairlane::Status cancelled = rig.dispatcher->cancel(user, jobs[i]);
+    CHECK_MESSAGE(cancelled.ok(), cancelled.message());
+    CHECK(state(jobs[i]) == JobState::cancelled);
+  }
+  CHECK(state(jobs[0]) == JobState::queued);
+  CHECK(rig.dispatcher->counters().store_refused == 1);
+}
+
 TEST_CASE("Results that cannot be written wait, are written once when space returns") {
   fairlane::testing::FaultyVfs::install();
   fairlane::testing::TempDir dir;

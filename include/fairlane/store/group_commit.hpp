@@ -94,6 +94,10 @@ class GroupCommit {
   // Transitions the store refused alone, ever: replaced by their page's failure, or dropped.
   [[nodiscard]] std::int64_t refused() const { return refused_; }
 
+  // What a transition's own content can make the store refuse, every time it is tried
+  // (invalid_argument, internal): a batch that fails so is taken apart.
+  [[nodiscard]] static bool refused_for_content(StatusCode code);
+
  private:
   // Constant after construction.
   Store& store_;
