@@ -169,15 +169,16 @@ struct PgSql {
   // (0: unfenced). How many pages went back, or SQLSTATE FL001.
   static constexpr std::string_view requeue_in_flight =
       "SELECT fairlane_requeue_in_flight($1::bigint, $2::text, $3::bigint)";
-  // A batch of page transitions in one statement (schema/pg/0003_cluster.sql): $1 kinds, $2
-  // pages, $3 jobs, $4 reserved tokens, $5 outputs, $6 input tokens, $7 output tokens, $8
-  // errors, $9 not_before, $10 calls, one element per transition; $11 now, $12 the oldest
-  // spend kept; $13 and $14 the fence's instance and epoch (0: unfenced). One bigint[] back:
-  // what each transition changed.
+  // A batch of page transitions in one statement (schema/pg/0003_cluster.sql and 0004, its
+  // jobs locked first by 0006's fairlane_apply_locked): $1 kinds, $2 pages, $3 jobs, $4
+  // reserved tokens, $5 outputs, $6 input tokens, $7 output tokens, $8 errors, $9
+  // not_before, $10 calls, one element per transition; $11 now, $12 the oldest spend kept;
+  // $13 and $14 the fence's instance and epoch (0: unfenced). One bigint[] back: what each
+  // transition changed.
   static constexpr std::string_view apply =
-      "SELECT fairlane_apply($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], "
-      "$6::bigint[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint, "
-      "$12::bigint, $13::text, $14::bigint)";
+      "SELECT fairlane_apply_locked($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
+      "$5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], "
+      "$11::bigint, $12::bigint, $13::text, $14::bigint)";
 
   // The leader's lease (schema/pg/0003_cluster.sql): $1 instance, $2 milliseconds. One row
   // back: the holder, epoch and milliseconds left afterwards.

@@ -390,6 +390,110 @@ TEST_CASE(
   CHECK(c.a->load_lanes().ok());
 }
 
+namespace {
+
+// Waits (up to 10 s) until `count` server processes of the database other than `watch`'s
+// wait on a lock; whether they did.
+bool lock_waiters(Connection& watch, std::int64_t count) {
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto rows = watch.query(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+        {}, "counting the waiters");
+    REQUIRE(rows.ok());
+    if (rows->int64(0, 0) >= count) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "PostgreSQL: a page requeued while another instance cancels its job ends cancelled, not "
+    "queued") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  auto watch = Connection::open(c.database.uri());
+  REQUIRE(watch.ok());
+  const auto ann = c.a->add_user("ann", 1).value();
+  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
+  const auto p0 = job.pages[0].page_id;
+  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
+  c.a->fence("a", 1);
+  REQUIRE(c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}).ok());
+
+  // The test holds the page in flight, so that the leader's requeue of it (a 429, say)
+  // waits with its statement begun; meanwhile b cancels the job (a user asked b).
+  c.run("BEGIN; SELECT 1 FROM pages WHERE id = " + std::to_string(p0) + " FOR UPDATE");
+  fairlane::Result<std::vector<std::int64_t>> requeued =
+      fairlane::Status{StatusCode::internal, "not run"};
+  std::thread leader([&] { requeued = c.a->apply(std::vector{PageTransition::requeued(p0, 1)}); });
+  REQUIRE(lock_waiters(*watch, 1));
+  fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
+  std::thread follower([&] { cancelled = c.b->cancel_job(job.job.id); });
+  // The cancellation either commits at once (it touches no page in flight) or waits for
+  // the leader's batch (which holds the job): either way, then the page is let go.
+  (void)lock_waiters(*watch, 2);
+  c.run("ROLLBACK");
+  leader.join();
+  follower.join();
+  REQUIRE_MESSAGE(requeued.ok(), requeued.status().message());
+  REQUIRE_MESSAGE(cancelled.ok(), cancelled.status().message());
+
+  // Before, the requeue read the job as it was when its statement began (not cancelled) and
+  // put the page back in the queue after the cancellation had cancelled the queued ones: a
+  // page of a cancelled job left queued, which the next leader would have sent.
+  CHECK(c.page_state(p0) == "cancelled");
+  CHECK(c.page_state(job.pages[1].page_id) == "cancelled");
+  CHECK(c.number("SELECT queued + in_flight FROM jobs") == 0);
+  CHECK(c.number("SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL") == 1);
+}
+
+TEST_CASE("PostgreSQL: a dispatch and another instance's cancellation of its job do not deadlock") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  auto watch = Connection::open(c.database.uri());
+  REQUIRE(watch.ok());
+  const auto ann = c.a->add_user("ann", 1).value();
+  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
+  const auto p0 = job.pages[0].page_id;
+  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
+  c.a->fence("a", 1);
+
+  // The test holds the job, so that b's cancellation waits for it first, then a's dispatch
+  // of the job's page. Before, the dispatch locked the page and then waited for the job (to
+  // count it), while the cancellation, holding the job once let go, waited for the page:
+  // PostgreSQL broke the deadlock after a second by failing one of them.
+  c.run("BEGIN; SELECT 1 FROM jobs WHERE id = " + std::to_string(job.job.id) + " FOR UPDATE");
+  fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
+  std::thread follower([&] { cancelled = c.b->cancel_job(job.job.id); });
+  REQUIRE(lock_waiters(*watch, 1));
+  fairlane::Result<std::vector<std::int64_t>> dispatched =
+      fairlane::Status{StatusCode::internal, "not run"};
+  std::thread leader(
+      [&] { dispatched = c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}); });
+  REQUIRE(lock_waiters(*watch, 2));
+  c.run("ROLLBACK");
+  leader.join();
+  follower.join();
+  REQUIRE_MESSAGE(cancelled.ok(), cancelled.status().message());
+  REQUIRE_MESSAGE(dispatched.ok(), dispatched.status().message());
+  // The cancellation went first: the page was cancelled, and its dispatch changed nothing.
+  CHECK(*cancelled == 2);
+  CHECK(*dispatched == std::vector<std::int64_t>{0});
+  CHECK(c.page_state(p0) == "cancelled");
+  CHECK(c.number("SELECT queued + in_flight FROM jobs") == 0);
+}
+
 TEST_CASE("PostgreSQL: a batch of cancellations goes through from an unfenced or deposed store") {
   const auto server = pg_server_uri();
   if (!server) {
