@@ -56,20 +56,26 @@ struct PgSql {
   // then one array per page column, in page order: $11 estimated tokens, $12 kinds, $13
   // texts, $14 media types, $15 widths, $16 heights, $17 image bytes (NULL where the kind
   // has none). Page ids are drawn from the pages' sequence and handed out in page order, so
-  // that lane order (page id) is page order. A repeated idempotency key inserts nothing and
+  // that lane order (page id) is page order; and, the user's uploads taking turns (`lane`: an
+  // advisory lock keyed by "flan" and the user, held until commit), a job's ids are one
+  // stretch, after those of the user's jobs committed before it, even when several
+  // instances take the user's uploads at once. A repeated idempotency key inserts nothing and
   // returns no row. Otherwise: one row per page that enters a lane (job id, owner's name,
   // page id, seq), in page order, or a single row with a NULL page when every page is blank;
   // and the new job's id is notified on fairlane_job_enqueued (kJobEnqueuedChannel), delivered
   // at commit (`notified`: a CTE calling a volatile function is evaluated once, not inlined).
   static constexpr std::string_view enqueue_job =
-      "WITH job AS ("
+      "WITH lane AS ("
+      "  SELECT pg_advisory_xact_lock(1718378862, ($2::bigint % 2147483647)::int4) AS turn),"
+      " job AS ("
       "  INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count,"
       "                    queued, done, created_at, finished_at, promised_eta_at, image_pages,"
       "                    blank_pages)"
-      "  VALUES ($1::text, $2::bigint, $3::text, $4::bigint, $5::text, $6::bigint,"
-      "          $6::bigint - $9::bigint, $9::bigint, $7::bigint,"
-      "          CASE WHEN $6::bigint = $9::bigint THEN $7::bigint END, $8::bigint, $10::bigint,"
-      "          $9::bigint)"
+      "  SELECT $1::text, $2::bigint, $3::text, $4::bigint, $5::text, $6::bigint,"
+      "         $6::bigint - $9::bigint, $9::bigint, $7::bigint,"
+      "         CASE WHEN $6::bigint = $9::bigint THEN $7::bigint END, $8::bigint, $10::bigint,"
+      "         $9::bigint"
+      "  FROM lane"
       "  ON CONFLICT (user_id, idempotency_key) DO NOTHING"
       "  RETURNING id),"
       " input AS ("

@@ -494,6 +494,56 @@ TEST_CASE("PostgreSQL: a dispatch and another instance's cancellation of its job
   CHECK(c.number("SELECT queued + in_flight FROM jobs") == 0);
 }
 
+TEST_CASE(
+    "PostgreSQL: two instances taking one user's uploads at once give each job one stretch of "
+    "page ids") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  auto watch = Connection::open(c.database.uri());
+  REQUIRE(watch.ok());
+  const auto ann = c.a->add_user("ann", 1).value();
+  constexpr int kPages = 2'000;
+  // The test holds the user's row, which each upload's job refers to, so that both wait and
+  // are let go together, drawing their page ids at once.
+  c.run("BEGIN; SELECT 1 FROM users WHERE id = " + std::to_string(ann.user.id) + " FOR UPDATE");
+  fairlane::Result<EnqueuedJob> first = fairlane::Status{StatusCode::internal, "not run"};
+  fairlane::Result<EnqueuedJob> second = fairlane::Status{StatusCode::internal, "not run"};
+  std::thread one([&] { first = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(kPages))); });
+  std::thread two([&] { second = c.b->enqueue_job(job_of(ann.user.id, numbered_pages(kPages))); });
+  REQUIRE(lock_waiters(*watch, 2));
+  c.run("ROLLBACK");
+  one.join();
+  two.join();
+  REQUIRE_MESSAGE(first.ok(), first.status().message());
+  REQUIRE_MESSAGE(second.ok(), second.status().message());
+
+  // Each job's pages are one stretch of ids, in page order, and one job's stretch comes
+  // wholly before the other's: the user's lane holds each job in one piece, in page-id
+  // order (FairScheduler), whoever reads it. Before, both drew from the sequence at once.
+  const auto stretch = [](const EnqueuedJob& job) {
+    for (std::size_t i = 1; i < job.pages.size(); ++i) {
+      if (job.pages[i].page_id != job.pages[i - 1].page_id + 1) return false;
+    }
+    return true;
+  };
+  CHECK(stretch(*first));
+  CHECK(stretch(*second));
+  const auto lanes = c.a->lanes_view();
+  REQUIRE(lanes.ok());
+  REQUIRE(lanes->size() == 1);
+  const auto& pages = lanes->front().pages;
+  REQUIRE(pages.size() == 2 * kPages);
+  std::size_t job_changes = 0;
+  for (std::size_t i = 1; i < pages.size(); ++i) {
+    if (pages[i].job_id != pages[i - 1].job_id) ++job_changes;
+  }
+  CHECK(job_changes == 1);
+}
+
 TEST_CASE("PostgreSQL: a batch of cancellations goes through from an unfenced or deposed store") {
   const auto server = pg_server_uri();
   if (!server) {
