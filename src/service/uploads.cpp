@@ -320,8 +320,9 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
   auto& document = std::get<Document>(read);
   Upload named = upload;
-  // A JSON body's name wins; a multipart part's file name only when ?name= said none.
-  if (document.name) named.name = std::move(*document.name);
+  // A JSON body's name wins (an empty one is none, as an empty ?name= is); a multipart
+  // part's file name only when ?name= said none.
+  if (document.name && !document.name->empty()) named.name = std::move(*document.name);
   if (!named.name_given && !document.filename.empty()) named.name = document.filename;
   if (document.max_tokens) named.max_tokens = *document.max_tokens;
   return enqueue(context, named, std::move(document.pages), on_their_way);

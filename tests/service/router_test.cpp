@@ -369,6 +369,19 @@ TEST_CASE("A job's name is at most 1,024 bytes, from the JSON, ?name= or the fil
   CHECK(api.dispatcher->scheduler().size() == 1);
 }
 
+TEST_CASE("A JSON upload's empty name counts as none: ?name= names it, else pages.json") {
+  Api api;
+  const std::string unnamed =
+      json::serialize(json::object{{"name", ""}, {"pages", json::array{"a page"}}});
+  for (const auto& [target, name] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/jobs", "pages.json"}, {"/v1/jobs?name=notes", "notes"}}) {
+    CAPTURE(target);
+    const auto answer = api.send("POST", target, api.alice, unnamed);
+    REQUIRE(answer.status == 202);
+    CHECK(std::string(Api::body(answer).at("name").as_string()) == name);
+  }
+}
+
 TEST_CASE("An estimate asks about 1 to --max-pages pages of 1 token or more, and is told which") {
   Api api;
   // A page queued, so that the door adds the question's pages to the user's.
