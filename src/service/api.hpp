@@ -68,10 +68,12 @@ struct DocumentUpload {
 };
 
 // An accepted upload whose answer waits out its promise window (PromiseWindow): after
-// `wait`, the transport answers with Router::close_promise(job).
+// `wait`, the transport answers with Router::close_promise(hold).
 struct PromiseHold {
   JobId job = 0;
   Clock::duration wait{};
+  // The job as committed, with the door's promise: its 202 if it cannot be read again then.
+  JobView committed{};
 };
 
 struct ApiResponse {

@@ -383,7 +383,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       asio::steady_timer hold(stream->get_executor(), answer.promise_hold->wait);
       boost::system::error_code ignored;
       co_await hold.async_wait(asio::redirect_error(use_awaitable, ignored));
-      answer = router.close_promise(answer.promise_hold->job);
+      answer = router.close_promise(*answer.promise_hold);
     }
     if (answer.events) {
       const bool reusable = co_await stream_events(*stream, router, *answer.events, version,

@@ -106,8 +106,8 @@ std::shared_ptr<const void> Router::upload_on_its_way(const ApiRequest& head) {
   return on_their_way_.take();
 }
 
-ApiResponse Router::close_promise(JobId job) {
-  return service::close_promise(context_, job);
+ApiResponse Router::close_promise(const PromiseHold& hold) {
+  return service::close_promise(context_, hold);
 }
 
 std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {

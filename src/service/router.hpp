@@ -77,7 +77,7 @@ class Router {
   // while others are on their way waits for them (PromiseWindow).
   [[nodiscard]] std::shared_ptr<const void> upload_on_its_way(const ApiRequest& head);
   // The 202 of an upload held for its promise window, once the hold's wait has passed.
-  ApiResponse close_promise(JobId job);
+  ApiResponse close_promise(const PromiseHold& hold);
 
   // The job of a stream as it stands now; nullopt when it cannot be read (the stream ends).
   [[nodiscard]] std::optional<JobEvent> job_event(const EventStream& stream);

@@ -105,7 +105,7 @@ ApiResponse committed(RouteContext& context, const EnqueuedJob& enqueued, std::i
   if (others_reading > 0 && context.windows.window() > Clock::duration::zero()) {
     context.windows.accepted(enqueued.job.id, from_seconds(door_eta_s));
     ApiResponse held;
-    held.promise_hold = PromiseHold{enqueued.job.id, context.windows.window()};
+    held.promise_hold = PromiseHold{enqueued.job.id, context.windows.window(), enqueued.job};
     return held;
   }
   context.windows.accepted_at_once();  // the windows still open count it
@@ -361,11 +361,18 @@ void close_promise_windows(RouteContext& context) {
   }
 }
 
-ApiResponse close_promise(RouteContext& context, JobId job) {
+ApiResponse close_promise(RouteContext& context, const PromiseHold& hold) {
   close_promise_windows(context);
-  auto view = context.store.job(job);
-  if (!view.ok()) return response_for(answer_for(view.status()));
-  return accepted(context, view.value());
+  auto view = context.store.job(hold.job);
+  if (view.ok()) return accepted(context, view.value());
+  // Committed all the same: a 5xx would have its client send it again, and make it twice
+  // unless it came with an Idempotency-Key. Its 202 says the job as committed, with the
+  // door's promise (a promise made again, if one was, is in the job view).
+  std::cerr << fmt::format(
+      "fairlane: job {} could not be read again for its 202, which says it "
+      "as committed: {}\n",
+      hold.job, view.status().message());
+  return accepted(context, hold.committed);
 }
 
 }  // namespace fairlane::service

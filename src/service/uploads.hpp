@@ -109,7 +109,8 @@ class ReadSlots {
 // from the lanes as they are now (never earlier), recorded in the store and given to the
 // dispatcher's order. Either way the job's promise is watched from now on (Promises).
 void close_promise_windows(RouteContext& context);
-// After a PromiseHold's wait: the windows closed by now, then the job's 202.
-[[nodiscard]] ApiResponse close_promise(RouteContext& context, JobId job);
+// After a PromiseHold's wait: the windows closed by now, then the job's 202, as it stands, or
+// as committed if it cannot be read again (it was committed: a 5xx would have it sent again).
+[[nodiscard]] ApiResponse close_promise(RouteContext& context, const PromiseHold& hold);
 
 }  // namespace fairlane::service

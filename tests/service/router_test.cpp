@@ -13,6 +13,7 @@
 #include "document/pdf_writer.hpp"
 #include "service/router.hpp"
 #include "support/faulty_vfs.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/silent_provider.hpp"
 #include "support/store.hpp"
 
@@ -44,11 +45,14 @@ ApiResponse answered(Router& router, ApiResponse response) {
 constexpr fairlane::BudgetLimits kLabLimits{
     .requests_per_minute = 1'500, .tokens_per_minute = 300'000, .max_in_flight = 200};
 
+using WrapStore = std::function<std::unique_ptr<fairlane::Store>(std::unique_ptr<fairlane::Store>)>;
+
 struct Api {
   explicit Api(double max_wait_s = 60.0,
                const std::string& db = ":memory:", const std::string& vfs = "",
-               fairlane::BudgetLimits limits = kLabLimits)
+               fairlane::BudgetLimits limits = kLabLimits, const WrapStore& wrap = {})
       : store(fairlane::testing::open_store(db, fairlane::StoreOptions{.vfs = vfs})) {
+    if (wrap) store = wrap(std::move(store));
     DispatcherConfig config;
     config.limits = limits;
     config.door.max_wait_s = max_wait_s;
@@ -1173,7 +1177,7 @@ TEST_CASE(
   CHECK(*bob_view.promised_eta_at - *door_alice > 2s);  // Alice was quoted the provider alone
 
   clock.advance(250ms);
-  const auto alice_answer = api.router->close_promise(alice_job);
+  const auto alice_answer = api.router->close_promise(*first.promise_hold);
   REQUIRE(alice_answer.status == 202);
   const auto alice_view = api.store->job(alice_job).value();
   // Bob's book came in her window and shares the provider with hers: she is promised the end
@@ -1188,6 +1192,58 @@ TEST_CASE(
         Api::body(alice_now).at("promised_eta_at"));
   // Bob's promise stands as it was said.
   CHECK(api.store->job(bob_view.id)->promised_eta_at == bob_view.promised_eta_at);
+}
+
+namespace {
+
+// A store whose job view cannot be read while `failing` is set, as a server database's read
+// can fail when its connection breaks.
+class FailingJobReads final : public fairlane::testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  fairlane::Result<fairlane::JobView> job(fairlane::JobId job) override {
+    if (failing) return fairlane::Status{fairlane::StatusCode::io_error, "reading a job: broken"};
+    return ForwardingStore::job(job);
+  }
+  bool failing = false;
+};
+
+}  // namespace
+
+TEST_CASE("An upload held for its promise window is answered 202 even if its job cannot be read") {
+  FailingJobReads* reads = nullptr;
+  Api api(60.0, ":memory:", "", kLabLimits, [&](std::unique_ptr<fairlane::Store> inner) {
+    auto wrapped = std::make_unique<FailingJobReads>(std::move(inner));
+    reads = wrapped.get();
+    return std::unique_ptr<fairlane::Store>(std::move(wrapped));
+  });
+  fairlane::FakeClock clock;
+  api.use_promise_window(clock);
+  auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
+  ApiRequest request{
+      "POST",
+      "/v1/jobs",
+      {{"Authorization", "Bearer " + api.alice}, {"Content-Type", "application/json"}},
+      Api::pages_json(2)};
+  ApiResponse reading = api.router->handle(request);
+  REQUIRE(reading.document.has_value());
+  const auto who = reading.document->upload;
+  const auto held =
+      api.router->finish_upload(who, fairlane::service::read_upload(std::move(*reading.document)));
+  REQUIRE(held.promise_hold.has_value());
+
+  // The window ends while the store cannot be read: the job was committed, so its answer is
+  // its 202 as committed, with the door's promise. Before, a 503, which a client without an
+  // Idempotency-Key would have answered by uploading the book again.
+  clock.advance(250ms);
+  reads->failing = true;
+  const auto answer = api.router->close_promise(*held.promise_hold);
+  reads->failing = false;
+  REQUIRE(answer.status == 202);
+  const auto stored = api.store->job(held.promise_hold->job).value();
+  CHECK(Api::body(answer).at("id") == json::value(stored.public_id));
+  CHECK(Api::body(answer).at("promised_eta_at").is_string());
+  CHECK(api.dispatcher->scheduler().size() == 2);
 }
 
 TEST_CASE("A job that ends inside its promise window is measured against its promise") {
@@ -1223,7 +1279,7 @@ TEST_CASE("A job that ends inside its promise window is measured against its pro
   REQUIRE(api.store->job(job)->state == fairlane::JobState::done);
 
   clock.advance(250ms);
-  CHECK(api.router->close_promise(job).status == 202);
+  CHECK(api.router->close_promise(*held.promise_hold).status == 202);
   const auto accuracy = api.router->promises().accuracy();
   CHECK(accuracy.finished == 1);
   REQUIRE(accuracy.ratio_p50.has_value());
