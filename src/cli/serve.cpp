@@ -289,7 +289,9 @@ int serve(const ServeOptions& o) {
       // Once what was out is stored: a follower may lead at once.
       if (leadership) leadership->stop();
       notifications.reset();
-      io.stop();
+      // Once every upload past the door has its answer (a 202 held for its promise window,
+      // a commit out on a reader): none is committed and left unanswered.
+      server.when_answered([&] { io.stop(); });
     });
   });
   std::cout << "listening on http://" << address << ':' << bound.value() << std::endl;

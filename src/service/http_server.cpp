@@ -7,9 +7,13 @@
 #include <boost/beast.hpp>
 #include <boost/json.hpp>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <list>
 #include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "service/api_json.hpp"
 #include "service/event_stream.hpp"
@@ -117,6 +121,31 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::size_t open = 0;
   bool stopped = false;
   UploadTurns turns;
+  // Connections that owe their client the answer to an upload past the door (committed, or
+  // being committed): stop() leaves them open until it is written, and when_answered()'s
+  // callbacks run once none is left.
+  std::unordered_set<const beast::tcp_stream*> owing;
+  std::vector<std::function<void()>> answered;
+  class Owing {
+   public:
+    Owing(Impl& impl, const beast::tcp_stream* stream) : impl_(&impl), stream_(stream) {
+      impl_->owing.insert(stream_);
+    }
+    Owing(const Owing&) = delete;
+    Owing& operator=(const Owing&) = delete;
+    Owing(Owing&&) = delete;
+    Owing& operator=(Owing&&) = delete;
+    ~Owing() {
+      impl_->owing.erase(stream_);
+      if (impl_->stopped) impl_->tell_answered();
+    }
+
+   private:
+    Impl* impl_;
+    const beast::tcp_stream* stream_;
+  };
+  // Once stopped and no connection owes an answer: runs when_answered()'s callbacks, posted.
+  void tell_answered();
 
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
   // Answers 503 to a connection past max_connections, without waiting, and closes it.
@@ -126,23 +155,27 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   [[nodiscard]] std::optional<http::response<http::string_body>> refusal_for(
       const boost::system::error_code& error, unsigned version) const;
   awaitable<void> session(std::shared_ptr<Impl> self, tcp::socket socket);
-  // Resolves an answer that needs the store read first (ApiResponse::read) on a reader;
-  // false once the server has stopped meanwhile (nothing more is answered).
-  awaitable<bool> read_first(ApiResponse& answer) const;
+  // Resolves an answer that needs the store read first (ApiResponse::read) on a reader.
+  awaitable<void> read_first(ApiResponse& answer) const;
   // Waits for the upload turn (UploadTurns); resumes holding it.
   awaitable<void> take_turn();
   void give_turn();
 };
 
-awaitable<bool> HttpServer::Impl::read_first(ApiResponse& answer) const {
-  if (!answer.read) co_return true;
-  // Read on a reader's connection while the io thread goes on; answered here.
+awaitable<void> HttpServer::Impl::read_first(ApiResponse& answer) const {
+  if (!answer.read) co_return;
+  // Read on a reader's connection while the io thread goes on; answered here, even once
+  // stopped: an upload's commit made there is owed its 202 (a connection stop() closed
+  // fails to write its answer, and ends).
   std::function<ApiResponse()> then;
   const auto read = std::move(answer.read);
   co_await read_on(*router.readers(), [&](Store& store) { then = read->read(store); });
-  if (stopped) co_return false;
   answer = then();
-  co_return true;
+}
+
+void HttpServer::Impl::tell_answered() {
+  if (!owing.empty()) return;
+  for (auto& callback : std::exchange(answered, {})) asio::post(io, std::move(callback));
 }
 
 awaitable<void> HttpServer::Impl::take_turn() {
@@ -196,7 +229,8 @@ void HttpServer::stop() {
   boost::system::error_code ignored;
   if (impl_->acceptor) impl_->acceptor->close(ignored);
   for (auto& weak : impl_->connections) {
-    if (auto stream = weak.lock()) stream->socket().close(ignored);
+    const auto stream = weak.lock();
+    if (stream && !impl_->owing.contains(stream.get())) stream->socket().close(ignored);
   }
   impl_->connections.clear();
   impl_->router.watchers().notify();  // parked event streams see `stopped` and end
@@ -205,6 +239,11 @@ void HttpServer::stop() {
   impl_->turns.waiting.clear();
   // Uploads being read end now; their sessions resume, see `stopped` and close.
   impl_->processes.stop();
+}
+
+void HttpServer::when_answered(std::function<void()> done) {
+  impl_->answered.push_back(std::move(done));
+  if (impl_->stopped) impl_->tell_answered();
 }
 
 std::size_t HttpServer::uploads_waiting() const {
@@ -350,8 +389,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     }
     stream->expires_never();
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
+    std::optional<Owing> owed;                  // from an upload's door to its answer written
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
-    if (!co_await read_first(answer)) break;
+    co_await read_first(answer);
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
       // reading slot is held here, and given back on this thread, as is the upload's place
@@ -374,8 +414,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
         if (stopped) break;
       }
       on_its_way.reset();
+      // Past the door from here: committed (or being committed), so owed its answer.
+      owed.emplace(*this, stream.get());
       answer = router.finish_upload(who, std::move(*read));
-      if (!co_await read_first(answer)) break;
+      co_await read_first(answer);
     }
     if (answer.promise_hold) {
       // Accepted and committed: the 202 waits for the uploads that come with it, so that

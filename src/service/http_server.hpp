@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,8 +59,12 @@ class HttpServer {
   // Starts accepting; port 0 picks a free one. Returns the port.
   Result<std::uint16_t> listen(const std::string& address, std::uint16_t port);
 
-  // Stops accepting and closes every connection.
+  // Stops accepting and closes every connection, but those that owe their client the answer
+  // to an upload past the door (committed, or being committed): those are answered first.
   void stop();
+  // Runs `done` (posted) once stopped and no connection owes an answer any more: the io
+  // thread may stop then without leaving a committed upload unanswered.
+  void when_answered(std::function<void()> done);
 
   // Uploads read whole and waiting for their turn to pass the door while another's commit
   // is out on a reader (with readers only). On the io thread.
