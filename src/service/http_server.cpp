@@ -135,6 +135,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
     Owing& operator=(const Owing&) = delete;
     Owing(Owing&&) = delete;
     Owing& operator=(Owing&&) = delete;
+    // Asio's post() throws only when memory runs out: std::terminate is right then.
+    // NOLINTNEXTLINE(bugprone-exception-escape)
     ~Owing() {
       impl_->owing.erase(stream_);
       if (impl_->stopped) impl_->tell_answered();
