@@ -232,6 +232,26 @@ struct Served {
     loop.join();
   }
 
+  // A thread that uploads three pages named `name` as `key`, its answer in `reply`.
+  std::thread upload(const std::string& key, const std::string& name,
+                     Result<fairlane::cli::HttpReply>& reply) const {
+    return std::thread([&reply, url = base, key, name] {
+      fairlane::cli::HttpClient client(url, key, 30s);
+      reply = client.post("/v1/jobs", "application/json",
+                          R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
+    });
+  }
+  // Asks `what` on the io thread until it is true; whether it became so (bounded).
+  bool wait_until(const std::function<bool()>& what) const {
+    for (int i = 0; i < 2'000; ++i) {
+      std::promise<bool> seen;
+      boost::asio::post(io, [&] { seen.set_value(what()); });
+      if (seen.get_future().get()) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  }
+
   boost::asio::io_context& io;
   fairlane::service::HttpServer server;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
@@ -425,33 +445,14 @@ TEST_CASE(
     return std::make_unique<HeldCommits>(std::move(connection), gate);
   });
   Served served(rig.io, rig.router(readers.get()));
-  const std::string& base = served.base;
   fairlane::service::HttpServer& server = served.server;
-  const auto upload = [&](const std::string& name, Result<fairlane::cli::HttpReply>& reply) {
-    return std::thread([&reply, &base, &rig, name] {
-      fairlane::cli::HttpClient client(base, rig.alice, 30s);
-      reply = client.post("/v1/jobs", "application/json",
-                          R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
-    });
-  };
-  // How many uploads wait for their turn, asked on the io thread; waits (bounded) for `n`.
-  const auto wait_waiting = [&](std::size_t n) {
-    for (int i = 0; i < 2'000; ++i) {
-      std::promise<std::size_t> seen;
-      boost::asio::post(rig.io, [&] { seen.set_value(server.uploads_waiting()); });
-      if (seen.get_future().get() == n) return true;
-      std::this_thread::yield();
-    }
-    return false;
-  };
-
   Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
   Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
-  std::thread one = upload("first", first);
+  std::thread one = served.upload(rig.alice, "first", first);
   const bool first_held = gate.wait_entered(1);
-  std::thread two = upload("second", second);
-  const bool second_waits = wait_waiting(1);
-  fairlane::cli::HttpClient other(base, rig.alice, 10s);
+  std::thread two = served.upload(rig.alice, "second", second);
+  const bool second_waits = served.wait_until([&] { return server.uploads_waiting() == 1; });
+  fairlane::cli::HttpClient other(served.base, rig.alice, 10s);
   const auto health = other.get("/healthz");
   gate.release();
   one.join();
@@ -485,36 +486,17 @@ TEST_CASE(
   });
   Router& router = rig.router(readers.get());
   Served served(rig.io, router);
-  const std::string& base = served.base;
   fairlane::service::HttpServer& server = served.server;
-  const auto upload = [&](const std::string& name, Result<fairlane::cli::HttpReply>& reply) {
-    return std::thread([&reply, &base, &rig, name] {
-      fairlane::cli::HttpClient client(base, rig.alice, 30s);
-      reply = client.post("/v1/jobs", "application/json",
-                          R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
-    });
-  };
-  // Asks `what` on the io thread until it is true (bounded).
-  const auto wait_until = [&](const std::function<bool()>& what) {
-    for (int i = 0; i < 2'000; ++i) {
-      std::promise<bool> seen;
-      boost::asio::post(rig.io, [&] { seen.set_value(what()); });
-      if (seen.get_future().get()) return true;
-      std::this_thread::yield();
-    }
-    return false;
-  };
-
   Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
   Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
-  std::thread one = upload("first", first);
+  std::thread one = served.upload(rig.alice, "first", first);
   const bool first_held = gate.wait_entered(1);
-  std::thread two = upload("second", second);
+  std::thread two = served.upload(rig.alice, "second", second);
   // The second's body is read; it waits for the first's commit to take its turn.
-  const bool second_waits = wait_until([&] { return server.uploads_waiting() == 1; });
+  const bool second_waits = served.wait_until([&] { return server.uploads_waiting() == 1; });
   gate.release();
   // The first, committed while the second was on its way, waits for it: its window opens.
-  const bool first_waited = wait_until([&] { return router.promise_windows_open() == 1; });
+  const bool first_waited = served.wait_until([&] { return router.promise_windows_open() == 1; });
   one.join();
   two.join();
   served.stop();
