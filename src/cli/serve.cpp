@@ -275,6 +275,7 @@ int serve(const ServeOptions& o) {
   keep_promises();
 
   int exit_status = kExitOk;
+  boost::asio::steady_timer answers_deadline(io);
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& error, int) {
     if (error) return;
@@ -290,8 +291,14 @@ int serve(const ServeOptions& o) {
       if (leadership) leadership->stop();
       notifications.reset();
       // Once every upload past the door has its answer (a 202 held for its promise window,
-      // a commit out on a reader): none is committed and left unanswered.
+      // a commit out on a reader): none is committed and left unanswered. But not forever:
+      // an answer still owed --stop-deadline later (a commit that never returns) is given up.
       server.when_answered([&] { io.stop(); });
+      answers_deadline.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(o.stop_deadline)));
+      answers_deadline.async_wait([&](const boost::system::error_code& cancelled) {
+        if (!cancelled) io.stop();
+      });
     });
   });
   std::cout << "listening on http://" << address << ':' << bound.value() << std::endl;

@@ -460,11 +460,11 @@ void Dispatcher::Impl::note_flush(Status status) {
   // Another instance leads, or what the store holds is not known any more: told from the
   // executor, since the owner replaces this state.
   deposed_told = true;
-  asio::post(io, [self = shared_from_this()] {
+  // The reason as it is now: a later flush may change commit_error before this runs.
+  asio::post(io, [self = shared_from_this(), why = commit_error] {
     if (self->dead || !self->deposed) return;
-    // Copies: the owner replaces this state (and its callback) from inside the call.
+    // A copy: the owner replaces this state (and its callback) from inside the call.
     const Deposed told = self->deposed;
-    const Status why = self->commit_error;
     told(why);
   });
 }
@@ -520,10 +520,14 @@ void Dispatcher::Impl::settle(std::shared_ptr<BatchOut> out) {
 }
 
 Status Dispatcher::Impl::flush_now() {
+  // After a batch that ended this leading nothing more is sent: it would go out again (a
+  // batch whose outcome is unknown is back in the queue) from an instance that no longer
+  // leads, and its changes that did commit would come back as "no longer applied".
+  if (ends_leading(commit_error)) return commit_error;
   if (committer == nullptr) return commits.flush();
   // Settling may hand over the next batch (a callback submits, a batch is due): wait again.
   while (batch_out) settle(batch_out);
-  if (commits.pending() == 0) return commit_error;
+  if (ends_leading(commit_error) || commits.pending() == 0) return commit_error;
   std::vector<PageTransition> batch = commits.begin_flush();
   Result<std::vector<std::int64_t>> answer =
       Status{StatusCode::internal, "the commit thread did not answer"};

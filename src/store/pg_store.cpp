@@ -120,7 +120,9 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
     connection_.reset();
   }
   const WallTime at = now();
-  if (connect_pause_.count() == 0 || at >= connect_at_) {
+  // Due after the pause, or at once when the clock went back past the last try (a wall
+  // clock stepped back must not hold the store off for as long).
+  if (connect_pause_.count() == 0 || at >= connect_at_ || connect_at_ - at > connect_pause_) {
     auto made = connect(uri_);
     if (made.ok()) {
       connection_.emplace(std::move(made).value());

@@ -239,3 +239,20 @@ TEST_CASE(
   CHECK(f.store->write_health().ok());
   CHECK(f.store->reconnects() == 1);
 }
+
+TEST_CASE("PostgreSQL: PgStore tries to connect at once when the wall clock went back") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  Connection admin = connect(*server);
+  const std::string name = f.database.name();
+  REQUIRE(admin.exec(fmt::format("DROP DATABASE {} WITH (FORCE)", name), "dropping").ok());
+  CHECK(f.store->users().status().code() == StatusCode::io_error);
+  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  // The clock is stepped back an hour: the pause of 100 ms from the last try is not waited
+  // for an hour more.
+  f.clock.advance(-std::chrono::hours(1));
+  const auto users = f.store->users();
+  CHECK_MESSAGE(users.ok(), users.status().message());
+  CHECK(f.store->reconnects() == 1);
+}
