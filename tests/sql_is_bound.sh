@@ -5,7 +5,8 @@
 #     constant (Sql::..., PgSql::...) is handed to SQLite or PostgreSQL to run or prepare
 #     (sqlite3_exec, sqlite3_prepare*, Database::exec, Statement::prepare, PQexec*, PQsendQuery*,
 #     PQprepare,
-#     pg::Connection::exec and query), outside the wrappers that pass those on; or
+#     pg::Connection::exec and query, PgStore's read and write), outside the wrappers that
+#     pass those on; or
 #  2. a string with SQL in it is formatted (fmt::format, std::format, *printf) or
 #     concatenated with `+`.
 # The exceptions: a migration's own SQL, compiled in from schema/sql, is run with the
@@ -44,11 +45,20 @@ while IFS= read -r hit; do
       "store/migrations.cpp:sql.c_str(" | "store/store.cpp:sql" | \
       "store/pg.cpp:std::string(sql" | "store/pg.cpp:text.c_str(" | \
       "store/pg.cpp:name.c_str(" | "store/pg_migrations.cpp:migration.sql" | \
-      "store/pg_notifications.cpp:listens.c_str(") continue ;;
+      "store/pg_notifications.cpp:listens.c_str(" | "store/pg_store.cpp:sql") continue ;;
   esac
   bad "$file:$line gives the database SQL that is not a constant ($arg): put the statement in src/store/queries.hpp (pg_queries.hpp) and bind its values"
 done < <(grep -rnE '((sqlite3_exec|sqlite3_prepare(_v[23])?|PQexec(Params)?|PQsendQuery(Params)?|PQprepare|Statement::prepare|(\.|->)exec)\(|(\.|->)query\([^)])' "$src" \
   --include='*.cpp' --include='*.hpp')
+
+# PgStore's own wrappers (read and write, which connect again when the connection broke)
+# hand on what their callers give them: each call gives them a PgSql:: constant.
+while IFS= read -r hit; do
+  line=${hit%%:*}
+  arg=$(sed -E 's/.*[^A-Za-z_:.>](read|write)\(\s*([^,)]*).*/\2/' <<<"${hit#*:}")
+  case $arg in PgSql::*) continue ;; esac
+  bad "$src/store/pg_store.cpp:$line hands PgStore SQL that is not a constant ($arg): put the statement in src/store/pg_queries.hpp and bind its values"
+done < <(grep -nE '(^|[^A-Za-z_:.>])(read|write)\(' "$src/store/pg_store.cpp")
 
 # 2. SQL formatted or concatenated: each formatting call is read whole, to its semicolon.
 while IFS= read -r file; do
