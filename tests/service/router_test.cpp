@@ -1220,16 +1220,7 @@ TEST_CASE("An upload held for its promise window is answered 202 even if its job
   fairlane::FakeClock clock;
   api.use_promise_window(clock);
   auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
-  ApiRequest request{
-      "POST",
-      "/v1/jobs",
-      {{"Authorization", "Bearer " + api.alice}, {"Content-Type", "application/json"}},
-      Api::pages_json(2)};
-  ApiResponse reading = api.router->handle(request);
-  REQUIRE(reading.document.has_value());
-  const auto who = reading.document->upload;
-  const auto held =
-      api.router->finish_upload(who, fairlane::service::read_upload(std::move(*reading.document)));
+  const auto held = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2));
   REQUIRE(held.promise_hold.has_value());
 
   // The window ends while the store cannot be read: the job was committed, so its answer is
@@ -1253,16 +1244,7 @@ TEST_CASE("A job that ends inside its promise window is measured against its pro
   // Alice's two pages are accepted while Bob's upload is on its way: her answer waits.
   auto bob_coming = api.router->upload_on_its_way(ApiRequest{"POST", "/v1/jobs", {}, ""});
   REQUIRE(bob_coming != nullptr);
-  ApiRequest request{
-      "POST",
-      "/v1/jobs",
-      {{"Authorization", "Bearer " + api.alice}, {"Content-Type", "application/json"}},
-      Api::pages_json(2)};
-  ApiResponse reading = api.router->handle(request);
-  REQUIRE(reading.document.has_value());
-  const auto who = reading.document->upload;
-  const auto held =
-      api.router->finish_upload(who, fairlane::service::read_upload(std::move(*reading.document)));
+  const auto held = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2));
   REQUIRE(held.promise_hold.has_value());
   const fairlane::JobId job = held.promise_hold->job;
   // Its pages are sent and answered within the window (a fast provider).
