@@ -95,6 +95,17 @@ struct Fixture {
     }
     FAIL("the server process " << pid << " is still there 10 s after it was ended");
   }
+  // The store's database dropped (its connections ended) or created again, empty, through
+  // a connection to the server's own database.
+  void drop_database() {
+    Connection admin = connect(server);
+    REQUIRE(
+        admin.exec(fmt::format("DROP DATABASE {} WITH (FORCE)", database.name()), "dropping").ok());
+  }
+  void create_database() {
+    Connection admin = connect(server);
+    REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", database.name()), "creating").ok());
+  }
   PageTransition dispatch(std::size_t page) const {
     return PageTransition::dispatched(job.pages.at(page).page_id, 300);
   }
@@ -205,9 +216,7 @@ TEST_CASE(
   const auto server = server_or_skip();
   if (!server) return;
   Fixture f(*server);
-  Connection admin = connect(*server);
-  const std::string name = f.database.name();
-  REQUIRE(admin.exec(fmt::format("DROP DATABASE {} WITH (FORCE)", name), "dropping").ok());
+  f.drop_database();
 
   const auto gone = f.store->job(f.job.job.id);
   REQUIRE_FALSE(gone.ok());
@@ -219,14 +228,14 @@ TEST_CASE(
   CHECK(f.store->write_health().code() == StatusCode::io_error);
 
   // Back, but the pause is not over: the store has not tried yet.
-  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  f.create_database();
   CHECK(f.store->users().status().code() == StatusCode::io_error);
   // The pauses double while connecting fails: 100 ms, then 200 ms.
   f.clock.advance(100ms);
-  REQUIRE(admin.exec(fmt::format("DROP DATABASE {}", name), "dropping").ok());
+  f.drop_database();
   const auto again = f.store->users();
   CHECK(again.status().message().find("tries again every 200 ms") != std::string::npos);
-  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  f.create_database();
   f.clock.advance(199ms);
   CHECK(f.store->users().status().code() == StatusCode::io_error);
   f.clock.advance(1ms);
@@ -244,11 +253,9 @@ TEST_CASE("PostgreSQL: PgStore tries to connect at once when the wall clock went
   const auto server = server_or_skip();
   if (!server) return;
   Fixture f(*server);
-  Connection admin = connect(*server);
-  const std::string name = f.database.name();
-  REQUIRE(admin.exec(fmt::format("DROP DATABASE {} WITH (FORCE)", name), "dropping").ok());
+  f.drop_database();
   CHECK(f.store->users().status().code() == StatusCode::io_error);
-  REQUIRE(admin.exec(fmt::format("CREATE DATABASE {}", name), "creating").ok());
+  f.create_database();
   // The clock is stepped back an hour: the pause of 100 ms from the last try is not waited
   // for an hour more.
   f.clock.advance(-std::chrono::hours(1));
