@@ -43,8 +43,9 @@ std::int64_t DispatchPolicy::enqueue_job(std::span<const QueuedPage> pages, bool
   return joined;
 }
 
-void DispatchPolicy::restore(const QueuedPage& page, std::int64_t attempts,
+bool DispatchPolicy::restore(const QueuedPage& page, std::int64_t attempts,
                              std::optional<WallTime> not_before) {
+  if (pages_.contains(page.page_id)) return false;
   PageRecord& record = track(page);
   record.attempts = attempts;
   const Clock::time_point now = clock_.now();
@@ -55,6 +56,7 @@ void DispatchPolicy::restore(const QueuedPage& page, std::int64_t attempts,
   } else {
     order_.add(page);
   }
+  return true;
 }
 
 std::vector<QueuedPage> DispatchPolicy::cancel_job(UserId user, JobId job) {

@@ -106,6 +106,10 @@ void FairScheduler::refile(Lane& lane, JobId job, JobMarks& marks) {
 
 void FairScheduler::add(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
+  if (!lane.pages.empty() && page.page_id < lane.pages.back().page_id) {
+    insert_in_order(lane, page);
+    return;
+  }
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
   const bool heads_lane = !lane.pages.empty() && lane.pages.front().job_id == page.job_id;
@@ -127,6 +131,47 @@ void FairScheduler::add(const QueuedPage& page) {
   ++size_;
   changed(lane, length_before, head_before);
   join_ring(page.user_id, lane);
+}
+
+void FairScheduler::insert_in_order(Lane& lane, const QueuedPage& page) {
+  const auto length_before = static_cast<std::int64_t>(lane.pages.size());
+  const auto head_before = head_cost(lane);
+  // The page may go ahead of the head page's job, which takes left filed where it was.
+  const JobId head_job = lane.pages.front().job_id;
+  refile(lane, head_job, lane.jobs[head_job]);
+  const auto at = std::ranges::upper_bound(lane.pages, page.page_id, {}, &QueuedPage::page_id);
+  const auto index = at - lane.pages.begin();
+  const std::int64_t position = lane.consumed + index + 1;
+  // The pages from there on move one slot towards the tail, and their jobs' marks with them.
+  for (auto& [job, marks] : lane.jobs) {
+    if (marks.first >= position) ++marks.first;
+    if (marks.last >= position) ++marks.last;
+  }
+  ++lane.enqueued;
+  lane.pages.insert(at, page);
+  file(lane, page, position);
+  changed(lane, length_before, head_before);
+  join_ring(page.user_id, lane);
+}
+
+void FairScheduler::file(Lane& lane, const QueuedPage& page, std::int64_t position) {
+  JobMarks& marks = lane.jobs[page.job_id];
+  if (marks.queued == 0) {
+    marks.first = marks.last = position;
+  } else {
+    marks.first = std::min(marks.first, position);
+    marks.last = std::max(marks.last, position);
+  }
+  ++marks.queued;
+  marks.tokens += page.cost;
+  lane.tokens += page.cost;
+  if (marks.queued == 1) {
+    marks.filed_under = page.page_id;
+    lane.order.insert(page.page_id, page.job_id, page.cost);
+  } else {
+    refile(lane, page.job_id, marks);
+  }
+  ++size_;
 }
 
 void FairScheduler::put_back(const QueuedPage& page) {
@@ -156,23 +201,7 @@ void FairScheduler::put_back(const QueuedPage& page) {
   --lane.consumed;
   const std::int64_t position = lane.consumed + static_cast<std::int64_t>(index) + 1;
   lane.pages.insert(lane.pages.begin() + static_cast<std::ptrdiff_t>(index), page);
-  JobMarks& marks = lane.jobs[page.job_id];
-  if (marks.queued == 0) {
-    marks.first = marks.last = position;
-  } else {
-    marks.first = std::min(marks.first, position);
-    marks.last = std::max(marks.last, position);
-  }
-  ++marks.queued;
-  marks.tokens += page.cost;
-  lane.tokens += page.cost;
-  if (marks.queued == 1) {
-    marks.filed_under = page.page_id;
-    lane.order.insert(page.page_id, page.job_id, page.cost);
-  } else {
-    refile(lane, page.job_id, marks);
-  }
-  ++size_;
+  file(lane, page, position);
   changed(lane, length_before, head_before);
   if (lane.in_ring) {
     // It was charged when it was taken; the call never happened, so refund it.

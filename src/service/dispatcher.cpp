@@ -727,9 +727,10 @@ Status Dispatcher::Impl::begin(bool lead) {
   for (const Lane& lane : lanes.value()) {
     scheduler.set_weight(lane.user_id, lane.weight);
     for (const LanePage& p : lane.pages) {
-      // Into its lane, or held back while its backoff still runs.
-      policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens}, p.attempts,
-                     p.not_before);
+      // Into its lane, or held back while its backoff still runs; a page added before the
+      // start (Dispatcher::add) is not restored twice.
+      (void)policy.restore(QueuedPage{p.page_id, p.job_id, lane.user_id, p.estimated_tokens},
+                           p.attempts, p.not_before);
     }
   }
   // After the lanes, whose users' weights set their rounds and which hold the jobs' places.

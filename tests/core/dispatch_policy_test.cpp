@@ -180,12 +180,18 @@ TEST_CASE("A job's pages count as arrivals at the rounds they take in their lane
   CHECK(policy.enqueue_job(again) == 0);
 }
 
-TEST_CASE("A page already known is not enqueued twice") {
+TEST_CASE("A page already known is not enqueued twice, nor restored") {
   Rig rig;
   rig.add(kAlice, 1, 1);
   CHECK_FALSE(rig.policy.enqueue(QueuedPage{101, 1, kAlice, 1'000}));
   CHECK(rig.scheduler.size() == 1);
   CHECK(rig.policy.tracked_pages() == 1);
+  // A start that reads the store's lanes after the job was added.
+  CHECK_FALSE(rig.policy.restore(QueuedPage{101, 1, kAlice, 1'000}, 0, std::nullopt));
+  CHECK(rig.scheduler.size() == 1);
+  CHECK(rig.policy.tracked_pages() == 1);
+  CHECK(rig.send().page.page_id == 101);
+  CHECK(std::holds_alternative<step::Idle>(rig.policy.next_step()));
 }
 
 TEST_CASE("A page the buckets cannot take sleeps to the exact refill time and keeps its place") {

@@ -62,6 +62,51 @@ TEST_CASE("Pages within a lane leave in the order they came") {
   CHECK(order == std::vector<fairlane::PageId>{101, 102, 103, 201, 202});
 }
 
+// In a cluster the leader hears of a job another instance accepted after the fact: a job of
+// the same user committed before the leader's own may arrive after it, some of whose pages
+// are already out. The lane is the store's, in page-id order (a user's uploads draw their
+// ids in turn), so the late job goes before the later one, and everything that counts on the
+// order holds: positions, tokens ahead, a returned page's place, a cancellation.
+TEST_CASE("A job heard of late takes its place by page id, before its user's later job") {
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 3, 3);  // 301..303: the leader's own, accepted second
+  add_pages(scheduler, kB, 4, 2);
+  const auto sent = scheduler.take();  // 301 is out
+  REQUIRE(sent);
+  CHECK(sent->page_id == 301);
+  add_pages(scheduler, kA, 2, 2);  // 201, 202: accepted elsewhere first, heard of now
+
+  auto late = scheduler.job_place(kA, 2);
+  REQUIRE(late);
+  CHECK(late->next_index == 1);
+  CHECK(late->last_index == 2);
+  CHECK(late->tokens_before == 0);
+  auto later = scheduler.job_place(kA, 3);
+  REQUIRE(later);
+  CHECK(later->next_index == 3);
+  CHECK(later->last_index == 4);
+  CHECK(later->tokens_before == 200);
+
+  // The page that was out comes back behind the late job's pages, whose ids are lower.
+  scheduler.put_back(*sent);
+  CHECK(scheduler.job_place(kA, 3)->next_index == 3);
+  CHECK(scheduler.job_place(kA, 3)->last_index == 5);
+
+  // Cancelling the late job moves the later one up by its size.
+  CHECK(scheduler.remove_job(kA, 2).size() == 2);
+  later = scheduler.job_place(kA, 3);
+  REQUIRE(later);
+  CHECK(later->next_index == 1);
+  CHECK(later->last_index == 3);
+  CHECK(later->tokens_before == 0);
+  add_pages(scheduler, kA, 1, 1);  // 101: earlier still, now at the very head
+  CHECK(scheduler.job_place(kA, 1)->next_index == 1);
+  CHECK(scheduler.job_place(kA, 3)->next_index == 2);
+  std::vector<fairlane::PageId> order;
+  while (auto page = scheduler.take_from(kA)) order.push_back(page->page_id);
+  CHECK(order == std::vector<fairlane::PageId>{101, 301, 302, 303});
+}
+
 TEST_CASE("Weights 2:1 give 2:1 tokens") {
   FairScheduler scheduler;
   scheduler.set_weight(kA, 2);
@@ -475,7 +520,8 @@ TEST_CASE("A correction for a lane that has emptied is forgotten with its credit
 TEST_CASE("Property: places hold in several lanes of hundreds of jobs, after returns and cancels") {
   // Three users; jobs of 1 to 3 pages added faster than they leave, so lanes grow to
   // hundreds of jobs; pages come back, often after their jobs emptied, and jobs are cancelled
-  // anywhere in their lane.
+  // anywhere in their lane. One job in five is heard of late (accepted by another instance),
+  // after jobs with higher ids.
   constexpr std::array kUsers{kA, kB, kC};
   std::mt19937_64 rng(19);
   for (int run = 0; run < 4; ++run) {
@@ -483,6 +529,7 @@ TEST_CASE("Property: places hold in several lanes of hundreds of jobs, after ret
     std::map<fairlane::UserId, std::map<fairlane::PageId, QueuedPage>> lanes;  // the model
     std::map<fairlane::PageId, QueuedPage> taken;
     std::map<fairlane::JobId, fairlane::UserId> owners;
+    std::vector<std::vector<QueuedPage>> late;  // jobs accepted, not yet heard of
     fairlane::JobId next_job = 1;
     for (int step = 0; step < 1'200; ++step) {
       const auto op = rng() % 20;
@@ -491,12 +538,28 @@ TEST_CASE("Property: places hold in several lanes of hundreds of jobs, after ret
         const fairlane::UserId user = kUsers.at(rng() % kUsers.size());
         owners[job] = user;
         const int pages = 1 + static_cast<int>(rng() % 3);
+        std::vector<QueuedPage> job_pages;
         for (int i = 1; i <= pages; ++i) {
-          const QueuedPage page{job * 100 + i, job, user,
-                                100 + static_cast<std::int64_t>(rng() % 50)};
+          job_pages.push_back(
+              QueuedPage{job * 100 + i, job, user, 100 + static_cast<std::int64_t>(rng() % 50)});
+        }
+        if (rng() % 5 == 0) {
+          late.push_back(std::move(job_pages));
+          continue;
+        }
+        for (const QueuedPage& page : job_pages) {
           scheduler.add(page);
           lanes[user].emplace(page.page_id, page);
         }
+      } else if (op == 7) {
+        if (late.empty()) continue;
+        const auto heard =
+            std::next(late.begin(), static_cast<std::ptrdiff_t>(rng() % late.size()));
+        for (const QueuedPage& page : *heard) {
+          scheduler.add(page);
+          lanes[page.user_id].emplace(page.page_id, page);
+        }
+        late.erase(heard);
       } else if (op < 12) {
         const auto page = scheduler.take();
         if (!page) continue;

@@ -199,6 +199,41 @@ TEST_CASE(
   CHECK(stats.at("max_in_flight_seen").as_int64() <= kCap);
 }
 
+// The leader adopts a job another instance accepted when it hears of it, which may be after
+// a later job of the same user: that job still goes first, as the store's lanes have it.
+TEST_CASE(
+    "PostgreSQL: a job accepted elsewhere first and heard of after the leader's own goes "
+    "before it in its user's lane") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance leader(cluster.io, *home, cluster.port, "a");
+  Instance other(cluster.io, *home, cluster.port, "b");
+  const auto user = leader.store->add_user("alice")->user.id;
+  leader.lead();
+  const auto first = enqueue(*other.store, user, 4, "first");     // accepted by b
+  const auto second = enqueue(*leader.store, user, 3, "second");  // then by the leader
+  REQUIRE(leader.dispatcher->add(second, 1));
+  auto adopted = leader.cluster().queued_job(first.job.id);  // as Leadership::adopt reads it
+  REQUIRE(adopted.ok());
+  REQUIRE(leader.dispatcher->add(adopted.value(), 1));
+
+  const auto place = [&](fairlane::JobId job) {
+    const auto at = leader.dispatcher->scheduler().job_place(user, job);
+    REQUIRE(at.has_value());
+    return std::pair{at->next_index, at->last_index};
+  };
+  CHECK(place(first.job.id) == std::pair<std::int64_t, std::int64_t>{1, 4});
+  CHECK(place(second.job.id) == std::pair<std::int64_t, std::int64_t>{5, 7});
+
+  REQUIRE(cluster.run_until([&] {
+    return done_pages(*leader.store, first.job.id) == 4 &&
+           done_pages(*leader.store, second.job.id) == 3;
+  }));
+  check_done_once(*leader.store, first, 4);
+  check_done_once(*leader.store, second, 3);
+}
+
 TEST_CASE(
     "PostgreSQL: a follower's estimator learns what the leader's calls cost and took, not its "
     "configured guesses") {

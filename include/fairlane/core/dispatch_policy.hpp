@@ -116,7 +116,8 @@ class DispatchPolicy {
 
   // At start, a page the store holds queued, with the attempts it has spent: held back
   // until `not_before` while that is still ahead on the wall clock, otherwise in its lane.
-  void restore(const QueuedPage& page, std::int64_t attempts, std::optional<WallTime> not_before);
+  // False, and nothing done, for a page the policy knows already.
+  bool restore(const QueuedPage& page, std::int64_t attempts, std::optional<WallTime> not_before);
 
   // Cancels a job: its queued pages leave their lanes, are forgotten and are returned.
   // Its pages still out (called, or held back) are forgotten as they come back.

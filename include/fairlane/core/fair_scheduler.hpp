@@ -15,10 +15,11 @@
 // O(1), or O(log jobs queued in its lane) expected when it starts a job there; taking one
 // O(1), or O(log jobs in the lane) when it is its job's last; a job's place in its lane
 // O(log jobs queued in that lane) expected (its indices are O(1), the tokens ahead of it come
-// from the lane's LaneOrder); returning a page O(pages returned before it + log jobs in the
-// lane); removing a cancelled job O(pages and jobs in its lane), for the pages kept and the
-// marks of the jobs behind it. Lanes are kept in page-id order, so a job's pages stay
-// together.
+// from the lane's LaneOrder); returning a page O(queued pages with lower ids + log jobs in
+// the lane); removing a cancelled job O(pages and jobs in its lane), for the pages kept and
+// the marks of the jobs behind it. Lanes are kept in page-id order, so a job's pages stay
+// together: a page whose id is below its lane's tail (a job another instance accepted,
+// heard of late) is inserted in its place, O(pages and jobs in its lane).
 //
 // Thread safety: none, by design; only the io_context thread touches it.
 #pragma once
@@ -63,7 +64,10 @@ class FairScheduler {
   void set_weight(UserId user, std::int64_t weight);
   [[nodiscard]] std::int64_t weight(UserId user) const;
 
-  // Appends a page to the tail of its user's lane; the lane joins the round if it was empty.
+  // Adds a page to its user's lane, in page-id order: at the tail, but for a page whose id is
+  // below the tail's (a job another instance accepted before this user's latest, heard of
+  // after it), which goes before the pages with higher ids. The lane joins the round if it
+  // was empty.
   void add(const QueuedPage& page);
 
   // Returns a page taken earlier to the HEAD of its user's lane (after any returned page
@@ -180,6 +184,12 @@ class FairScheduler {
   // What a lane is charged for a page of `cost`: its cost less the expected refund, and at
   // least 1 for a page that costs anything.
   [[nodiscard]] std::int64_t charge_for(std::int64_t cost) const;
+  // Adds `page` to a non-empty lane whose tail has a higher id, before the pages with higher
+  // ids: the marks of their jobs move one slot towards the tail.
+  void insert_in_order(Lane& lane, const QueuedPage& page);
+  // Counts `page`, just inserted at absolute `position` of `lane`, in its job's marks and
+  // tokens, and files its job afresh.
+  void file(Lane& lane, const QueuedPage& page, std::int64_t position);
   // Removes the head page of a non-empty lane (its credit untouched) and returns it.
   QueuedPage pop_head(Lane& lane);
   // The id of the first queued page of a job of `lane`.
