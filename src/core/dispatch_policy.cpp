@@ -214,6 +214,22 @@ CallVerdict DispatchPolicy::could_not_call(const QueuedPage& page, Lease& lease,
   return retry_or_fail(page, reason);
 }
 
+CallVerdict DispatchPolicy::could_not_read(const QueuedPage& page, Lease& lease,
+                                           const std::string& reason) {
+  end_call(page);
+  lease.cancel();
+  PageRecord& record = track(page);
+  if (++record.requeues > config_.max_requeues) {
+    return fail(page, fmt::format("gave up after {} returns while {}", record.requeues, reason));
+  }
+  if (cancelled_jobs_.contains(page.job_id)) {
+    forget(page);  // the store cancels it as it comes back
+  } else {
+    hold(page, clock_.now() + jittered_backoff(record.requeues));
+  }
+  return CallVerdict{verdict::Requeue{}, std::nullopt};
+}
+
 void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_lane) {
   end_call(page);
   lease.cancel();
@@ -293,15 +309,17 @@ CallVerdict DispatchPolicy::retry_or_fail(const QueuedPage& page, const std::str
   if (++record.attempts >= config_.max_attempts) {
     return fail(page, fmt::format("gave up after {} attempts: {}", record.attempts, reason));
   }
-  // Exponential backoff with full jitter: anywhere in [0, min(max, base * 2^(n-1))).
-  const Clock::duration ceiling =
-      doubled(config_.backoff_base, record.attempts - 1, config_.backoff_max);
-  const auto delay = Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
-      0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng_));
+  const Clock::duration delay = jittered_backoff(record.attempts);
   hold(page, clock_.now() + delay);
   const WallTime not_before =
       wall_clock_.now() + std::chrono::duration_cast<WallTime::duration>(delay);
   return CallVerdict{verdict::Retry{reason, delay, not_before}, std::nullopt};
+}
+
+Clock::duration DispatchPolicy::jittered_backoff(std::int64_t n) {
+  const Clock::duration ceiling = doubled(config_.backoff_base, n - 1, config_.backoff_max);
+  return Clock::duration(std::uniform_int_distribution<Clock::duration::rep>(
+      0, std::max<Clock::duration::rep>(ceiling.count() - 1, 0))(rng_));
 }
 
 CallVerdict DispatchPolicy::fail(const QueuedPage& page, std::string reason) {

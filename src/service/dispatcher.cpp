@@ -336,10 +336,14 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
     counters.queue_wait_seconds.observe(std::chrono::duration<double>(*waited).count());
   }
   if (!page_call.ok()) {
+    const std::string reason =
+        fmt::format("its text could not be read: {}", page_call.status().message());
+    // A connection down or a lock is the store's, and passes: no attempt of the page's.
+    const StatusCode code = page_call.status().code();
+    const bool passing = code == StatusCode::busy || code == StatusCode::io_error;
     record(page, call,
-           policy.could_not_call(
-               page, lease,
-               fmt::format("its text could not be read: {}", page_call.status().message())));
+           passing ? policy.could_not_read(page, lease, reason)
+                   : policy.could_not_call(page, lease, reason));
     end();
     co_return;
   }

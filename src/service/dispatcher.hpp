@@ -81,7 +81,8 @@ struct DispatcherCounters {
   std::int64_t dispatched = 0;
   std::int64_t done = 0;
   std::int64_t failed = 0;
-  std::int64_t requeued = 0;         // after a 429 or 503, or with the provider unreachable
+  std::int64_t requeued = 0;         // a 429 or 503, the provider unreachable, a text the store
+                                     // could not give
   std::int64_t outage_pauses = 0;    // dispatch paused because the provider was unreachable
   std::int64_t calls_inherited = 0;  // a previous process's calls found out at start
   std::int64_t retried = 0;          // after a failed attempt

@@ -95,8 +95,8 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
   w.one("fairlane_pages_failed_total", "counter", "Pages failed for good, with a reason.",
         c.failed);
   w.one("fairlane_pages_requeued_total", "counter",
-        "Pages put back at the head of their lane after a provider 429 or 503, or with the "
-        "provider unreachable.",
+        "Pages put back, no attempt spent: after a provider 429 or 503, with the provider "
+        "unreachable, or with the store unable to give a page's text.",
         c.requeued);
   w.one("fairlane_pages_retried_total", "counter", "Failed attempts that will be retried.",
         c.retried);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -588,7 +589,7 @@ TEST_CASE("A call not made for a stop leaves its page out of the lane") {
   CHECK(rig.tokens_spent() == 0);
 }
 
-TEST_CASE("A page whose text cannot be read spends an attempt") {
+TEST_CASE("A page that cannot be prepared for what it holds spends an attempt") {
   Rig rig(kRoomy, config_with(1));
   rig.add(kAlice, 1, 1);
   auto sent = rig.send();
@@ -597,6 +598,36 @@ TEST_CASE("A page whose text cannot be read spends an attempt") {
   CHECK(as<verdict::Fail>(v).reason == "gave up after 1 attempts: its text could not be read");
   CHECK(rig.tokens_spent() == 0);
   CHECK(rig.policy.calls_out() == 0);
+}
+
+TEST_CASE("A page whose text the store cannot give now spends no attempt and waits its turn") {
+  Rig rig(kRoomy, config_with(1, 2));  // a single attempt spent would fail it
+  rig.add(kAlice, 1, 2);
+  const std::string why = "its text could not be read: lost the connection";
+  auto sent = rig.send();
+  CHECK(sent.page.page_id == 101);
+  std::ignore = as<verdict::Requeue>(rig.policy.could_not_read(sent.page, sent.lease, why));
+  CHECK(rig.policy.held() == 1);
+  CHECK(rig.policy.calls_out() == 0);
+  CHECK(rig.tokens_spent() == 0);
+  CHECK_FALSE(rig.policy.paused_until().has_value());  // the other pages go on meanwhile
+  auto other = rig.send();
+  CHECK(other.page.page_id == 102);
+  std::ignore = rig.end(other, call::Answered{.input_tokens = 500, .output_tokens = 100});
+
+  // Held for a full-jitter backoff as for a first attempt, [0, backoff_base); then at the head.
+  rig.clock.advance(1s);
+  auto again = rig.send();
+  CHECK(again.page.page_id == 101);
+  std::ignore = as<verdict::Requeue>(rig.policy.could_not_read(again.page, again.lease, why));
+  rig.clock.advance(2s);  // its second return: [0, 2 backoff_base)
+  again = rig.send();
+  CHECK(again.page.page_id == 101);
+  // Its returns are counted: past max_requeues it fails, saying why.
+  CHECK(as<verdict::Fail>(rig.policy.could_not_read(again.page, again.lease, why)).reason ==
+        "gave up after 3 returns while its text could not be read: lost the connection");
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(rig.policy.held() == 0);
 }
 
 // ---- cancellations -------------------------------------------------------------------------

@@ -564,6 +564,64 @@ TEST_CASE("A result the store refuses fails its page with the reason, and the re
 
 namespace {
 
+// Cannot read `page`'s text the first `failures` times it is asked, as a PostgreSQL server
+// that went away between the dispatch's commit and the read (a connection of its own).
+class UnreachableTexts final : public fairlane::testing::ForwardingStore {
+ public:
+  UnreachableTexts(std::unique_ptr<fairlane::Store> inner, fairlane::PageId page, int failures)
+      : ForwardingStore(std::move(inner)), page_(page), failures_(failures) {}
+
+  fairlane::Result<fairlane::PageCall> page_call(fairlane::PageId page) override {
+    if (page == page_ && reads_++ < failures_) {
+      return fairlane::Status{fairlane::StatusCode::io_error,
+                              "reading a page: lost the connection to PostgreSQL at 127.0.0.1 "
+                              "(server closed the connection unexpectedly)"};
+    }
+    return ForwardingStore::page_call(page);
+  }
+  [[nodiscard]] int reads() const { return reads_; }
+
+ private:
+  fairlane::PageId page_;
+  int failures_;
+  int reads_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("A page whose text the store cannot give now waits for it, spending no attempt") {
+  // The job's second page; ids count from 1 in a new database. It cannot be read more times
+  // than a page may fail attempts: before, it failed "gave up after 5 attempts: its text
+  // could not be read", for the store's outage, not its own fault.
+  static constexpr fairlane::PageId kUnread = 2;
+  constexpr int kFailures = 7;
+  UnreachableTexts* texts = nullptr;
+  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
+          [&](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
+            auto store = std::make_unique<UnreachableTexts>(std::move(inner), kUnread, kFailures);
+            texts = store.get();
+            return store;
+          });
+  REQUIRE(texts != nullptr);
+  REQUIRE(DispatcherConfig{}.max_attempts < kFailures);
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 4, "book");
+  REQUIRE(job.pages[1].page_id == kUnread);
+  rig.dispatcher->add(job, 1);
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto results = rig.store->results(job.job.id).value();
+  for (const fairlane::PageResult& page : results) {
+    CAPTURE(page.seq);
+    CHECK(page.state == fairlane::PageState::done);
+    CHECK(page.attempts == 0);
+  }
+  CHECK(texts->reads() == kFailures + 1);
+  CHECK(rig.dispatcher->counters().requeued == kFailures);
+}
+
+namespace {
+
 // Refuses, for what it holds, every batch that cancels job `job`.
 class RefusesCancelOf final : public fairlane::testing::ForwardingStore {
  public:

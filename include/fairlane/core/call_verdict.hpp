@@ -1,8 +1,9 @@
 // CallVerdict: what DispatchPolicy decides when a call has ended, for its caller to record
 // (the service commits one transition per verdict; the simulator counts them):
 //   Complete  the page is done: store its answer
-//   Requeue   the page is back at the head of its lane, no attempt spent (or, its job
-//             cancelled meanwhile, forgotten: the store cancels it as it comes back)
+//   Requeue   the page is back at the head of its lane, or held back a while (its text
+//             could not be read), no attempt spent (or, its job cancelled meanwhile,
+//             forgotten: the store cancels it as it comes back)
 //   Retry     one attempt spent: the policy holds the page back for `delay` (until
 //             `not_before` on the wall clock, which the store keeps for a restart)
 //   Fail      the page failed for good, with `reason`

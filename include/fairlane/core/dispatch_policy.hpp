@@ -33,6 +33,9 @@
 //                    head; Retry with the wall-clock not_before; at max_attempts Fail
 //                    ("gave up after N attempts: <reason>")
 //   ClientError      Fail at once with the reason
+// A call whose page the store could not read now (could_not_read) is held back as for a
+// failed attempt, but spends a return, not an attempt. One whose page could not be prepared
+// for what it holds (could_not_call) spends an attempt.
 // A page's attempts carry over a restart (restore); its returns are counted in this
 // process. A page whose job was cancelled while it was out (called, or held back) is
 // forgotten when it comes back, not queued again.
@@ -157,6 +160,13 @@ class DispatchPolicy {
   // cancelled and an attempt spent, as for a transient error: Retry or Fail.
   CallVerdict could_not_call(const QueuedPage& page, Lease& lease, const std::string& reason);
 
+  // The call could not be made: the store could not give its page's text now (`reason`: a
+  // connection down, a lock), which is no fault of the page's. The lease is cancelled and no
+  // attempt is spent; the page is held back for a full-jitter backoff as a failed attempt
+  // is, doubling with its returns, which count towards max_requeues: Requeue, or Fail
+  // ("gave up after N returns while <reason>"). The other pages go on meanwhile.
+  CallVerdict could_not_read(const QueuedPage& page, Lease& lease, const std::string& reason);
+
   // The call was not made (a pause, or a stop, began while its dispatch was recorded): the
   // lease is cancelled, no attempt is spent, and the page goes back to the head of its lane
   // when `to_lane` (a stop keeps it out) and its job was not cancelled meanwhile.
@@ -214,6 +224,8 @@ class DispatchPolicy {
   // `returns` names what sent the page back, for its error if it returns too often.
   CallVerdict requeue(const QueuedPage& page, const std::string& returns);
   CallVerdict retry_or_fail(const QueuedPage& page, const std::string& reason);
+  // A full-jitter backoff for the n-th try: uniform in [0, min(max, base x 2^(n-1))).
+  Clock::duration jittered_backoff(std::int64_t n);
   CallVerdict fail(const QueuedPage& page, std::string reason);
   void pause_for(Clock::duration d);
   // Starts an outage pause, unless one is running; returns its length when it did.
