@@ -37,7 +37,8 @@ std::int64_t DispatchPolicy::enqueue_job(std::span<const QueuedPage> pages, bool
     ++joined;
     reserved += page.cost;
   }
-  // Before they join: they arrive behind what their lane holds now, not behind themselves.
+  // Before they join: they arrive behind what their lane holds now, not behind themselves
+  // (a job heard of late, which goes before its user's later jobs, is counted so too).
   if (arrived && joined > 0) estimator_.record_arrival(pages.front().user_id, joined, reserved);
   for (const QueuedPage& page : pages) (void)enqueue(page);
   return joined;
@@ -225,7 +226,7 @@ CallVerdict DispatchPolicy::could_not_read(const QueuedPage& page, Lease& lease,
   if (cancelled_jobs_.contains(page.job_id)) {
     forget(page);  // the store cancels it as it comes back
   } else {
-    hold(page, clock_.now() + jittered_backoff(record.requeues));
+    hold(page, clock_.now() + jittered_backoff(++record.unread));
   }
   return CallVerdict{verdict::Requeue{}, std::nullopt};
 }

@@ -338,9 +338,11 @@ awaitable<void> Dispatcher::Impl::run_call(std::shared_ptr<Impl> self, QueuedPag
   if (!page_call.ok()) {
     const std::string reason =
         fmt::format("its text could not be read: {}", page_call.status().message());
-    // A connection down or a lock is the store's, and passes: no attempt of the page's.
+    // A lock, or a database server out of reach, is the store's and passes: no attempt of
+    // the page's. SQLite's io_error is the disk under the file, which may be this page's.
     const StatusCode code = page_call.status().code();
-    const bool passing = code == StatusCode::busy || code == StatusCode::io_error;
+    const bool passing =
+        code == StatusCode::busy || (code == StatusCode::io_error && store.cluster() != nullptr);
     record(page, call,
            passing ? policy.could_not_read(page, lease, reason)
                    : policy.could_not_call(page, lease, reason));

@@ -454,6 +454,32 @@ TEST_CASE("A page out of attempts fails with the count and the last reason") {
   CHECK(rig.policy.held() == 0);
 }
 
+TEST_CASE("An unread text's backoff doubles with those returns only, not with 429s") {
+  Rig rig(kRoomy, config_with(5, 100));
+  rig.add(kAlice, 1, 1);
+  for (int i = 0; i < 6; ++i) {  // six 429s: 64 backoff_base, were they counted
+    auto sent = rig.send();
+    std::ignore = as<verdict::Requeue>(rig.end(sent, call::RateLimited{1s}));
+    rig.clock.advance(1s);
+  }
+  auto sent = rig.send();
+  std::ignore = as<verdict::Requeue>(rig.policy.could_not_read(sent.page, sent.lease, "unread"));
+  REQUIRE(rig.policy.held() == 1);
+  rig.clock.advance(1s);  // a first such return waits less than backoff_base
+  CHECK(rig.send().page.page_id == 101);
+}
+
+TEST_CASE("A page of a job cancelled while its text could not be read is forgotten") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  CHECK(rig.policy.cancel_job(kAlice, 1).empty());  // its only page is out
+  std::ignore = as<verdict::Requeue>(rig.policy.could_not_read(sent.page, sent.lease, "unread"));
+  CHECK(rig.policy.held() == 0);
+  CHECK(rig.policy.tracked_pages() == 0);
+  CHECK(std::holds_alternative<step::Idle>(rig.policy.next_step()));
+}
+
 TEST_CASE("A client error fails the page at once with its reason, and gives the tokens back") {
   Rig rig;
   rig.add(kAlice, 1, 1);
@@ -620,6 +646,7 @@ TEST_CASE("A page whose text the store cannot give now spends no attempt and wai
   auto again = rig.send();
   CHECK(again.page.page_id == 101);
   std::ignore = as<verdict::Requeue>(rig.policy.could_not_read(again.page, again.lease, why));
+  CHECK(rig.policy.held() == 1);
   rig.clock.advance(2s);  // its second return: [0, 2 backoff_base)
   again = rig.send();
   CHECK(again.page.page_id == 101);

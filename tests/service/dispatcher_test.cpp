@@ -26,6 +26,7 @@
 #include "support/forwarding_store.hpp"
 #include "support/loop.hpp"
 #include "support/store.hpp"
+#include "support/unread_texts.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::JobRequest;
@@ -562,62 +563,56 @@ TEST_CASE("A result the store refuses fails its page with the reason, and the re
   CHECK(rig.dispatcher->store_error().ok());  // the batches since have committed
 }
 
-namespace {
-
-// Cannot read `page`'s text the first `failures` times it is asked, as a PostgreSQL server
-// that went away between the dispatch's commit and the read (a connection of its own).
-class UnreachableTexts final : public fairlane::testing::ForwardingStore {
- public:
-  UnreachableTexts(std::unique_ptr<fairlane::Store> inner, fairlane::PageId page, int failures)
-      : ForwardingStore(std::move(inner)), page_(page), failures_(failures) {}
-
-  fairlane::Result<fairlane::PageCall> page_call(fairlane::PageId page) override {
-    if (page == page_ && reads_++ < failures_) {
-      return fairlane::Status{fairlane::StatusCode::io_error,
-                              "reading a page: lost the connection to PostgreSQL at 127.0.0.1 "
-                              "(server closed the connection unexpectedly)"};
-    }
-    return ForwardingStore::page_call(page);
-  }
-  [[nodiscard]] int reads() const { return reads_; }
-
- private:
-  fairlane::PageId page_;
-  int failures_;
-  int reads_ = 0;
-};
-
-}  // namespace
-
 TEST_CASE("A page whose text the store cannot give now waits for it, spending no attempt") {
-  // The job's second page; ids count from 1 in a new database. It cannot be read more times
-  // than a page may fail attempts: before, it failed "gave up after 5 attempts: its text
-  // could not be read", for the store's outage, not its own fault.
+  // The job's second page; ids count from 1 in a new database. Its text cannot be read more
+  // times than a page may fail attempts. A lock is the store's: before, the page failed
+  // "gave up after 5 attempts: its text could not be read", for no fault of its own. A
+  // disk failing under SQLite's file may be the page's own: it spends attempts, as before.
   static constexpr fairlane::PageId kUnread = 2;
   constexpr int kFailures = 7;
-  UnreachableTexts* texts = nullptr;
-  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
-          [&](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
-            auto store = std::make_unique<UnreachableTexts>(std::move(inner), kUnread, kFailures);
-            texts = store.get();
-            return store;
-          });
-  REQUIRE(texts != nullptr);
-  REQUIRE(DispatcherConfig{}.max_attempts < kFailures);
-  const auto user = rig.user("alice");
-  REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 4, "book");
-  REQUIRE(job.pages[1].page_id == kUnread);
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
-  const auto results = rig.store->results(job.job.id).value();
-  for (const fairlane::PageResult& page : results) {
-    CAPTURE(page.seq);
-    CHECK(page.state == fairlane::PageState::done);
-    CHECK(page.attempts == 0);
+  for (const bool locked : {true, false}) {
+    CAPTURE(locked);
+    const fairlane::Status why =
+        locked ? fairlane::Status{fairlane::StatusCode::busy,
+                                  "reading a page: the database is locked (database is locked)"}
+               : fairlane::Status{fairlane::StatusCode::io_error,
+                                  "reading a page: disk I/O error (disk I/O error)"};
+    fairlane::testing::UnreadTexts* texts = nullptr;
+    Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
+            [&](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
+              auto store = std::make_unique<fairlane::testing::UnreadTexts>(
+                  std::move(inner), kUnread, kFailures, why);
+              texts = store.get();
+              return store;
+            });
+    REQUIRE(texts != nullptr);
+    const DispatcherConfig defaults;
+    REQUIRE(defaults.max_attempts < kFailures);
+    const auto user = rig.user("alice");
+    REQUIRE(rig.dispatcher->start().ok());
+    const auto job = rig.enqueue(user, 4, "book");
+    REQUIRE(job.pages[1].page_id == kUnread);
+    rig.dispatcher->add(job, 1);
+    REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+    const auto results = rig.store->results(job.job.id).value();
+    for (const fairlane::PageResult& page : results) {
+      CAPTURE(page.seq);
+      const bool unread = page.seq == 1;
+      CHECK(page.state ==
+            (unread && !locked ? fairlane::PageState::failed : fairlane::PageState::done));
+      // The store counts the attempts retried; the one that failed the page is in its error.
+      CHECK(page.attempts == (unread && !locked ? defaults.max_attempts - 1 : 0));
+    }
+    if (locked) {
+      CHECK(texts->reads() == kFailures + 1);
+      CHECK(rig.dispatcher->counters().requeued == kFailures);
+    } else {
+      CHECK(texts->reads() == defaults.max_attempts);
+      CHECK(
+          results[1].error.value_or("").starts_with("gave up after 5 attempts: its text could "
+                                                    "not be read: reading a page: disk I/O"));
+    }
   }
-  CHECK(texts->reads() == kFailures + 1);
-  CHECK(rig.dispatcher->counters().requeued == kFailures);
 }
 
 namespace {

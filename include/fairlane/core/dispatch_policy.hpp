@@ -134,7 +134,7 @@ class DispatchPolicy {
                                                std::optional<Clock::duration> longest_recent_call);
 
   // Stopping: the pages held back for a backoff are let go here (the store keeps them
-  // queued with their backoff for the next start).
+  // queued, with the backoff of a failed attempt, for the next start).
   void drop_held();
 
   // ---- the loop -----------------------------------------------------------------------
@@ -163,8 +163,10 @@ class DispatchPolicy {
   // The call could not be made: the store could not give its page's text now (`reason`: a
   // connection down, a lock), which is no fault of the page's. The lease is cancelled and no
   // attempt is spent; the page is held back for a full-jitter backoff as a failed attempt
-  // is, doubling with its returns, which count towards max_requeues: Requeue, or Fail
-  // ("gave up after N returns while <reason>"). The other pages go on meanwhile.
+  // is, doubling with each such return; its returns count towards max_requeues: Requeue, or
+  // Fail ("gave up after N returns while <reason>"). The other pages go on meanwhile. As
+  // with every return, the hold and the count live in this process: the store has the page
+  // queued, and a restart sends it at once.
   CallVerdict could_not_read(const QueuedPage& page, Lease& lease, const std::string& reason);
 
   // The call was not made (a pause, or a stop, began while its dispatch was recorded): the
@@ -205,7 +207,8 @@ class DispatchPolicy {
  private:
   struct PageRecord {
     std::int64_t attempts = 0;
-    std::int64_t requeues = 0;
+    std::int64_t requeues = 0;  // returns of any kind (max_requeues)
+    std::int64_t unread = 0;    // returns because its text could not be read (their backoff)
     std::optional<Clock::time_point> queued_at;  // until its first call
   };
 

@@ -166,8 +166,8 @@ class FairScheduler {
     // The jobs in lane order with their tokens. Every job is filed under its first queued
     // page with its tokens, except the head page's job: takes leave it where it was filed
     // (an earlier page of its own, still below every other job's) with its tokens then,
-    // so that a take stays O(1). Only put_back can put a job ahead of it, and it files the
-    // head's job afresh first.
+    // so that a take stays O(1). Only put_back and insert_in_order can put a job ahead of
+    // it, and they file the head's job afresh first.
     LaneOrder order;
     std::optional<std::list<UserId>::iterator> in_ring;
   };
