@@ -219,16 +219,7 @@ CallVerdict DispatchPolicy::could_not_read(const QueuedPage& page, Lease& lease,
                                            const std::string& reason) {
   end_call(page);
   lease.cancel();
-  PageRecord& record = track(page);
-  if (++record.requeues > config_.max_requeues) {
-    return fail(page, fmt::format("gave up after {} returns while {}", record.requeues, reason));
-  }
-  if (cancelled_jobs_.contains(page.job_id)) {
-    forget(page);  // the store cancels it as it comes back
-  } else {
-    hold(page, clock_.now() + jittered_backoff(++record.unread));
-  }
-  return CallVerdict{verdict::Requeue{}, std::nullopt};
+  return requeue(page, fmt::format("returns while {}", reason), /*unread=*/true);
 }
 
 void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_lane) {
@@ -292,13 +283,16 @@ void DispatchPolicy::end_call(const QueuedPage& page, std::optional<SendOrder::S
   tickets_.erase(ticket);
 }
 
-CallVerdict DispatchPolicy::requeue(const QueuedPage& page, const std::string& returns) {
+CallVerdict DispatchPolicy::requeue(const QueuedPage& page, const std::string& returns,
+                                    bool unread) {
   PageRecord& record = track(page);
   if (++record.requeues > config_.max_requeues) {
     return fail(page, fmt::format("gave up after {} {}", record.requeues, returns));
   }
   if (cancelled_jobs_.contains(page.job_id)) {
     forget(page);  // the store cancels it as it comes back
+  } else if (unread) {
+    hold(page, clock_.now() + jittered_backoff(++record.unread));
   } else {
     order_.put_back(page);
   }

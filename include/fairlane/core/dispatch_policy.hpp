@@ -224,8 +224,10 @@ class DispatchPolicy {
   void end_call(const QueuedPage& page, std::optional<SendOrder::Settled> settled = std::nullopt);
   // The buckets follow what an answer announced of the provider's budgets.
   void follow(const Announced& announced);
-  // `returns` names what sent the page back, for its error if it returns too often.
-  CallVerdict requeue(const QueuedPage& page, const std::string& returns);
+  // A return, no attempt spent: back to the head of its lane, or held back for a backoff
+  // doubling with such returns when its text could not be read (`unread`). `returns` names
+  // what sent the page back, for its error if it returns too often.
+  CallVerdict requeue(const QueuedPage& page, const std::string& returns, bool unread = false);
   CallVerdict retry_or_fail(const QueuedPage& page, const std::string& reason);
   // A full-jitter backoff for the n-th try: uniform in [0, min(max, base x 2^(n-1))).
   Clock::duration jittered_backoff(std::int64_t n);
