@@ -112,23 +112,9 @@ void FairScheduler::add(const QueuedPage& page) {
   }
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
   const auto head_before = head_cost(lane);
-  const bool heads_lane = !lane.pages.empty() && lane.pages.front().job_id == page.job_id;
   lane.pages.push_back(page);
   ++lane.enqueued;
-  JobMarks& marks = lane.jobs[page.job_id];
-  if (marks.queued == 0) marks.first = lane.enqueued;
-  marks.last = lane.enqueued;
-  ++marks.queued;
-  marks.tokens += page.cost;
-  lane.tokens += page.cost;
-  if (marks.queued == 1) {
-    marks.filed_under = page.page_id;
-    lane.order.insert(page.page_id, page.job_id, page.cost);
-  } else if (!heads_lane) {
-    // The head page's job is filed with stale tokens anyway (see Lane::order).
-    lane.order.add_tokens(marks.filed_under, page.job_id, page.cost);
-  }
-  ++size_;
+  file(lane, page, lane.enqueued);
   changed(lane, length_before, head_before);
   join_ring(page.user_id, lane);
 }
@@ -156,6 +142,7 @@ void FairScheduler::insert_in_order(Lane& lane, const QueuedPage& page) {
 
 void FairScheduler::file(Lane& lane, const QueuedPage& page, std::int64_t position) {
   JobMarks& marks = lane.jobs[page.job_id];
+  const bool leads_job = marks.queued == 0 || position < marks.first;
   if (marks.queued == 0) {
     marks.first = marks.last = position;
   } else {
@@ -168,8 +155,12 @@ void FairScheduler::file(Lane& lane, const QueuedPage& page, std::int64_t positi
   if (marks.queued == 1) {
     marks.filed_under = page.page_id;
     lane.order.insert(page.page_id, page.job_id, page.cost);
+  } else if (leads_job) {
+    refile(lane, page.job_id, marks);  // under its new first page
   } else {
-    refile(lane, page.job_id, marks);
+    // Where it is filed. The head page's job may be filed stale (see Lane::order): no job's
+    // place counts its tokens, so adding to them changes nothing.
+    lane.order.add_tokens(marks.filed_under, page.job_id, page.cost);
   }
   ++size_;
 }

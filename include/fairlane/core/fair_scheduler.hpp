@@ -188,7 +188,7 @@ class FairScheduler {
   // ids: the marks of their jobs move one slot towards the tail.
   void insert_in_order(Lane& lane, const QueuedPage& page);
   // Counts `page`, just inserted at absolute `position` of `lane`, in its job's marks and
-  // tokens, and files its job afresh.
+  // tokens, and in the lane's order: its job filed afresh when the page is its first.
   void file(Lane& lane, const QueuedPage& page, std::int64_t position);
   // Removes the head page of a non-empty lane (its credit untouched) and returns it.
   QueuedPage pop_head(Lane& lane);
