@@ -265,19 +265,25 @@ Result<Connection> Connection::open(const std::string& uri) {
                               shown, error)};
   }
   const std::string server = describe(uri);
-  // Defaults first: what the URI says (dbname, expanded) overrides them.
-  const bool has_timeout = !option(options.get(), "connect_timeout").empty();
-  std::vector<const char*> keywords{"fallback_application_name", "client_encoding"};
-  std::vector<const char*> values{"fairlane", "UTF8"};
-  if (!has_timeout) {
-    keywords.push_back("connect_timeout");
-    values.push_back("10");
-  }
-  keywords.push_back("dbname");
-  values.push_back(uri.c_str());
-  keywords.push_back(nullptr);
-  values.push_back(nullptr);
-  PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), 1);
+  // Defaults first: what the URI says (dbname, expanded) overrides them. A server that goes
+  // silent (a partition, its host powered off) sends no reset, and a statement would wait
+  // for its answer for as long as the silence lasts, on the caller's thread: the main
+  // store's is the io thread. The keepalives probe a connection waiting for an answer after
+  // 5 s without a byte, 2 s apart, and the user timeout drops it once sent data or a probe
+  // has gone unacknowledged for 10 s. A statement the server is still working on is not cut:
+  // its kernel acknowledges the probes. libpq's connect_timeout bounds the connect.
+  const char* const keywords[] = {"fallback_application_name",
+                                  "client_encoding",
+                                  "connect_timeout",
+                                  "keepalives_idle",
+                                  "keepalives_interval",
+                                  "keepalives_count",
+                                  "tcp_user_timeout",
+                                  "dbname",
+                                  nullptr};
+  const char* const values[] = {"fairlane", "UTF8",  "10",        "5",    "2",
+                                "3",        "10000", uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keywords, values, 1);
   if (conn == nullptr) {
     return Status{StatusCode::internal,
                   fmt::format("connecting to PostgreSQL at {}: out of memory.", server)};

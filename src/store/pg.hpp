@@ -2,8 +2,10 @@
 // of a query, parameterised queries, transactions, and the one table that turns PostgreSQL's
 // SQLSTATEs into a Status naming the server and the remedy. Nothing here throws.
 //
-// Every call blocks until the server answers; driving the connection from the Asio loop
-// (PQsocket, non-blocking mode) comes with the store that needs it (docs/postgresql.md).
+// Every call blocks until the server answers, or until a silent server's connection is
+// dropped by the keepalives and TCP user timeout that open() asks for (about 10 s); driving
+// the connection from the Asio loop (PQsocket, non-blocking mode) comes with the store that
+// needs it (docs/postgresql.md, "A server that goes silent").
 //
 // Thread safety: none; a Connection and its Rows belong to one thread.
 #pragma once

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A leader cut off from PostgreSQL without a word (docs/postgresql.md, "A server that goes
+# silent"): a network partition, or the database's host powered off, sends no reset, so a
+# statement sent just before waits for an answer that never comes. One `fairlane serve` leads
+# on a PostgreSQL server of its own, listening on an address of a private network namespace
+# (unshare -n); mid-book that address is removed, and every packet to or from the server is
+# lost from then on, as in a partition. While it is cut off:
+#   - the instance notices within a bounded time and stops dispatching (its log says so);
+#   - it still answers HTTP (/healthz).
+# Then the address comes back, and:
+#   - the instance leads again, and every page is done, exactly once and in order;
+#   - /readyz says ready again;
+#   - the stand-in answered no 429 and never saw more calls at once than the cap.
+# Needs the right to make a network namespace (root, or CAP_SYS_ADMIN); without it, skipped.
+#
+#   pg_partition.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+set -euo pipefail
+if [[ -z ${FAIRLANE_IN_NETNS:-} ]]; then
+  if ! unshare -n true 2>/dev/null; then
+    echo "SKIP: this test needs a network namespace of its own (unshare -n), which this user may not make"
+    exit 77
+  fi
+  exec unshare -n env FAIRLANE_IN_NETNS=1 bash "$0" "$@"
+fi
+fairlane=$1
+stand_in=$2
+source "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+# In the namespace: loopback for HTTP and the stand-in, and the server's own address, whose
+# removal is the partition (the connections stay; their packets have nowhere to go).
+db_host=10.77.0.1
+ip link set lo up
+ip addr add "$db_host/32" dev lo
+cut_off() { ip addr del "$db_host/32" dev lo; }
+reconnect() { ip addr add "$db_host/32" dev lo; }
+
+stop_pg_server() {
+  local status=$?
+  set +e
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  "$root/tools/pg/server" stop "$work/pg" >/dev/null
+  (exit "$status")
+  cleanup
+}
+trap stop_pg_server EXIT
+FAIRLANE_PG_HOST=$db_host "$root/tools/pg/server" start "$work/pg" >/dev/null
+serve_db=$(cat "$work/pg/uri")
+
+cap=2
+start_stand_in --latency-ms 200 --rpm 60000 --tpm 6000000 --max-in-flight "$cap"
+ann=$(add_user ann)
+start_serve --instance node1 --lease-s 2 --rpm 60000 --tpm 6000000 --max-in-flight "$cap" \
+  --max-tokens 100 --max-wait 600
+log=$work/serve.1.out
+queue() { curl -sS --max-time 30 "$base/v1/queue" -H "Authorization: Bearer $admin_key"; }
+for _ in $(seq 100); do [[ $(queue | field role) == leader ]] && break; sleep 0.1; done
+[[ $(queue | field role) == leader ]] || fail "the instance does not lead: $(queue)"
+
+pages=40
+names=()
+for k in $(seq "$pages"); do names+=("p$k"); done
+job=$(upload "$ann" book "${names[@]}")
+done_before=$(pages_done "$ann" "$job" 5)
+((done_before >= 5)) || fail "only $done_before pages done before the cut"
+
+cut_off
+cut_at=$(date +%s.%N)
+# Bounded: without a limit of its own, a statement on the lost connection would wait for as
+# long as the partition lasts.
+stepped_down=""
+for _ in $(seq 600); do
+  grep -q 'stops dispatching' "$log" && { stepped_down=$(date +%s.%N); break; }
+  sleep 0.1
+done
+[[ -n $stepped_down ]] ||
+  fail "60 s after the cut the instance has not stopped dispatching: $(tail -5 "$log")"
+health=$(curl -sS --max-time 30 -o /dev/null -w '%{http_code}' "$base/healthz" || true)
+[[ $health == 200 ]] || fail "cut off from the database, the instance does not answer /healthz ($health)"
+echo "cut off, stopped within $(awk "BEGIN { printf \"%.1f\", $stepped_down - $cut_at }") s: $(grep -m1 'stops dispatching' "$log")"
+
+reconnect
+view=$(wait_ended "$ann" "$job" 90)
+[[ $(field state <<<"$view") == done ]] || fail "the book ended as: $view"
+result=$(curl -sS --max-time 10 "$base/v1/jobs/$job/result" -H "Authorization: Bearer $ann")
+want=$(for k in $(seq "$pages"); do printf '"output":"p%s"\n' "$k"; done)
+got=$(grep -o '"output":"[^"]*"' <<<"$result")
+[[ $got == "$want" ]] || fail "the result is not its pages once each, in order: ${result:0:600}"
+[[ $(queue | field role) == leader ]] || fail "the instance does not lead again: $(queue)"
+ready=""
+for _ in $(seq 100); do
+  ready=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$base/readyz" || true)
+  [[ $ready == 200 ]] && break
+  sleep 0.1
+done
+[[ $ready == 200 ]] || fail "the instance is not ready after the partition: $(curl -sS "$base/readyz")"
+
+stats=$(curl -sS --max-time 10 "$stand_in_url/stats")
+[[ $(count rejected_429 <<<"$stats") == 0 ]] || fail "the provider sent 429s: $stats"
+(($(count max_in_flight_seen <<<"$stats") <= cap)) || fail "more than $cap calls at once: $stats"
+echo "1 passed, 0 failed ($(count requests <<<"$stats") calls for $pages pages)"
