@@ -119,11 +119,28 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
     round_trips_before_ += connection_->round_trips();
     connection_.reset();
   }
-  const WallTime at = now();
-  // Due after the pause, or at once when the clock went back past the last try (a wall
-  // clock stepped back must not hold the store off for as long).
-  if (connect_pause_.count() == 0 || at >= connect_at_ || connect_at_ - at > connect_pause_) {
-    auto made = connect(uri_);
+  // The connect goes on a thread of its own: a server gone silent would hold the caller (the
+  // io thread, for the main store) until connect_timeout. The call that starts it waits a
+  // little, which a server that answers needs; the calls after it do not wait at all.
+  auto wait = std::chrono::milliseconds(0);
+  if (!connecting_.valid()) {
+    const WallTime at = now();
+    // Due after the pause, or at once when the clock went back past the last try (a wall
+    // clock stepped back must not hold the store off for as long).
+    if (connect_pause_.count() == 0 || at >= connect_at_ || connect_at_ - at > connect_pause_) {
+      connecting_ = std::async(std::launch::async, [uri = uri_] { return connect(uri); });
+      wait = kConnectWait;
+    }
+  }
+  if (connecting_.valid()) {
+    if (connecting_.wait_for(wait) != std::future_status::ready) {
+      return Status{StatusCode::io_error,
+                    fmt::format("{}: the connection to PostgreSQL at {} broke, and a new one is "
+                                "being made, which the server has not answered within {} ms "
+                                "(calls fail at once until it has)",
+                                doing, server_, kConnectWait.count())};
+    }
+    auto made = connecting_.get();
     if (made.ok()) {
       connection_.emplace(std::move(made).value());
       connect_pause_ = std::chrono::milliseconds(0);
@@ -134,7 +151,7 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
     constexpr std::chrono::milliseconds kFirstPause{100};
     constexpr std::chrono::milliseconds kLongestPause{5'000};
     connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
-    connect_at_ = at + connect_pause_;
+    connect_at_ = now() + connect_pause_;
     connect_error_ = made.status();
   }
   return Status{connect_error_.code(),

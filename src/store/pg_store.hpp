@@ -11,15 +11,19 @@
 // is made again (docs/postgresql.md, "Connections that break"): a connection found broken
 // before a statement is sent is replaced first; a read it broke under is asked once more on
 // a new one; a write it broke under returns outcome_unknown, and the next call connects
-// again. While connecting fails, calls fail with its reason, and it is tried again after a
-// pause of 100 ms doubling to 5 s.
+// again. A new connection is made on a thread of its own: the call that starts it waits for
+// it up to kConnectWait, and while it is still being made (a server gone silent: up to
+// libpq's connect_timeout) calls fail at once with io_error. While connecting fails, calls
+// fail with its reason, and it is tried again after a pause of 100 ms doubling to 5 s.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
-// the server.
+// the server (a connection's keepalives bound how long a silent one holds it, pg.hpp).
+// Destroying it waits for a connect still being made.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -36,6 +40,10 @@ namespace fairlane::store {
 
 class PgStore final : public Store, public ClusterStore {
  public:
+  // How long the call that starts a new connection waits for it before failing (io_error);
+  // the connect goes on meanwhile, and a later call takes it once made.
+  static constexpr std::chrono::milliseconds kConnectWait{1'000};
+
   // Connects to `uri`, asks for synchronous commits and migrates the database to the latest
   // PostgreSQL schema (refusing a newer one). options.busy_timeout and options.vfs are
   // SQLite's and not used.
@@ -113,7 +121,8 @@ class PgStore final : public Store, public ClusterStore {
   // paths prepared.
   static Result<pg::Connection> connect(const std::string& uri);
   // The connection open, if it still works, or a new one; while connecting fails, its reason
-  // (with `doing`), without trying before the pause after the last try is over.
+  // (with `doing`), without trying before the pause after the last try is over; while a new
+  // one is still being made after kConnectWait, io_error at once.
   Result<pg::Connection*> session(std::string_view doing);
   // A statement that changes nothing, asked once more on a new connection if the one it was
   // sent on broke under it.
@@ -139,6 +148,8 @@ class PgStore final : public Store, public ClusterStore {
   const std::string server_;
   // The connection, if one is open; none after it broke, until a call connects again.
   std::optional<pg::Connection> connection_;
+  // A new connection being made on a thread of its own (connect(uri_)), if one is.
+  std::future<Result<pg::Connection>> connecting_;
   std::int64_t round_trips_before_ = 0;  // of the connections closed
   std::int64_t reconnects_ = 0;
   // While connecting fails: why it last did, and when to try next (after a pause of 100 ms,

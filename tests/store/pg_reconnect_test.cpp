@@ -1,7 +1,8 @@
 // PgStore's connection when it breaks (docs/postgresql.md, "Connections that break"), on a
 // database of its own on the tests' server (CTest fixture `postgres`): the server ends the
 // store's connection (pg_terminate_backend, as a restart or a failover does) while it is idle,
-// while a read waits and while a write waits, and the database goes away and comes back.
+// while a read waits and while a write waits, and the database goes away and comes back; and
+// a server that goes silent (tests/support/tcp_proxy.hpp) does not hold the store's caller.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "store/pg_store.hpp"
 #include "support/pg.hpp"
 #include "support/store.hpp"
+#include "support/tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 using fairlane::JobRequest;
@@ -29,6 +31,7 @@ using fairlane::testing::ManualWallClock;
 using fairlane::testing::numbered_pages;
 using fairlane::testing::pg_server_uri;
 using fairlane::testing::PgTestDatabase;
+using fairlane::testing::TcpProxy;
 
 namespace {
 
@@ -262,4 +265,60 @@ TEST_CASE("PostgreSQL: PgStore tries to connect at once when the wall clock went
   const auto users = f.store->users();
   CHECK_MESSAGE(users.ok(), users.status().message());
   CHECK(f.store->reconnects() == 1);
+}
+
+TEST_CASE(
+    "PostgreSQL: PgStore does not hold its caller while a new connection waits on a silent "
+    "server") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  PgTestDatabase database(*server);
+  // The store reaches the server through a proxy that can go silent, and libpq would wait a
+  // minute for a connect that gets no answer.
+  const auto colon = server->rfind(':');
+  const auto slash = server->find('/', colon);
+  REQUIRE(colon != std::string::npos);
+  REQUIRE(slash != std::string::npos);
+  TcpProxy proxy(static_cast<std::uint16_t>(std::stoi(server->substr(colon + 1, slash - colon))));
+  const std::string uri = fmt::format("{}:{}/{}?connect_timeout=60", server->substr(0, colon),
+                                      proxy.port(), database.name());
+  ManualWallClock clock;
+  StoreOptions options;
+  options.wall_clock = clock.function();
+  auto opened = PgStore::open(uri, options);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().message());
+  const auto store = std::move(opened).value();
+  REQUIRE(store->add_user("ann", 1).ok());
+  REQUIRE(proxy.accepted() == 1);
+
+  // The connection ends, and the server says nothing to a new one.
+  proxy.go_silent();
+  const auto first = store->users();
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.status().code() == StatusCode::io_error);
+  CHECK_MESSAGE(first.status().message().find("a new one is being made") != std::string::npos,
+                first.status().message());
+  // The call has returned while the connect it started still waits in the silence.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (proxy.held() == 0 && std::chrono::steady_clock::now() < give_up) {
+  }
+  CHECK(proxy.held() == 1);
+  // Asked again meanwhile: it fails at once, and no second connect is started.
+  const auto second = store->users();
+  CHECK(second.status().code() == StatusCode::io_error);
+  CHECK(proxy.accepted() == 2);
+  CHECK(proxy.held() == 1);
+
+  // The server speaks again (the silent connect is refused): after the pause, a call
+  // connects and goes through.
+  proxy.release();
+  fairlane::Result<std::vector<fairlane::User>> users = second.status();
+  while (!users.ok() && std::chrono::steady_clock::now() < give_up + 10s) {
+    clock.advance(5s);
+    users = store->users();
+  }
+  REQUIRE_MESSAGE(users.ok(), users.status().message());
+  REQUIRE(users->size() == 1);
+  CHECK(users->front().name == "ann");
+  CHECK(store->reconnects() == 1);
 }
