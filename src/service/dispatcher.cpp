@@ -616,16 +616,19 @@ void Dispatcher::Impl::kill() {
 }
 
 Status Dispatcher::Impl::restore_promises(const std::vector<Lane>& lanes) {
-  std::unordered_set<JobId> seen;
+  // One read for them all: on PostgreSQL a read is a round trip, and a takeover waits.
+  std::vector<JobId> queued;
   for (const Lane& lane : lanes) {
-    for (const LanePage& p : lane.pages) {
-      if (!seen.insert(p.job_id).second) continue;
-      auto job = store.job(p.job_id);
-      if (!job.ok()) return job.status();
-      if (!job->promised_eta_at || is_terminal(job->state)) continue;
-      promise(job.value());
-      restored_promises.push_back(std::move(job).value());
-    }
+    for (const LanePage& p : lane.pages) queued.push_back(p.job_id);
+  }
+  std::sort(queued.begin(), queued.end());
+  queued.erase(std::unique(queued.begin(), queued.end()), queued.end());
+  auto jobs = store.jobs(queued);
+  if (!jobs.ok()) return jobs.status();
+  for (JobView& job : jobs.value()) {
+    if (!job.promised_eta_at || is_terminal(job.state)) continue;
+    promise(job);
+    restored_promises.push_back(std::move(job));
   }
   return {};
 }

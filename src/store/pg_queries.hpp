@@ -111,6 +111,8 @@ struct PgSql {
       "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";
   static constexpr std::string_view job_by_id =
       "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.id = $1::bigint";
+  static constexpr std::string_view jobs_by_ids =
+      "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.id = ANY($1::bigint[]) ORDER BY j.id";
   static constexpr std::string_view job_by_public_id =
       "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.public_id = $1::text AND j.user_id = $2::bigint";
   static constexpr std::string_view job_id_by_public_id =

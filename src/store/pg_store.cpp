@@ -396,6 +396,18 @@ Result<JobView> PgStore::job(JobId job) {
   return read_job(*rows, 0, options_.usd_per_million_tokens);
 }
 
+Result<std::vector<JobView>> PgStore::jobs(std::span<const JobId> ids) {
+  const std::array params{pg::Param::int64_array(ids)};
+  auto rows = read(PgSql::jobs_by_ids, params, fmt::format("reading {} jobs", ids.size()));
+  if (!rows.ok()) return rows.status();
+  std::vector<JobView> views;
+  views.reserve(static_cast<std::size_t>(rows->size()));
+  for (int row = 0; row < rows->size(); ++row) {
+    views.push_back(read_job(*rows, row, options_.usd_per_million_tokens));
+  }
+  return views;
+}
+
 Result<JobView> PgStore::job_of(std::string_view public_id, UserId owner) {
   const std::array params{pg::Param::text(public_id), pg::Param::int64(owner)};
   auto rows = read(PgSql::job_by_public_id, params, fmt::format("reading job {}", public_id));

@@ -60,6 +60,8 @@ class PgStore final : public Store, public ClusterStore {
   Result<EnqueuedJob> enqueue_job(const JobRequest& request) override;
   Result<std::vector<Lane>> load_lanes() override;
   Result<JobView> job(JobId job) override;
+  // One statement, the ids as an array.
+  Result<std::vector<JobView>> jobs(std::span<const JobId> ids) override;
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;

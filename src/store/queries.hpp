@@ -125,6 +125,9 @@ struct Sql {
       "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
   // Job views: the columns read_job expects, in its order.
   static constexpr std::string_view job_by_id = "SELECT " FAIRLANE_JOB_VIEW "WHERE j.id = ?1";
+  // ?1: a JSON array of job ids.
+  static constexpr std::string_view jobs_by_ids =
+      "SELECT " FAIRLANE_JOB_VIEW "WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id";
   static constexpr std::string_view job_by_public_id =
       "SELECT " FAIRLANE_JOB_VIEW "WHERE j.public_id = ?1 AND j.user_id = ?2";
   static constexpr std::string_view jobs_of_first =
@@ -145,6 +148,7 @@ inline constexpr std::array kAllQueries = {
     Sql::requeued,          Sql::failed,        Sql::cancel_job,       Sql::prune_spend,
     Sql::results,           Sql::page_call,     Sql::recent_spend,     Sql::job_id_by_public_id,
     Sql::job_by_id,         Sql::revise_eta,    Sql::job_by_public_id, Sql::jobs_of_first,
-    Sql::jobs_of_after,     Sql::recent_calls,  Sql::recent_jobs,      Sql::first_job_at};
+    Sql::jobs_of_after,     Sql::recent_calls,  Sql::recent_jobs,      Sql::first_job_at,
+    Sql::jobs_by_ids};
 
 }  // namespace fairlane::store

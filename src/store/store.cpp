@@ -56,6 +56,7 @@ class SqliteStore final : public Store {
   Result<std::vector<std::int64_t>> apply(std::span<const PageTransition> transitions) override;
   Result<std::int64_t> cancel_job(JobId job) override;
   Result<JobView> job(JobId job) override;
+  Result<std::vector<JobView>> jobs(std::span<const JobId> ids) override;
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;
   Status set_promise(JobId job, WallTime promised_eta_at) override;
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
@@ -97,7 +98,8 @@ class SqliteStore final : public Store {
   Statement requeue_in_flight_, queued_pages_, weights_;
   Statement dispatched_, insert_spend_, correct_spend_, completed_, attempt_failed_, requeued_;
   Statement failed_, mark_job_cancelled_, cancel_job_, prune_spend_;
-  Statement job_by_id_, job_by_public_id_, jobs_of_first_, jobs_of_after_, job_id_by_public_id_;
+  Statement job_by_id_, jobs_by_ids_, job_by_public_id_, jobs_of_first_, jobs_of_after_,
+      job_id_by_public_id_;
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
   Statement calls_out_, longest_call_, recent_calls_, revise_eta_, set_promise_;
   Statement recent_jobs_, first_job_at_;
@@ -183,6 +185,7 @@ Status SqliteStore::prepare_all() {
       {&cancel_job_, Sql::cancel_job},
       {&prune_spend_, Sql::prune_spend},
       {&job_by_id_, Sql::job_by_id},
+      {&jobs_by_ids_, Sql::jobs_by_ids},
       {&job_by_public_id_, Sql::job_by_public_id},
       {&jobs_of_first_, Sql::jobs_of_first},
       {&jobs_of_after_, Sql::jobs_of_after},
@@ -662,6 +665,16 @@ Result<JobView> SqliteStore::single_job(Statement& statement, std::string_view w
 Result<JobView> SqliteStore::job(JobId job) {
   job_by_id_.bind(1, job);
   return single_job(job_by_id_, fmt::format("job with id {}", job));
+}
+
+Result<std::vector<JobView>> SqliteStore::jobs(std::span<const JobId> ids) {
+  Use use(jobs_by_ids_);
+  use->bind(1, fmt::format("[{}]", fmt::join(ids, ",")));
+  std::vector<JobView> views;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) views.push_back(read_job(*use));
+  if (rc != SQLITE_DONE) return db_.error(rc, fmt::format("reading {} jobs", ids.size()));
+  return views;
 }
 
 Result<JobView> SqliteStore::job_of(std::string_view public_id, UserId owner) {

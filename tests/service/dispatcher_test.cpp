@@ -867,6 +867,51 @@ TEST_CASE("Backlogged users share the tokens the provider counted, not fairlane'
   CHECK(rig.stats().at("rejected_429") == 0);
 }
 
+namespace {
+
+// Counts the reads of job views, one at a time and by the set.
+class CountingJobReads final : public fairlane::testing::ForwardingStore {
+ public:
+  CountingJobReads(std::unique_ptr<fairlane::Store> inner, int& one_at_a_time)
+      : ForwardingStore(std::move(inner)), one_at_a_time_(one_at_a_time) {}
+
+  fairlane::Result<fairlane::JobView> job(fairlane::JobId job) override {
+    ++one_at_a_time_;
+    return ForwardingStore::job(job);
+  }
+
+ private:
+  int& one_at_a_time_;
+};
+
+}  // namespace
+
+TEST_CASE("A start reads the jobs whose promises it keeps together, not one at a time") {
+  // On PostgreSQL each read is a round trip, and a takeover's start is what a follower's
+  // lease waits for.
+  int one_at_a_time = 0;
+  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "", [&](std::unique_ptr<fairlane::Store> s) {
+    return std::make_unique<CountingJobReads>(std::move(s), one_at_a_time);
+  });
+  const auto alice = rig.user("alice");
+  const auto bob = rig.user("bob");
+  std::vector<fairlane::JobId> promised;
+  for (int k = 0; k < 40; ++k) {
+    JobRequest request{k % 2 == 0 ? alice : bob, "promised", {PageInput{"page", 300}}, 100};
+    request.promised_eta_s = 30.0 + k;
+    const auto job = rig.store->enqueue_job(request);
+    REQUIRE(job.ok());
+    promised.push_back(job->job.id);
+  }
+  (void)rig.enqueue(alice, 2, "unpromised");
+  REQUIRE(rig.dispatcher->start().ok());
+  CHECK(one_at_a_time == 0);
+  std::vector<fairlane::JobId> restored;
+  for (const auto& job : rig.dispatcher->restored_promises()) restored.push_back(job.id);
+  std::sort(restored.begin(), restored.end());
+  CHECK(restored == promised);
+}
+
 TEST_CASE(
     "Jobs restored at start keep the door's promise, and a Router made after start watches them") {
   Rig rig(stand_in(4), fairlane_config(4));

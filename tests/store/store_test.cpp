@@ -505,6 +505,40 @@ FAIRLANE_STORE_TEST_CASE(
   CHECK(f.store->recent_jobs(start - 1s, 0)->jobs.empty());
 }
 
+FAIRLANE_STORE_TEST_CASE(
+    "Jobs read by the set come in id order, each once, without the ids that do not exist",
+    sqlite_memory) {
+  Fixture f(home);
+  std::vector<fairlane::JobId> ids;
+  for (int i = 0; i < 300; ++i) {
+    ids.push_back(enqueue(*f.store, i % 3 == 0 ? f.bob : f.alice, 1 + i % 2).job.id);
+  }
+  // Asked out of order, one twice, and with an id no job has.
+  const std::vector<fairlane::JobId> asked{ids[7], ids[2], 999'999, ids[299], ids[2]};
+  const auto read = f.store->jobs(asked);
+  REQUIRE_MESSAGE(read.ok(), read.status().message());
+  REQUIRE(read->size() == 3);
+  CHECK(read->at(0).id == ids[2]);
+  CHECK(read->at(1).id == ids[7]);
+  CHECK(read->at(2).id == ids[299]);
+  // Each the view job() reads.
+  for (const fairlane::JobView& view : read.value()) {
+    const auto one = job_view(*f.store, view.id);
+    CHECK(view.public_id == one.public_id);
+    CHECK(view.user_name == one.user_name);
+    CHECK(view.pages.total == one.pages.total);
+    CHECK(view.created_at == one.created_at);
+  }
+  // All at once, and none.
+  const auto all = f.store->jobs(ids);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == ids.size());
+  CHECK(all->back().id == ids.back());
+  const auto none = f.store->jobs({});
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+}
+
 FAIRLANE_STORE_TEST_CASE("A user's jobs come newest first, a page at a time, and only their own",
                          sqlite_memory) {
   Fixture f(home);

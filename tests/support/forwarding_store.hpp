@@ -36,6 +36,9 @@ class ForwardingStore : public Store {
   }
   Result<std::int64_t> cancel_job(JobId job) override { return inner_->cancel_job(job); }
   Result<JobView> job(JobId job) override { return inner_->job(job); }
+  Result<std::vector<JobView>> jobs(std::span<const JobId> ids) override {
+    return inner_->jobs(ids);
+  }
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override {
     return inner_->revise_eta(job, eta_at, reason);
   }

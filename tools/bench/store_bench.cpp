@@ -31,6 +31,7 @@
 #include <malloc.h>  // malloc_trim
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -585,9 +586,9 @@ BENCHMARK(BM_Store_OpenLoadLanes_1M)
     ->Iterations(1)
     ->Repetitions(5);
 
-// What a leader's start pays after load_lanes to find the promises it keeps: each job with
-// queued pages read once (Dispatcher restore_promises), here the 10,000 jobs of the
-// 1M-page database, on a store already open.
+// What a leader's start pays after load_lanes to find the promises it keeps: the view of each
+// job with queued pages (Dispatcher restore_promises, one Store::jobs read), here the 10,000
+// jobs of the 1M-page database, on a store already open.
 void BM_Store_ReadEveryQueuedJob_10k(benchmark::State& state) {
   const MillionPageDatabase& db = MillionPageDatabase::get();
   if (!ok_or_skip(state, db.status())) return;
@@ -597,18 +598,16 @@ void BM_Store_ReadEveryQueuedJob_10k(benchmark::State& state) {
   if (!ok_or_skip(state, lanes.status())) return;
   std::int64_t jobs = 0;
   for (auto _ : state) {
-    std::optional<fairlane::JobId> last;
-    jobs = 0;
+    std::vector<fairlane::JobId> ids;
     for (const Lane& lane : lanes.value()) {
-      for (const LanePage& page : lane.pages) {
-        if (page.job_id == last) continue;
-        last = page.job_id;
-        auto job = store.value()->job(page.job_id);
-        if (!ok_or_skip(state, job.status())) return;
-        benchmark::DoNotOptimize(job);
-        ++jobs;
-      }
+      for (const LanePage& page : lane.pages) ids.push_back(page.job_id);
     }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    auto views = store.value()->jobs(ids);
+    if (!ok_or_skip(state, views.status())) return;
+    jobs = static_cast<std::int64_t>(views->size());
+    benchmark::DoNotOptimize(views);
   }
   state.SetItemsProcessed(jobs * static_cast<std::int64_t>(state.iterations()));
 }
@@ -617,5 +616,47 @@ BENCHMARK(BM_Store_ReadEveryQueuedJob_10k)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->Repetitions(5);
+
+// The views of 2,000 one-page jobs, read one at a time (job(), as a start did until
+// 2026-12-06) or by the set (jobs()), on either store: on PostgreSQL each read is a round
+// trip.
+constexpr int kViewedJobs = 2'000;
+void BM_Store_ReadJobViews_2k(benchmark::State& state, Backend backend, bool by_set) {
+  const StoreHome home(state, backend);
+  auto [store, user] = open_one_user_store(state, home);
+  if (store == nullptr) return;
+  std::vector<fairlane::JobId> ids;
+  for (int k = 0; k < kViewedJobs; ++k) {
+    auto job = store->enqueue_job(make_job(user, 1, 100, kPageTokens));
+    if (!ok_or_skip(state, job.status())) return;
+    ids.push_back(job->job.id);
+  }
+  for (auto _ : state) {
+    if (by_set) {
+      auto views = store->jobs(ids);
+      if (!ok_or_skip(state, views.status())) return;
+      benchmark::DoNotOptimize(views);
+      continue;
+    }
+    for (const fairlane::JobId id : ids) {
+      auto view = store->job(id);
+      if (!ok_or_skip(state, view.status())) return;
+      benchmark::DoNotOptimize(view);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kViewedJobs);
+}
+BENCHMARK_CAPTURE(BM_Store_ReadJobViews_2k, sqlite_one_at_a_time, Backend::sqlite, false)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_ReadJobViews_2k, sqlite_by_set, Backend::sqlite, true)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_ReadJobViews_2k, postgresql_one_at_a_time, Backend::postgresql, false)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_ReadJobViews_2k, postgresql_by_set, Backend::postgresql, true)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -189,6 +189,9 @@ class Store {
 
   // Reads.
   virtual Result<JobView> job(JobId job) = 0;
+  // The views of the jobs of `ids` that exist, in id order, in one read however many they
+  // are (an id not found is left out; one given twice is read once).
+  virtual Result<std::vector<JobView>> jobs(std::span<const JobId> ids) = 0;
 
   // Records that `job` will now finish at `eta_at`, later than promised, and why.
   virtual Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) = 0;
