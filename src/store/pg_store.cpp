@@ -121,43 +121,65 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
   }
   // The connect goes on a thread of its own: a server gone silent would hold the caller (the
   // io thread, for the main store) until connect_timeout. The call that starts it waits a
-  // little, which a server that answers needs; the calls after it do not wait at all.
-  auto wait = std::chrono::milliseconds(0);
-  if (!connecting_.valid()) {
-    const WallTime at = now();
-    // Due after the pause, or at once when the clock went back past the last try (a wall
-    // clock stepped back must not hold the store off for as long).
-    if (connect_pause_.count() == 0 || at >= connect_at_ || connect_at_ - at > connect_pause_) {
-      connecting_ = std::async(std::launch::async, [uri = uri_] { return connect(uri); });
-      wait = kConnectWait;
+  // little, which a server that answers needs; the calls after it do not wait at all. A
+  // connection made long before it is taken may have broken since: it is checked as the
+  // open one is, and made again once.
+  for (int tries = 0; tries < 2; ++tries) {
+    auto wait = std::chrono::milliseconds(0);
+    if (!connecting_.valid()) {
+      if (!connect_due()) break;
+      try {
+        connecting_ = std::async(std::launch::async, [uri = uri_] { return connect(uri); });
+      } catch (const std::system_error& error) {  // no thread to be had
+        return Status{StatusCode::io_error,
+                      fmt::format("{}: connecting to PostgreSQL again needs a thread, and none "
+                                  "could be started ({})",
+                                  doing, error.what())};
+      }
+      wait = options_.connect_wait;
     }
-  }
-  if (connecting_.valid()) {
     if (connecting_.wait_for(wait) != std::future_status::ready) {
       return Status{StatusCode::io_error,
                     fmt::format("{}: the connection to PostgreSQL at {} broke, and a new one is "
                                 "being made, which the server has not answered within {} ms "
                                 "(calls fail at once until it has)",
-                                doing, server_, kConnectWait.count())};
+                                doing, server_, options_.connect_wait.count())};
     }
     auto made = connecting_.get();
-    if (made.ok()) {
-      connection_.emplace(std::move(made).value());
-      connect_pause_ = std::chrono::milliseconds(0);
-      connect_error_ = {};
-      ++reconnects_;
-      return &*connection_;
+    Status failed = made.status();
+    if (made.ok() && !made->alive()) {
+      round_trips_before_ += made->round_trips();
+      if (tries == 0) continue;
+      failed = Status{StatusCode::io_error,
+                      fmt::format("the new connection to PostgreSQL at {} broke before it "
+                                  "was used",
+                                  server_)};
     }
-    constexpr std::chrono::milliseconds kFirstPause{100};
-    constexpr std::chrono::milliseconds kLongestPause{5'000};
-    connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
-    connect_at_ = now() + connect_pause_;
-    connect_error_ = made.status();
+    if (!failed.ok()) {
+      constexpr std::chrono::milliseconds kFirstPause{100};
+      constexpr std::chrono::milliseconds kLongestPause{5'000};
+      connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
+      connect_at_ = now() + connect_pause_;
+      connect_error_ = std::move(failed);
+      break;
+    }
+    connection_.emplace(std::move(made).value());
+    connect_pause_ = std::chrono::milliseconds(0);
+    connect_error_ = {};
+    ++reconnects_;
+    return &*connection_;
   }
   return Status{connect_error_.code(),
                 fmt::format("{}: the connection to PostgreSQL broke and is not made again yet "
                             "(fairlane tries again every {} ms at most): {}",
                             doing, connect_pause_.count(), connect_error_.message())};
+}
+
+bool PgStore::connect_due() const {
+  // Due after the pause, or at once when the clock went back past the last try (a wall
+  // clock stepped back must not hold the store off for as long).
+  const WallTime at = now();
+  return connect_pause_.count() == 0 || at >= connect_at_ || connect_at_ - at > connect_pause_;
 }
 
 Result<pg::Rows> PgStore::read(std::string_view sql, std::span<const pg::Param> params,

@@ -12,8 +12,9 @@
 // before a statement is sent is replaced first; a read it broke under is asked once more on
 // a new one; a write it broke under returns outcome_unknown, and the next call connects
 // again. A new connection is made on a thread of its own: the call that starts it waits for
-// it up to kConnectWait, and while it is still being made (a server gone silent: up to
-// libpq's connect_timeout) calls fail at once with io_error. While connecting fails, calls
+// it up to options.connect_wait, and while it is still being made (a server gone silent: up
+// to libpq's connect_timeout, and the keepalives' 10 s for each statement of its set-up)
+// calls fail at once with io_error. While connecting fails, calls
 // fail with its reason, and it is tried again after a pause of 100 ms doubling to 5 s.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
@@ -40,10 +41,6 @@ namespace fairlane::store {
 
 class PgStore final : public Store, public ClusterStore {
  public:
-  // How long the call that starts a new connection waits for it before failing (io_error);
-  // the connect goes on meanwhile, and a later call takes it once made.
-  static constexpr std::chrono::milliseconds kConnectWait{1'000};
-
   // Connects to `uri`, asks for synchronous commits and migrates the database to the latest
   // PostgreSQL schema (refusing a newer one). options.busy_timeout and options.vfs are
   // SQLite's and not used.
@@ -108,6 +105,12 @@ class PgStore final : public Store, public ClusterStore {
   }
   // How often a broken connection was made again.
   [[nodiscard]] std::int64_t reconnects() const { return reconnects_; }
+  // Whether a new connection has been made on its thread and waits to be taken by a call,
+  // for tests that act between the two.
+  [[nodiscard]] bool connection_made() const {
+    return connecting_.valid() &&
+           connecting_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
   // The server process of the connection open now (0: none), for tests that end it.
   [[nodiscard]] int backend_pid() const { return connection_ ? connection_->backend_pid() : 0; }
 
@@ -124,8 +127,11 @@ class PgStore final : public Store, public ClusterStore {
   static Result<pg::Connection> connect(const std::string& uri);
   // The connection open, if it still works, or a new one; while connecting fails, its reason
   // (with `doing`), without trying before the pause after the last try is over; while a new
-  // one is still being made after kConnectWait, io_error at once.
+  // one is still being made after options_.connect_wait, io_error at once.
   Result<pg::Connection*> session(std::string_view doing);
+  // Whether a new connection may be tried now: no pause, or the pause after the last failed
+  // try is over.
+  [[nodiscard]] bool connect_due() const;
   // A statement that changes nothing, asked once more on a new connection if the one it was
   // sent on broke under it.
   Result<pg::Rows> read(std::string_view sql, std::span<const pg::Param> params,

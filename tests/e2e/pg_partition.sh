@@ -11,16 +11,25 @@
 #   - the instance leads again, and every page is done, exactly once and in order;
 #   - /readyz says ready again;
 #   - the stand-in answered no 429 and never saw more calls at once than the cap.
-# Needs the right to make a network namespace (root, or CAP_SYS_ADMIN); without it, skipped.
+# Needs the right to make a network namespace with a veth pair (root, or CAP_SYS_ADMIN), ip
+# and PostgreSQL's server; without them, skipped.
 #
 #   pg_partition.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
 if [[ -z ${FAIRLANE_IN_NETNS:-} ]]; then
-  if ! unshare -n true 2>/dev/null; then
-    echo "SKIP: this test needs a network namespace of its own (unshare -n), which this user may not make"
-    exit 77
-  fi
-  exec unshare -n env FAIRLANE_IN_NETNS=1 bash "$0" "$@"
+  # What it needs, each tried: a network namespace with a veth pair in it (the right to make
+  # them, iproute2's ip, a kernel with veth), and PostgreSQL's server.
+  command -v ip >/dev/null || skip "no ip command (Debian's iproute2)"
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || skip "no PostgreSQL server (Debian's postgresql)"
+  unshare -n ip link add fl0 type veth peer name fl1 2>/dev/null ||
+    skip "cannot make a network namespace with a veth pair in it (unshare -n; root or CAP_SYS_ADMIN, and veth)"
+  # In a PID namespace too, whose processes (the server, detached by pg_ctl, among them) all
+  # end when the script does, even killed by CTest's timeout.
+  exec unshare -n -p -f --kill-child env FAIRLANE_IN_NETNS=1 bash "$0" "$@"
 fi
 fairlane=$1
 stand_in=$2
@@ -31,6 +40,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # partition moves that address off this host behind a veth pair whose far end drops what it
 # gets: the connections stay, and their packets (a connect's SYN too) vanish without a word.
 db_host=10.77.0.1
+echo 0 >/proc/sys/net/ipv4/ip_forward # the far end drops what is not its own (a new namespace's default)
 ip link set lo up
 ip addr add "$db_host/32" dev lo
 ip link add fl0 type veth peer name fl1

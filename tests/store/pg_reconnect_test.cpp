@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/pg.hpp"
@@ -52,6 +53,8 @@ struct Fixture {
         watch(connect(database.uri())) {
     StoreOptions options;
     options.wall_clock = clock.function();
+    // Each case here expects the call after a cut to see its reconnect through.
+    options.connect_wait = 60s;
     auto opened = PgStore::open(database.uri(), options);
     REQUIRE_MESSAGE(opened.ok(), opened.status().message());
     store = std::move(opened).value();
@@ -273,6 +276,9 @@ TEST_CASE(
   const auto server = server_or_skip();
   if (!server) return;
   PgTestDatabase database(*server);
+  // Declared before the proxy, so destroyed after it: the proxy's end fails a connect still
+  // held, which the store's destructor waits for.
+  std::unique_ptr<PgStore> store;
   // The store reaches the server through a proxy that can go silent, and libpq would wait a
   // minute for a connect that gets no answer.
   const auto colon = server->rfind(':');
@@ -285,9 +291,10 @@ TEST_CASE(
   ManualWallClock clock;
   StoreOptions options;
   options.wall_clock = clock.function();
+  options.connect_wait = 200ms;
   auto opened = PgStore::open(uri, options);
   REQUIRE_MESSAGE(opened.ok(), opened.status().message());
-  const auto store = std::move(opened).value();
+  store = std::move(opened).value();
   REQUIRE(store->add_user("ann", 1).ok());
   REQUIRE(proxy.accepted() == 1);
 
@@ -301,6 +308,7 @@ TEST_CASE(
   // The call has returned while the connect it started still waits in the silence.
   const auto give_up = std::chrono::steady_clock::now() + 10s;
   while (proxy.held() == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
   }
   CHECK(proxy.held() == 1);
   // Asked again meanwhile: it fails at once, and no second connect is started.
@@ -316,9 +324,54 @@ TEST_CASE(
   while (!users.ok() && std::chrono::steady_clock::now() < give_up + 10s) {
     clock.advance(5s);
     users = store->users();
+    std::this_thread::yield();
   }
   REQUIRE_MESSAGE(users.ok(), users.status().message());
   REQUIRE(users->size() == 1);
   CHECK(users->front().name == "ann");
   CHECK(store->reconnects() == 1);
+}
+
+TEST_CASE("PostgreSQL: PgStore checks a connection made while nobody asked before it uses it") {
+  const auto server = server_or_skip();
+  if (!server) return;
+  Fixture f(*server);
+  // A short wait: the new connection is made after the call that asked for it has failed.
+  std::vector<int> known{f.raw.backend_pid(), f.store->backend_pid()};
+  f.store = nullptr;
+  StoreOptions options;
+  options.wall_clock = f.clock.function();
+  options.connect_wait = 0ms;
+  auto opened = PgStore::open(f.database.uri(), options);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().message());
+  f.store = std::move(opened).value();
+  known.push_back(f.store->backend_pid());
+  f.terminate(known.back());
+  CHECK(f.store->users().status().code() == StatusCode::io_error);  // a new one is being made
+  // The new connection is made meanwhile, and the server ends it before anyone asks.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!f.store->connection_made() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  REQUIRE(f.store->connection_made());
+  int second = 0;
+  while (second == 0 && std::chrono::steady_clock::now() < give_up) {
+    second = static_cast<int>(f.number(fmt::format(
+        "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND pid NOT IN ({})",
+        fmt::join(known, ","))));
+  }
+  REQUIRE(second != 0);
+  f.terminate(second);
+  // A write then: not sent on the dead connection (which would be outcome_unknown), but on
+  // a third, made for it.
+  fairlane::Result<std::vector<std::int64_t>> applied =
+      fairlane::Status{StatusCode::io_error, "not yet"};
+  while (!applied.ok() && std::chrono::steady_clock::now() < give_up) {
+    applied = f.store->apply(std::vector{f.dispatch(0)});
+    REQUIRE(applied.status().code() != StatusCode::outcome_unknown);
+  }
+  REQUIRE_MESSAGE(applied.ok(), applied.status().message());
+  CHECK(applied->front() == 1);
+  CHECK(f.number("SELECT in_flight FROM jobs") == 1);
 }

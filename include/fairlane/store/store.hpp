@@ -44,6 +44,11 @@ struct StoreOptions {
   // The SQLite VFS to open the file with; the default VFS when empty. Tests use it to
   // inject I/O faults (a full disk, a failing sync) beneath a real database.
   std::string vfs = {};
+  // PostgreSQL: how long a call that has to make a new connection (the last one broke)
+  // waits for it before failing with io_error; the connect goes on meanwhile, on a thread
+  // of its own, and a later call takes it. Tests that need a reconnect to be seen at once
+  // set it long.
+  std::chrono::milliseconds connect_wait{1000};
 };
 
 struct User {
