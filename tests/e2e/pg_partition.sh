@@ -21,12 +21,12 @@ skip() {
   exit 77
 }
 if [[ -z ${FAIRLANE_IN_NETNS:-} ]]; then
-  # What it needs, each tried: a network namespace with a veth pair in it (the right to make
+  # What it needs, each tried: network and PID namespaces with a veth pair (the right to make
   # them, iproute2's ip, a kernel with veth), and PostgreSQL's server.
   command -v ip >/dev/null || skip "no ip command (Debian's iproute2)"
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || skip "no PostgreSQL server (Debian's postgresql)"
-  unshare -n ip link add fl0 type veth peer name fl1 2>/dev/null ||
-    skip "cannot make a network namespace with a veth pair in it (unshare -n; root or CAP_SYS_ADMIN, and veth)"
+  unshare -n -p -f ip link add fl0 type veth peer name fl1 2>/dev/null ||
+    skip "cannot make network and PID namespaces with a veth pair in them (unshare -n -p; root or CAP_SYS_ADMIN, and veth)"
   # In a PID namespace too, whose processes (the server, detached by pg_ctl, among them) all
   # end when the script does, even killed by CTest's timeout.
   exec unshare -n -p -f --kill-child env FAIRLANE_IN_NETNS=1 bash "$0" "$@"
