@@ -71,6 +71,18 @@ wait_exit() {
   wait "$1" || exited=$?
 }
 
+# wait_ready BASE WHAT: waits up to 10 s until BASE/readyz says 200, or fails saying the
+# instance is not ready WHAT ("after the cuts").
+wait_ready() {
+  local ready=""
+  for _ in $(seq 100); do
+    ready=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$1/readyz" || true)
+    [[ $ready == 200 ]] && return
+    sleep 0.1
+  done
+  fail "$1 is not ready $2: $(curl -sS --max-time 5 "$1/readyz")"
+}
+
 add_user() { "$fairlane" user add "$1" --db "${serve_db:-$work/fairlane.db}"; }
 
 # upload KEY NAME PAGE...: a JSON upload; prints the job id or fails with the answer.

@@ -122,13 +122,7 @@ want=$(for k in $(seq "$pages"); do printf '"output":"p%s"\n' "$k"; done)
 got=$(grep -o '"output":"[^"]*"' <<<"$result")
 [[ $got == "$want" ]] || fail "the result is not its pages once each, in order: ${result:0:600}"
 [[ $(queue | field role) == leader ]] || fail "the instance does not lead again: $(queue)"
-ready=""
-for _ in $(seq 100); do
-  ready=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$base/readyz" || true)
-  [[ $ready == 200 ]] && break
-  sleep 0.1
-done
-[[ $ready == 200 ]] || fail "the instance is not ready after the partition: $(curl -sS "$base/readyz")"
+wait_ready "$base" "after the partition"
 
 stats=$(curl -sS --max-time 10 "$stand_in_url/stats")
 [[ $(count rejected_429 <<<"$stats") == 0 ]] || fail "the provider sent 429s: $stats"

@@ -110,15 +110,7 @@ for j in "${!owner[@]}"; do
   [[ $got == "$want" ]] || fail "the result of $name is not its pages once each, in order: $result"
 done
 
-for n in 1 2; do
-  ready=""
-  for _ in $(seq 50); do
-    ready=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "${url[$n]}/readyz" || true)
-    [[ $ready == 200 ]] && break
-    sleep 0.1
-  done
-  [[ $ready == 200 ]] || fail "instance $n is not ready after the cuts: $(curl -sS "${url[$n]}/readyz")"
-done
+for n in 1 2; do wait_ready "${url[$n]}" "after the cuts"; done
 leader1=$(queue 1 | field leader)
 leader2=$(queue 2 | field leader)
 [[ -n $leader1 && $leader1 == "$leader2" ]] ||
