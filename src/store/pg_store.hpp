@@ -14,8 +14,8 @@
 // again. A new connection is made on a thread of its own: the call that starts it waits for
 // it up to options.connect_wait, and while it is still being made (a server gone silent: up
 // to libpq's connect_timeout, and the keepalives' 10 s for each statement of its set-up)
-// calls fail at once with io_error. While connecting fails, calls
-// fail with its reason, and it is tried again after a pause of 100 ms doubling to 5 s.
+// calls fail at once with io_error. While connecting fails, calls fail with its reason, and
+// it is tried again after a pause of 100 ms doubling to 5 s.
 //
 // Thread safety: none. One thread owns a PgStore, as a SqliteStore; every method blocks on
 // the server (a connection's keepalives bound how long a silent one holds it, pg.hpp).
