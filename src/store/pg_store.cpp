@@ -128,14 +128,7 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
     auto wait = std::chrono::milliseconds(0);
     if (!connecting_.valid()) {
       if (!connect_due()) break;
-      try {
-        connecting_ = std::async(std::launch::async, [uri = uri_] { return connect(uri); });
-      } catch (const std::system_error& error) {  // no thread to be had
-        return Status{StatusCode::io_error,
-                      fmt::format("{}: connecting to PostgreSQL again needs a thread, and none "
-                                  "could be started ({})",
-                                  doing, error.what())};
-      }
+      if (Status started = start_connect(doing); !started.ok()) return started;
       wait = options_.connect_wait;
     }
     if (connecting_.wait_for(wait) != std::future_status::ready) {
@@ -145,34 +138,51 @@ Result<pg::Connection*> PgStore::session(std::string_view doing) {
                                 "(calls fail at once until it has)",
                                 doing, server_, options_.connect_wait.count())};
     }
-    auto made = connecting_.get();
-    Status failed = made.status();
-    if (made.ok() && !made->alive()) {
-      round_trips_before_ += made->round_trips();
-      if (tries == 0) continue;
-      failed = Status{StatusCode::io_error,
-                      fmt::format("the new connection to PostgreSQL at {} broke before it "
-                                  "was used",
-                                  server_)};
-    }
-    if (!failed.ok()) {
-      constexpr std::chrono::milliseconds kFirstPause{100};
-      constexpr std::chrono::milliseconds kLongestPause{5'000};
-      connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
-      connect_at_ = now() + connect_pause_;
-      connect_error_ = std::move(failed);
-      break;
-    }
-    connection_.emplace(std::move(made).value());
-    connect_pause_ = std::chrono::milliseconds(0);
-    connect_error_ = {};
-    ++reconnects_;
-    return &*connection_;
+    const Taken taken = take_connect(tries == 0);
+    if (taken == Taken::connected) return &*connection_;
+    if (taken == Taken::failed) break;
   }
   return Status{connect_error_.code(),
                 fmt::format("{}: the connection to PostgreSQL broke and is not made again yet "
                             "(fairlane tries again every {} ms at most): {}",
                             doing, connect_pause_.count(), connect_error_.message())};
+}
+
+Status PgStore::start_connect(std::string_view doing) {
+  try {
+    connecting_ = std::async(std::launch::async, [uri = uri_] { return connect(uri); });
+  } catch (const std::system_error& error) {  // no thread to be had
+    return Status{StatusCode::io_error,
+                  fmt::format("{}: connecting to PostgreSQL again needs a thread, and none "
+                              "could be started ({})",
+                              doing, error.what())};
+  }
+  return {};
+}
+
+PgStore::Taken PgStore::take_connect(bool may_retry) {
+  auto made = connecting_.get();
+  Status failed = made.status();
+  if (made.ok() && !made->alive()) {
+    round_trips_before_ += made->round_trips();
+    if (may_retry) return Taken::broke_before_use;
+    failed = Status{
+        StatusCode::io_error,
+        fmt::format("the new connection to PostgreSQL at {} broke before it was used", server_)};
+  }
+  if (!failed.ok()) {
+    constexpr std::chrono::milliseconds kFirstPause{100};
+    constexpr std::chrono::milliseconds kLongestPause{5'000};
+    connect_pause_ = std::clamp(connect_pause_ * 2, kFirstPause, kLongestPause);
+    connect_at_ = now() + connect_pause_;
+    connect_error_ = std::move(failed);
+    return Taken::failed;
+  }
+  connection_.emplace(std::move(made).value());
+  connect_pause_ = std::chrono::milliseconds(0);
+  connect_error_ = {};
+  ++reconnects_;
+  return Taken::connected;
 }
 
 bool PgStore::connect_due() const {

@@ -132,6 +132,14 @@ class PgStore final : public Store, public ClusterStore {
   // Whether a new connection may be tried now: no pause, or the pause after the last failed
   // try is over.
   [[nodiscard]] bool connect_due() const;
+  // Starts making a new connection on a thread of its own (connecting_); io_error, with
+  // `doing`, when no thread can be started.
+  Status start_connect(std::string_view doing);
+  // What the connect that has ended made: the open connection (connected); a connection
+  // that broke before it was taken, to be made again if `may_retry` (broke_before_use); or,
+  // failed, its reason kept and the pause before the next try doubled.
+  enum class Taken { connected, broke_before_use, failed };
+  Taken take_connect(bool may_retry);
   // A statement that changes nothing, asked once more on a new connection if the one it was
   // sent on broke under it.
   Result<pg::Rows> read(std::string_view sql, std::span<const pg::Param> params,
