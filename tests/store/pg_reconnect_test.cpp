@@ -46,15 +46,17 @@ Connection connect(const std::string& uri) {
 // the test's own: one to look beneath and lock, one to watch the server's processes and end
 // the store's (outside any transaction: pg_stat_activity is read once per transaction).
 struct Fixture {
-  explicit Fixture(const std::string& server_uri, int pages = 2)
+  // `connect_wait`: StoreOptions::connect_wait. Most cases here expect the call after a cut
+  // to see its reconnect through, and wait long.
+  explicit Fixture(const std::string& server_uri, int pages = 2,
+                   std::chrono::milliseconds connect_wait = 60s)
       : server(server_uri),
         database(server_uri),
         raw(connect(database.uri())),
         watch(connect(database.uri())) {
     StoreOptions options;
     options.wall_clock = clock.function();
-    // Each case here expects the call after a cut to see its reconnect through.
-    options.connect_wait = 60s;
+    options.connect_wait = connect_wait;
     auto opened = PgStore::open(database.uri(), options);
     REQUIRE_MESSAGE(opened.ok(), opened.status().message());
     store = std::move(opened).value();
@@ -335,17 +337,9 @@ TEST_CASE(
 TEST_CASE("PostgreSQL: PgStore checks a connection made while nobody asked before it uses it") {
   const auto server = server_or_skip();
   if (!server) return;
-  Fixture f(*server);
-  // A short wait: the new connection is made after the call that asked for it has failed.
+  // No wait: the new connection is made after the call that asked for it has failed.
+  Fixture f(*server, 2, 0ms);
   std::vector<int> known{f.raw.backend_pid(), f.store->backend_pid()};
-  f.store = nullptr;
-  StoreOptions options;
-  options.wall_clock = f.clock.function();
-  options.connect_wait = 0ms;
-  auto opened = PgStore::open(f.database.uri(), options);
-  REQUIRE_MESSAGE(opened.ok(), opened.status().message());
-  f.store = std::move(opened).value();
-  known.push_back(f.store->backend_pid());
   f.terminate(known.back());
   CHECK(f.store->users().status().code() == StatusCode::io_error);  // a new one is being made
   // The new connection is made meanwhile, and the server ends it before anyone asks.
