@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -75,96 +75,102 @@ void TcpProxy::set_mode(Mode mode) {
 }
 
 void TcpProxy::run() {
-  std::vector<std::pair<int, int>> pairs;  // client, upstream
-  std::vector<int> silent;                 // clients held without a word
-  Mode mode = Mode::forwarding;
-  const auto close_pairs = [&] {
-    for (const auto& [client, upstream] : pairs) {
-      ::close(client);
-      ::close(upstream);
-    }
-    pairs.clear();
-  };
-  const auto close_silent = [&] {
-    for (const int client : silent) ::close(client);
-    silent.clear();
-  };
-  std::array<char, 16384> buffer{};
   while (true) {
-    held_ = static_cast<int>(silent.size());
+    held_ = static_cast<int>(silent_.size());
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
-    for (const auto& [client, upstream] : pairs) {
+    for (const auto& [client, upstream] : pairs_) {
       fds.push_back({client, POLLIN, 0});
       fds.push_back({upstream, POLLIN, 0});
     }
-    for (const int client : silent) fds.push_back({client, POLLIN, 0});
+    for (const int client : silent_) fds.push_back({client, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) continue;
-
     if (fds[0].revents != 0) {
-      (void)::read(wake_[0], buffer.data(), buffer.size());
-      std::lock_guard lock(mutex_);
-      if (wanted_ != mode) {
-        if (wanted_ != Mode::forwarding) close_pairs();
-        if (wanted_ != Mode::silent) close_silent();
-        mode = wanted_;
-      }
-      held_ = static_cast<int>(silent.size());
-      done_ = asked_;
-      taken_.notify_all();
-      if (mode == Mode::stopping) return;
+      if (!take_mode()) return;
       continue;  // the descriptors polled may be closed
     }
-    // Forwarded connections: a side that ends or fails ends both.
-    std::vector<std::pair<int, int>> open;
-    for (std::size_t i = 0; i < pairs.size(); ++i) {
-      const auto [client, upstream] = pairs[i];
-      bool alive = true;
-      for (const auto& [from, to] : {std::pair{client, upstream}, std::pair{upstream, client}}) {
-        const pollfd& polled = fds[2 + 2 * i + (from == client ? 0 : 1)];
-        if (!alive || polled.revents == 0) continue;
-        const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
-        alive = n > 0 && write_all(to, buffer.data(), n);
-      }
-      if (alive) {
-        open.emplace_back(client, upstream);
-      } else {
+    const std::span<const pollfd> polled(fds);
+    forward(polled.subspan(2, 2 * pairs_.size()));
+    drop_from_held(polled.subspan(2 + 2 * pairs_.size()));
+    // Last, once the descriptors polled are all seen to: a new connection.
+    if (fds[1].revents != 0) accept_one();
+  }
+}
+
+bool TcpProxy::take_mode() {
+  (void)::read(wake_[0], buffer_.data(), buffer_.size());
+  std::lock_guard lock(mutex_);
+  if (wanted_ != mode_) {
+    if (wanted_ != Mode::forwarding) {  // forwarded connections end
+      for (const auto& [client, upstream] : pairs_) {
         ::close(client);
         ::close(upstream);
       }
+      pairs_.clear();
     }
-    // Held connections: what they send is dropped; one whose client closed is let go.
-    std::vector<int> still;
-    for (std::size_t i = 0; i < silent.size(); ++i) {
-      const pollfd& polled = fds[2 + 2 * pairs.size() + i];
-      if (polled.revents != 0 && ::recv(silent[i], buffer.data(), buffer.size(), 0) <= 0) {
-        ::close(silent[i]);
-      } else {
-        still.push_back(silent[i]);
-      }
+    if (wanted_ != Mode::silent) {  // held ones are let go
+      for (const int client : silent_) ::close(client);
+      silent_.clear();
     }
-    pairs = std::move(open);
-    silent = std::move(still);
-    // Last, once the descriptors polled are all seen to: a new connection.
-    if (fds[1].revents != 0) {
-      const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client >= 0) {
-        ++accepted_;
-        if (mode == Mode::silent) {
-          silent.push_back(client);
-        } else {
-          const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-          const sockaddr_in address = loopback(upstream_port_);
-          if (upstream >= 0 && ::connect(upstream, reinterpret_cast<const sockaddr*>(&address),
-                                         sizeof address) == 0) {
-            pairs.emplace_back(client, upstream);
-          } else {
-            if (upstream >= 0) ::close(upstream);
-            ::close(client);
-          }
-        }
-      }
+    mode_ = wanted_;
+  }
+  held_ = static_cast<int>(silent_.size());
+  done_ = asked_;
+  taken_.notify_all();
+  return mode_ != Mode::stopping;
+}
+
+void TcpProxy::forward(std::span<const pollfd> polled) {
+  // A side that ends or fails ends both.
+  std::vector<std::pair<int, int>> open;
+  for (std::size_t i = 0; i < pairs_.size(); ++i) {
+    const auto [client, upstream] = pairs_[i];
+    bool alive = true;
+    for (const auto& [from, to] : {std::pair{client, upstream}, std::pair{upstream, client}}) {
+      const pollfd& side = polled[2 * i + (from == client ? 0 : 1)];
+      if (!alive || side.revents == 0) continue;
+      const ssize_t n = ::recv(from, buffer_.data(), buffer_.size(), 0);
+      alive = n > 0 && write_all(to, buffer_.data(), n);
+    }
+    if (alive) {
+      open.emplace_back(client, upstream);
+    } else {
+      ::close(client);
+      ::close(upstream);
     }
   }
+  pairs_ = std::move(open);
+}
+
+void TcpProxy::drop_from_held(std::span<const pollfd> polled) {
+  // What they send is dropped; one whose client closed is let go.
+  std::vector<int> still;
+  for (std::size_t i = 0; i < silent_.size(); ++i) {
+    if (polled[i].revents != 0 && ::recv(silent_[i], buffer_.data(), buffer_.size(), 0) <= 0) {
+      ::close(silent_[i]);
+    } else {
+      still.push_back(silent_[i]);
+    }
+  }
+  silent_ = std::move(still);
+}
+
+void TcpProxy::accept_one() {
+  const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (client < 0) return;
+  ++accepted_;
+  if (mode_ == Mode::silent) {
+    silent_.push_back(client);
+    return;
+  }
+  const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_in address = loopback(upstream_port_);
+  if (upstream >= 0 &&
+      ::connect(upstream, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
+    pairs_.emplace_back(client, upstream);
+    return;
+  }
+  if (upstream >= 0) ::close(upstream);
+  ::close(client);
 }
 
 }  // namespace fairlane::testing

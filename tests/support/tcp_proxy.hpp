@@ -7,11 +7,17 @@
 // may be called from any thread.
 #pragma once
 
+#include <poll.h>
+
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace fairlane::testing {
 
@@ -37,7 +43,18 @@ class TcpProxy {
   enum class Mode { forwarding, silent, stopping };
   // Asks the proxy's thread for `mode` and waits until it has taken it.
   void set_mode(Mode mode);
+  // The proxy's thread: polls its descriptors and sees to each ready one.
   void run();
+  // Takes the mode set_mode asked for, closing what the new one does not keep; false when
+  // it is to stop.
+  bool take_mode();
+  // Moves what came on each forwarded connection to its other side (`polled`: theirs, client
+  // then upstream, in pairs_' order).
+  void forward(std::span<const pollfd> polled);
+  // Reads and drops what the held connections sent (`polled`: theirs, in silent_'s order).
+  void drop_from_held(std::span<const pollfd> polled);
+  // A new connection: forwarded, or held in silence.
+  void accept_one();
 
   std::uint16_t upstream_port_;
   int listener_ = -1;
@@ -51,6 +68,11 @@ class TcpProxy {
   Mode wanted_ = Mode::forwarding;  // guarded by mutex_
   long asked_ = 0;                  // guarded by mutex_: set_mode calls
   long done_ = 0;                   // guarded by mutex_: of those, taken by the thread
+  // Only the proxy's thread touches these.
+  Mode mode_ = Mode::forwarding;
+  std::vector<std::pair<int, int>> pairs_;  // forwarded: client, upstream
+  std::vector<int> silent_;                 // clients held without a word
+  std::array<char, 16384> buffer_{};
   std::thread thread_;
 };
 
