@@ -169,7 +169,17 @@ struct PgSql {
       "SELECT id, user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
       "max(id) FROM jobs) - $2::bigint AND created_at > $1::bigint ORDER BY id";
   static constexpr std::string_view first_job_at =
-      "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";
+      "SELECT coalesce((SELECT first_job_at FROM retention WHERE id = 1), "
+      "(SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)))";
+
+  // Retention: one batch of the jobs finished before $1 (schema/pg/0007_retention.sql), and
+  // what all of them come to.
+  static constexpr std::string_view prune =
+      "SELECT pruned_jobs, pruned_pages, more::int FROM fairlane_prune($1::bigint, $2::bigint, "
+      "$3::bigint)";
+  static constexpr std::string_view prunable =
+      "SELECT count(*), coalesce(sum(page_count), 0) FROM jobs WHERE finished_at IS NOT NULL "
+      "AND finished_at < $1::bigint AND id < (SELECT max(id) FROM jobs)";
 
   // At start (or when a leader takes over): calls in flight were lost with their process, so
   // their pages go back to their lanes, or are cancelled if their job was; fenced

@@ -594,7 +594,7 @@ Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
   RecentJobs out;
   auto first = read(PgSql::first_job_at, {}, "reading the first job");
   if (!first.ok()) return first.status();
-  if (first->size() > 0) out.first_job_at = from_ms(first->int64(0, 0));
+  if (first->size() > 0) out.first_job_at = from_ms(first->optional_int64(0, 0));
   const std::array params{pg::Param::int64(to_ms(since)),
                           pg::Param::int64(static_cast<std::int64_t>(limit))};
   auto rows = read(PgSql::recent_jobs, params, "reading the jobs created lately");
@@ -606,6 +606,28 @@ Result<RecentJobs> PgStore::recent_jobs(WallTime since, std::size_t limit) {
                                   from_ms(rows->optional_int64(row, 4))});
   }
   return out;
+}
+
+// ---- retention ---------------------------------------------------------------------------
+
+Result<Pruned> PgStore::prune(WallTime finished_before, std::int64_t budget) {
+  const std::array params{pg::Param::int64(to_ms(finished_before)), pg::Param::int64(budget),
+                          pg::Param::int64(kPruneImageWeight)};
+  auto rows = write(PgSql::prune, params, "pruning finished jobs");
+  note(rows.status());
+  if (!rows.ok()) return rows.status();
+  if (rows->size() != 1) {
+    return Status{StatusCode::internal, "pruning finished jobs: the server sent no answer"};
+  }
+  write_health_ = {};
+  return Pruned{rows->int64(0, 0), rows->int64(0, 1), rows->int64(0, 2) != 0};
+}
+
+Result<Pruned> PgStore::prunable(WallTime finished_before) {
+  const std::array params{pg::Param::int64(to_ms(finished_before))};
+  auto rows = read(PgSql::prunable, params, "counting the jobs due to go");
+  if (!rows.ok()) return rows.status();
+  return Pruned{rows->int64(0, 0), rows->int64(0, 1), false};
 }
 
 // ---- page transitions --------------------------------------------------------------------

@@ -73,6 +73,8 @@ class PgStore final : public Store, public ClusterStore {
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
   Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override;
   Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) override;
+  Result<Pruned> prune(WallTime finished_before, std::int64_t budget) override;
+  Result<Pruned> prunable(WallTime finished_before) override;
 
   // Page transitions: the whole batch in one statement (one round trip, one transaction), on
   // the server (fairlane_apply, schema/pg/0003_cluster.sql), with the SQLite store's effects,

@@ -119,8 +119,39 @@ struct Sql {
   static constexpr std::string_view recent_jobs =
       "SELECT id, user_id, page_count, created_at, finished_at FROM jobs WHERE id > (SELECT "
       "max(id) FROM jobs) - ?2 AND created_at > ?1 ORDER BY id";
+  // When the first job was created: kept in retention once pruning began, else the first
+  // job's (NULL: no job yet).
   static constexpr std::string_view first_job_at =
-      "SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)";
+      "SELECT coalesce((SELECT first_job_at FROM retention WHERE id = 1), "
+      "(SELECT created_at FROM jobs WHERE id = (SELECT min(id) FROM jobs)))";
+  // Retention: the jobs finished before ?1, the longest finished first, at most ?2 of them,
+  // never the newest job, each with its weight in a prune's budget (?3: an image page's).
+  static constexpr std::string_view prune_candidates =
+      "SELECT id, page_count + (?3 - 1) * image_pages FROM jobs INDEXED BY jobs_finished "
+      "WHERE finished_at IS NOT NULL AND finished_at < ?1 AND id < (SELECT max(id) FROM jobs) "
+      "ORDER BY finished_at, id LIMIT ?2";
+  // What prune_candidates would take with no limit: jobs, and their pages.
+  static constexpr std::string_view prunable =
+      "SELECT count(*), coalesce(sum(page_count), 0) FROM jobs INDEXED BY jobs_finished "
+      "WHERE finished_at IS NOT NULL AND finished_at < ?1 AND id < (SELECT max(id) FROM jobs)";
+  // Before the first job can go: when it was created.
+  static constexpr std::string_view keep_first_job_at =
+      "INSERT INTO retention (id, first_job_at) SELECT 1, created_at FROM jobs "
+      "WHERE id = (SELECT min(id) FROM jobs) ON CONFLICT (id) DO NOTHING";
+  // ?1: a JSON array of the ids of the jobs to delete; in the order of the foreign keys.
+  static constexpr std::string_view prune_job_spend =
+      "DELETE FROM spend WHERE page_id IN (SELECT id FROM pages WHERE job_id IN "
+      "(SELECT value FROM json_each(?1)))";
+  static constexpr std::string_view prune_job_texts =
+      "DELETE FROM page_texts WHERE page_id IN (SELECT id FROM pages WHERE job_id IN "
+      "(SELECT value FROM json_each(?1)))";
+  static constexpr std::string_view prune_job_images =
+      "DELETE FROM page_images WHERE page_id IN (SELECT id FROM pages WHERE job_id IN "
+      "(SELECT value FROM json_each(?1)))";
+  static constexpr std::string_view prune_job_pages =
+      "DELETE FROM pages WHERE job_id IN (SELECT value FROM json_each(?1))";
+  static constexpr std::string_view prune_jobs =
+      "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))";
   static constexpr std::string_view job_id_by_public_id =
       "SELECT id FROM jobs WHERE public_id = ?1 AND user_id = ?2";
   // Job views: the columns read_job expects, in its order.
@@ -139,16 +170,28 @@ struct Sql {
 #undef FAIRLANE_JOB_VIEW
 
 // Every statement above, for the planner test.
-inline constexpr std::array kAllQueries = {
-    Sql::insert_user,       Sql::user_by_key,   Sql::user_by_name,     Sql::all_users,
-    Sql::in_flight_by_user, Sql::user_by_id,    Sql::set_weight,       Sql::job_by_idempotency_key,
-    Sql::insert_job,        Sql::insert_page,   Sql::insert_image,     Sql::insert_text,
-    Sql::requeue_in_flight, Sql::queued_pages,  Sql::weights,          Sql::dispatched,
-    Sql::insert_spend,      Sql::correct_spend, Sql::completed,        Sql::attempt_failed,
-    Sql::requeued,          Sql::failed,        Sql::cancel_job,       Sql::prune_spend,
-    Sql::results,           Sql::page_call,     Sql::recent_spend,     Sql::job_id_by_public_id,
-    Sql::job_by_id,         Sql::revise_eta,    Sql::job_by_public_id, Sql::jobs_of_first,
-    Sql::jobs_of_after,     Sql::recent_calls,  Sql::recent_jobs,      Sql::first_job_at,
-    Sql::jobs_by_ids};
+inline constexpr std::array kAllQueries = {Sql::insert_user,       Sql::user_by_key,
+                                           Sql::user_by_name,      Sql::all_users,
+                                           Sql::in_flight_by_user, Sql::user_by_id,
+                                           Sql::set_weight,        Sql::job_by_idempotency_key,
+                                           Sql::insert_job,        Sql::insert_page,
+                                           Sql::insert_image,      Sql::insert_text,
+                                           Sql::requeue_in_flight, Sql::queued_pages,
+                                           Sql::weights,           Sql::dispatched,
+                                           Sql::insert_spend,      Sql::correct_spend,
+                                           Sql::completed,         Sql::attempt_failed,
+                                           Sql::requeued,          Sql::failed,
+                                           Sql::cancel_job,        Sql::prune_spend,
+                                           Sql::results,           Sql::page_call,
+                                           Sql::recent_spend,      Sql::job_id_by_public_id,
+                                           Sql::job_by_id,         Sql::revise_eta,
+                                           Sql::job_by_public_id,  Sql::jobs_of_first,
+                                           Sql::jobs_of_after,     Sql::recent_calls,
+                                           Sql::recent_jobs,       Sql::first_job_at,
+                                           Sql::jobs_by_ids,       Sql::prune_candidates,
+                                           Sql::prunable,          Sql::keep_first_job_at,
+                                           Sql::prune_job_spend,   Sql::prune_job_texts,
+                                           Sql::prune_job_images,  Sql::prune_job_pages,
+                                           Sql::prune_jobs};
 
 }  // namespace fairlane::store

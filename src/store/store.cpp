@@ -69,6 +69,8 @@ class SqliteStore final : public Store {
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
   Result<std::vector<EndedCall>> recent_calls(std::size_t limit) override;
   Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) override;
+  Result<Pruned> prune(WallTime finished_before, std::int64_t budget) override;
+  Result<Pruned> prunable(WallTime finished_before) override;
   Status write_health() const override { return write_health_; }
   Status probe_write() override;
 
@@ -103,6 +105,8 @@ class SqliteStore final : public Store {
   Statement results_, page_call_, recent_spend_, all_users_, in_flight_by_user_;
   Statement calls_out_, longest_call_, recent_calls_, revise_eta_, set_promise_;
   Statement recent_jobs_, first_job_at_;
+  Statement prune_candidates_, prunable_, keep_first_job_at_, prune_job_spend_, prune_job_texts_,
+      prune_job_images_, prune_job_pages_, prune_jobs_;
   // Set when a commit's outcome became unknown; every write then returns it.
   std::optional<Status> broken_;
   // The last write's failure for want of a disk; ok after a commit (see write_health).
@@ -127,6 +131,10 @@ class SqliteStore final : public Store {
   Status write_content(PageId page_id, const PageInput& page, std::size_t number);
   Result<std::vector<Lane>> load_lanes_unnoted();
   Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
+  Result<Pruned> prune_unnoted(WallTime finished_before, std::int64_t budget);
+  // The jobs a prune takes: the longest finished first, as many as fit in `budget`.
+  Result<std::vector<JobId>> prune_candidates(WallTime finished_before, std::int64_t budget,
+                                              bool& more);
 };
 
 Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
@@ -198,6 +206,14 @@ Status SqliteStore::prepare_all() {
       {&recent_calls_, Sql::recent_calls},
       {&recent_jobs_, Sql::recent_jobs},
       {&first_job_at_, Sql::first_job_at},
+      {&prune_candidates_, Sql::prune_candidates},
+      {&prunable_, Sql::prunable},
+      {&keep_first_job_at_, Sql::keep_first_job_at},
+      {&prune_job_spend_, Sql::prune_job_spend},
+      {&prune_job_texts_, Sql::prune_job_texts},
+      {&prune_job_images_, Sql::prune_job_images},
+      {&prune_job_pages_, Sql::prune_job_pages},
+      {&prune_jobs_, Sql::prune_jobs},
       {&all_users_, Sql::all_users},
       {&in_flight_by_user_, Sql::in_flight_by_user},
   };
@@ -807,8 +823,8 @@ Result<RecentJobs> SqliteStore::recent_jobs(WallTime since, std::size_t limit) {
   {
     Use first(first_job_at_);
     const int rc = first->step();
-    if (rc == SQLITE_ROW) out.first_job_at = from_ms(first->int64(0));
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error(rc, "reading the first job");
+    if (rc != SQLITE_ROW) return db_.error(rc, "reading the first job");
+    out.first_job_at = from_ms(first->optional_int64(0));
   }
   Use use(recent_jobs_);
   use->bind(1, to_ms(since)).bind(2, static_cast<std::int64_t>(limit));
@@ -819,6 +835,70 @@ Result<RecentJobs> SqliteStore::recent_jobs(WallTime since, std::size_t limit) {
   }
   if (rc != SQLITE_DONE) return db_.error(rc, "reading the jobs created lately");
   return out;
+}
+
+// ---- retention ---------------------------------------------------------------------------
+
+Result<Pruned> SqliteStore::prune(WallTime finished_before, std::int64_t budget) {
+  return noted(prune_unnoted(finished_before, budget));
+}
+
+Result<Pruned> SqliteStore::prune_unnoted(WallTime finished_before, std::int64_t budget) {
+  if (broken_) return *broken_;
+  Transaction tx(db_);
+  if (!tx.status().ok()) return tx.status();
+  Pruned pruned;
+  auto ids = prune_candidates(finished_before, budget, pruned.more);
+  if (!ids.ok()) return ids.status();
+  if (ids->empty()) return pruned;
+  const std::string doing = fmt::format("pruning {} finished jobs", ids->size());
+  {
+    Use keep(keep_first_job_at_);
+    if (const int rc = keep->run(); rc != SQLITE_DONE) return db_.error(rc, doing);
+  }
+  const std::string list = fmt::format("[{}]", fmt::join(*ids, ","));
+  // In the order of the foreign keys: what refers to a page, the pages, their jobs.
+  for (Statement* statement : {&prune_job_spend_, &prune_job_texts_, &prune_job_images_,
+                               &prune_job_pages_, &prune_jobs_}) {
+    Use del(*statement);
+    del->bind(1, list);
+    if (const int rc = del->run(); rc != SQLITE_DONE) return db_.error(rc, doing);
+    if (statement == &prune_job_pages_) pruned.pages = db_.changes();
+    if (statement == &prune_jobs_) pruned.jobs = db_.changes();
+  }
+  if (Status s = commit(tx, doing); !s.ok()) return s;
+  return pruned;
+}
+
+Result<std::vector<JobId>> SqliteStore::prune_candidates(WallTime finished_before,
+                                                         std::int64_t budget, bool& more) {
+  // A job weighs at least a page, so more than `budget` jobs never fit: the one more read
+  // tells whether any is left.
+  const std::int64_t limit = std::max<std::int64_t>(budget, 1) + 1;
+  Use use(prune_candidates_);
+  use->bind(1, to_ms(finished_before)).bind(2, limit).bind(3, kPruneImageWeight);
+  std::vector<JobId> ids;
+  std::int64_t weight = 0;
+  int rc = SQLITE_ROW;
+  while ((rc = use->step()) == SQLITE_ROW) {
+    const std::int64_t w = use->int64(1);
+    if (!ids.empty() && weight + w > budget) {
+      more = true;
+      break;
+    }
+    ids.push_back(use->int64(0));
+    weight += w;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error(rc, "reading the jobs due to go");
+  return ids;
+}
+
+Result<Pruned> SqliteStore::prunable(WallTime finished_before) {
+  Use use(prunable_);
+  use->bind(1, to_ms(finished_before));
+  const int rc = use->step();
+  if (rc != SQLITE_ROW) return db_.error(rc, "counting the jobs due to go");
+  return Pruned{use->int64(0), use->int64(1), false};
 }
 
 }  // namespace

@@ -72,6 +72,12 @@ class ForwardingStore : public Store {
   Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) override {
     return inner_->recent_jobs(since, limit);
   }
+  Result<Pruned> prune(WallTime finished_before, std::int64_t budget) override {
+    return inner_->prune(finished_before, budget);
+  }
+  Result<Pruned> prunable(WallTime finished_before) override {
+    return inner_->prunable(finished_before);
+  }
   [[nodiscard]] Status write_health() const override { return inner_->write_health(); }
   Status probe_write() override { return inner_->probe_write(); }
   ClusterStore* cluster() override { return inner_->cluster(); }

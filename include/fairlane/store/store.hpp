@@ -137,6 +137,17 @@ struct RecentJobs {
   std::optional<WallTime> first_job_at;  // none: the store has no job
 };
 
+// What a prune deleted (or, from prunable(), would delete).
+struct Pruned {
+  std::int64_t jobs = 0;
+  std::int64_t pages = 0;
+  bool more = false;  // prune(): more jobs are due than the budget let go: call again
+};
+
+// In a prune's budget an image page weighs as many text pages as this: its image is most
+// of its bytes (a page's text is a few kB, a rendered page's image some hundred).
+inline constexpr std::int64_t kPruneImageWeight = 50;
+
 // What a page's call needs: its text, and the output tokens its job asks for.
 struct PageCall {
   std::string text;
@@ -231,6 +242,17 @@ class Store {
   // The jobs created after `since`, at most the `limit` newest of them, oldest first: what a
   // restarted estimator counts as having arrived lately.
   virtual Result<RecentJobs> recent_jobs(WallTime since, std::size_t limit) = 0;
+
+  // Retention (docs/operations.md): deletes the jobs that finished before `finished_before`,
+  // the longest finished first, with their pages, texts, images and spend, in one transaction
+  // of at most `budget` pages (an image page counts kPruneImageWeight; at least one job). A
+  // pruned job is not found, like one that never was, and its idempotency key is free again.
+  // The newest job is never pruned: an id is never used twice. Jobs still running are never
+  // pruned, whatever their age.
+  virtual Result<Pruned> prune(WallTime finished_before, std::int64_t budget) = 0;
+  // The jobs and pages prune() would delete for `finished_before`, all of them, deleting
+  // nothing.
+  virtual Result<Pruned> prunable(WallTime finished_before) = 0;
 
   // Whether writes go through: the last write's failure for want of a disk (full,
   // read-only or failing), or ok once a write has committed since. /readyz reports it.
