@@ -83,6 +83,9 @@ std::string Promises::reason(const Revision& revision) const {
 
 bool Promises::ended(JobId job, const WatchedPromise& w) {
   auto view = store_.job(job);
+  // A job gone from the store ended long ago and was pruned (retention) before this look:
+  // there is nothing left to watch, nor to measure.
+  if (view.status().code() == StatusCode::not_found) return true;
   if (!view.ok()) return false;
   if (!is_terminal(view->state)) return false;
   measure(view.value(), w.created_at, w.promised_at);

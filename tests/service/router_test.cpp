@@ -1237,6 +1237,25 @@ TEST_CASE("An upload held for its promise window is answered 202 even if its job
   CHECK(api.dispatcher->scheduler().size() == 2);
 }
 
+TEST_CASE("A job pruned before its promise's next look is no longer watched") {
+  Api api(1e6);
+  const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2));
+  REQUIRE(first.status == 202);
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2)).status == 202);
+  CHECK(api.router->promises().watched() == 2);
+  // The first job ends (cancelled: nothing of it was out) and is pruned (retention) before
+  // anyone looks at its promise again.
+  const std::string id(Api::body(first).at("id").as_string());
+  REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);
+  const auto pruned =
+      api.store->prune(std::chrono::system_clock::now() + std::chrono::hours(1), 1'000);
+  REQUIRE(pruned.ok());
+  REQUIRE(pruned->jobs == 1);
+  api.promises_time.advance(std::chrono::hours(1));  // its next look is due
+  api.router->tick();
+  CHECK(api.router->promises().watched() == 1);
+}
+
 TEST_CASE("A job that ends inside its promise window is measured against its promise") {
   Api api;
   fairlane::FakeClock clock;
