@@ -1,5 +1,8 @@
 #include "cli/app.hpp"
 
+#include <chrono>
+#include <map>
+
 #include "fairlane/version.hpp"
 
 namespace fairlane::cli {
@@ -40,6 +43,29 @@ std::vector<std::string> config_first(int argc, char** argv) {
   args.insert(args.end(), config.begin(), config.end());
   args.insert(args.end(), rest.begin(), rest.end());
   return args;
+}
+
+// A length of time as a number and a unit, "30d", "12h", "90m" or "45s" (seconds without
+// one), in seconds.
+CLI::AsNumberWithUnit duration() {
+  return CLI::AsNumberWithUnit(
+      std::map<std::string, double>{{"s", 1.0}, {"m", 60.0}, {"h", 3'600.0}, {"d", 86'400.0}},
+      CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION");
+}
+
+// A retention: 0 (`allow_zero`: keep everything) or at least kMinRetention.
+CLI::Validator retention(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](const std::string& value) {
+        const double seconds = std::stod(value);
+        if (allow_zero && seconds == 0.0) return std::string();
+        if (seconds >= std::chrono::duration<double>(kMinRetention).count()) return std::string();
+        return std::string(
+                   "must be at least 1h: a finished job's spend counts for an hour, and its owner "
+                   "needs the time to fetch its result") +
+               (allow_zero ? " (0 keeps every job)" : "");
+      },
+      "", "retention");
 }
 
 }  // namespace
@@ -226,6 +252,15 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
 
+  serve_command
+      ->add_option("--retain", serve.retain,
+                   "Prune the jobs that finished longer ago than this, such as 30d or 12h, "
+                   "with their pages and results (0: keep every job)")
+      ->transform(duration())
+      ->check(retention(true))
+      ->type_name("DURATION")
+      ->capture_default_str();
+
   // `fairlane read-pdf`: the child process serve reads an uploaded PDF in (not for people,
   // so not in --help): the PDF on stdin, its pages on stdout.
   read_pdf_command = app.add_subcommand("read-pdf", "");
@@ -249,6 +284,21 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(not_empty());
   user_command->require_subcommand(1);
+
+  prune_command = app.add_subcommand(
+      "prune", "Delete the jobs that finished long ago, with their pages and results");
+  prune_command->add_option("--db", prune.db, "The SQLite database, or a postgresql:// URI")
+      ->capture_default_str()
+      ->check(not_empty());
+  prune_command
+      ->add_option("--older-than", prune.older_than_s,
+                   "Prune the jobs that finished longer ago than this, such as 30d (at least 1h)")
+      ->required()
+      ->transform(duration())
+      ->check(retention(false))
+      ->type_name("DURATION");
+  prune_command->add_flag("--dry-run", prune.dry_run,
+                          "Count the jobs and pages that would go, and delete nothing");
 
   // The client commands: --server and --key are the app's, so that a config file holds them
   // once, and may follow the command's name.

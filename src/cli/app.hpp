@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/prune.hpp"
 #include "cli/serve.hpp"
 
 namespace fairlane::cli {
@@ -36,6 +37,7 @@ class CommandLine {
   CLI::App* serve_command = nullptr;
   CLI::App* read_pdf_command = nullptr;
   CLI::App* user_add_command = nullptr;
+  CLI::App* prune_command = nullptr;
   CLI::App* enqueue_command = nullptr;
   CLI::App* watch_command = nullptr;
   CLI::App* status_command = nullptr;
@@ -57,6 +59,8 @@ class CommandLine {
   std::string user_name;
   std::int64_t weight = 1;
   std::string user_db = "fairlane.db";
+  // `fairlane prune`.
+  PruneOptions prune;
   // The client commands.
   std::string server = "http://127.0.0.1:8080";
   std::string key;

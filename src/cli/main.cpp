@@ -1,9 +1,9 @@
 // The `fairlane` command: `fairlane serve` runs the service; `fairlane user add` adds a user
-// to a database and prints their key; enqueue, watch, status, result, cancel and estimate
-// talk to a running service over HTTP (src/cli/commands). The command line itself, with
-// every option and --config's TOML file, is cli::CommandLine (src/cli/app); for --server
-// and --key the order is flags, then the environment (FAIRLANE_URL, FAIRLANE_KEY), then the
-// file.
+// to a database and prints their key; `fairlane prune` deletes old finished jobs; enqueue, watch,
+// status, result, cancel and estimate talk to a running service over HTTP (src/cli/commands). The
+// command line itself, with every option and --config's TOML file, is cli::CommandLine
+// (src/cli/app); for --server and --key the order is flags, then the environment (FAIRLANE_URL,
+// FAIRLANE_KEY), then the file.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +14,7 @@
 
 #include "cli/app.hpp"
 #include "cli/commands.hpp"
+#include "cli/prune.hpp"
 #include "cli/serve.hpp"
 #include "fairlane/document/pdf_reader.hpp"
 #include "fairlane/store/store.hpp"
@@ -58,6 +59,11 @@ int main(int argc, char** argv) {
       if (!added.ok()) return fail(added.status().message());
       std::cout << added->key << '\n';
       return kExitOk;
+    }
+    if (line.prune_command->parsed()) {
+      auto store = fairlane::Store::open(line.prune.db);
+      if (!store.ok()) return fail(store.status().message());
+      return fairlane::cli::prune(*store.value(), line.prune, std::cout, std::cerr);
     }
     // The environment is read before any thread starts (concurrency-mt-unsafe: getenv).
     if (!fairlane::cli::on_command_line(argc, argv, "--server")) {

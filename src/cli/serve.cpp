@@ -22,6 +22,7 @@
 #include "service/dispatcher.hpp"
 #include "service/http_server.hpp"
 #include "service/leadership.hpp"
+#include "service/retention.hpp"
 #include "service/router.hpp"
 #include "service/store_readers.hpp"
 #include "store/pg_notifications.hpp"
@@ -133,6 +134,12 @@ fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
   config.door.max_job_s = o.max_job_seconds;
   config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
   config.order.keep_promises = o.order == "promises";
+  return config;
+}
+
+fairlane::service::RetentionConfig retention_config(const ServeOptions& o) {
+  fairlane::service::RetentionConfig config;
+  config.retain = std::chrono::seconds(static_cast<std::int64_t>(std::llround(o.retain)));
   return config;
 }
 
@@ -270,9 +277,15 @@ int serve(const ServeOptions& o) {
       // The leader keeps the promises; a follower's view is only a view.
       if (membership.leading) router.tick();
       keep_promises();
+      fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
+                                             readers.value().get());
+      retention.start();
     });
   };
   keep_promises();
+  fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
+                                         readers.value().get());
+  retention.start();
 
   int exit_status = kExitOk;
   boost::asio::steady_timer answers_deadline(io);
@@ -282,6 +295,7 @@ int serve(const ServeOptions& o) {
     std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
     server.stop();
     promises_timer.cancel();
+    retention.stop();
     dispatcher.stop(fairlane::from_seconds(o.stop_deadline), [&](const fairlane::Status& status) {
       if (!status.ok()) {
         std::cerr << "fairlane: " << status.message() << '\n';

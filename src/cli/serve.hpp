@@ -51,6 +51,9 @@ struct ServeOptions {
   // Connections (and threads) that read job views, lists, results and live events, and
   // commit uploads, off the io thread, on PostgreSQL; 0: all on the io thread.
   std::int64_t db_readers = 2;
+  // Seconds after which a finished job is pruned, with its pages (0: never; else at least
+  // an hour, kMinRetention).
+  double retain = 0.0;
 };
 
 // Runs the service; returns the exit status (README.md, "Exit codes").
