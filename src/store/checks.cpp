@@ -47,6 +47,13 @@ Status check_list_limit(std::size_t limit) {
       fmt::format("a list of jobs takes a limit of 1 to {}, not {}", kMaxListLimit, limit));
 }
 
+Status unknown_cursor(std::string_view cursor) {
+  return invalid(fmt::format(
+      "'{}' is not a cursor from an earlier list of your jobs, or names a job since pruned: "
+      "list your jobs again without a cursor",
+      cursor));
+}
+
 Result<JobShape> check_job_request(const JobRequest& request) {
   if (request.pages.empty()) return invalid("a job needs at least one page, and this one has none");
   if (request.name.empty()) return invalid("a job needs a name");

@@ -39,6 +39,8 @@ Status check_user_name(std::string_view name);
 
 // A list limit from 1 to kMaxListLimit.
 Status check_list_limit(std::size_t limit);
+// A list cursor that names none of the user's jobs (never one, or one since pruned).
+Status unknown_cursor(std::string_view cursor);
 
 // What a valid job request holds besides text pages.
 struct JobShape {

@@ -457,8 +457,7 @@ Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
     auto found = read(PgSql::job_id_by_public_id, find_params, "reading the list cursor");
     if (!found.ok()) return found.status();
     if (found->size() == 0) {
-      return invalid(
-          fmt::format("'{}' is not a cursor from an earlier list of your jobs", *cursor));
+      return unknown_cursor(*cursor);
     }
     after = found->int64(0, 0);
   }

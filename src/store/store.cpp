@@ -707,8 +707,7 @@ Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
     find->bind(1, *cursor).bind(2, user);
     const int rc = find->step();
     if (rc == SQLITE_DONE) {
-      return invalid(
-          fmt::format("'{}' is not a cursor from an earlier list of your jobs", *cursor));
+      return unknown_cursor(*cursor);
     }
     if (rc != SQLITE_ROW) return db_.error(rc, "reading the list cursor");
     jobs_of_after_.bind(3, find->int64(0));

@@ -888,7 +888,8 @@ TEST_CASE("A job id or a cursor that is not text names no job, in an answer that
     const auto list = api.send("GET", "/v1/jobs?cursor=" + std::string(cursor), api.alice);
     CHECK(list.status == 400);
     CHECK(std::string(Api::body(list).at("error").at("message").as_string())
-              .ends_with("' is not a cursor from an earlier list of your jobs"));
+              .ends_with("' is not a cursor from an earlier list of your jobs, or names a "
+                         "job since pruned: list your jobs again without a cursor"));
   }
 }
 

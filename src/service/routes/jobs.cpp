@@ -10,6 +10,7 @@
 #include "fairlane/core/text.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 #include "service/routes.hpp"
+#include "store/checks.hpp"
 
 namespace fairlane::service {
 namespace json = boost::json;
@@ -121,10 +122,7 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
   if (cursor) {
     if (!is_storable_text(*cursor)) {
       // As the stores answer a cursor they never gave.
-      return response_for(
-          answer_for(Status{StatusCode::invalid_argument,
-                            fmt::format("'{}' is not a cursor from an earlier list of your jobs",
-                                        storable_text(*cursor))}));
+      return response_for(answer_for(store::unknown_cursor(storable_text(*cursor))));
     }
   }
   return with_store(
