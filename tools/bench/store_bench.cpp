@@ -659,4 +659,55 @@ BENCHMARK_CAPTURE(BM_Store_ReadJobViews_2k, postgresql_by_set, Backend::postgres
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// One batch of serve --retain's pruning (RetentionConfig::batch_pages, 256): how long the
+// store is held by it. Each iteration first finishes, untimed, jobs of 20 text pages of 3 KB
+// with 1 KB outputs (12 of them fit the batch), or one-page jobs of a 200 KB image (5 fit:
+// an image page counts 50), and a newest job, which is never pruned.
+constexpr std::int64_t kPruneBatchPages = 256;
+void BM_Store_PruneBatch(benchmark::State& state, Backend backend, bool images) {
+  const StoreHome home(state, backend);
+  auto [store, user] = open_one_user_store(state, home);
+  if (store == nullptr) return;
+  const std::string output = prose(7, kOutputBytes);
+  const std::size_t jobs = images ? 6 : 13;
+  std::int64_t pruned_pages = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::vector<PageTransition> sent;
+    std::vector<PageTransition> done;
+    for (std::size_t k = 0; k <= jobs; ++k) {
+      auto job = store->enqueue_job(images ? make_image_job(user, 1)
+                                           : make_job(user, 20, kPageTextBytes, kPageTokens));
+      if (!ok_or_skip(state, job.status())) return;
+      for (const LanePage& page : job->pages) {
+        sent.push_back(PageTransition::dispatched(page.page_id, page.estimated_tokens));
+        done.push_back(PageTransition::completed(page.page_id, output, kPageUsage));
+      }
+    }
+    if (!ok_or_skip(state, store->apply(sent).status()) ||
+        !ok_or_skip(state, store->apply(done).status())) {
+      return;
+    }
+    const auto later = std::chrono::system_clock::now() + std::chrono::hours(1);
+    state.ResumeTiming();
+    auto pruned = store->prune(later, kPruneBatchPages);
+    if (!ok_or_skip(state, pruned.status())) return;
+    pruned_pages += pruned->pages;
+  }
+  state.counters["pages_per_batch"] =
+      static_cast<double>(pruned_pages) / static_cast<double>(state.iterations());
+}
+BENCHMARK_CAPTURE(BM_Store_PruneBatch, sqlite_text, Backend::sqlite, false)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_PruneBatch, sqlite_images, Backend::sqlite, true)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_PruneBatch, postgresql_text, Backend::postgresql, false)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Store_PruneBatch, postgresql_images, Backend::postgresql, true)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
