@@ -14,10 +14,12 @@ CREATE TABLE retention (
 -- Returns the jobs and pages deleted, and whether more jobs are due.
 --
 -- No fence: pruning changes nothing a leader decides on, and any instance may run it. The
--- jobs are locked as they are taken, FOR UPDATE SKIP LOCKED: a job a batch of transitions or a
--- cancellation holds (a late answer for one of its pages) is left for the next call, and
--- nothing here ever waits for a lock another transaction holds (a batch locks a job before
--- any page of it, so it holds no page of a job locked here). No trigger fires on a delete.
+-- jobs are locked as they are taken, FOR UPDATE SKIP LOCKED: a job another transaction holds
+-- is left for the next call. The one wait left is for spend rows, which the leader's batches
+-- also delete once they are an hour old (fairlane_apply), in another order: so that the two
+-- never deadlock, and a batch never waits behind a prune for long, a prune waits at most
+-- 100 ms for any lock (lock_timeout, for this transaction only) and otherwise fails with
+-- SQLSTATE 55P03, to be tried again later. No trigger fires on a delete.
 CREATE FUNCTION fairlane_prune(p_before bigint, p_budget bigint, p_image_weight bigint)
 RETURNS TABLE (pruned_jobs bigint, pruned_pages bigint, more boolean)
 LANGUAGE plpgsql AS $$
@@ -28,6 +30,7 @@ DECLARE
   due boolean := false;
   job record;
 BEGIN
+  PERFORM set_config('lock_timeout', '100ms', true);
   SELECT max(id) INTO newest FROM jobs;
   -- The first job's creation is kept before the first job can go.
   INSERT INTO retention (id, first_job_at)
@@ -38,6 +41,9 @@ BEGIN
     FROM jobs j
     WHERE j.finished_at IS NOT NULL AND j.finished_at < p_before AND j.id < newest
     ORDER BY j.finished_at, j.id
+    -- A job weighs at least a page: more than p_budget never fit, and one more tells whether
+    -- any is left.
+    LIMIT greatest(p_budget, 1) + 1
     FOR UPDATE SKIP LOCKED
   LOOP
     IF cardinality(taken) > 0 AND weight + job.w > p_budget THEN

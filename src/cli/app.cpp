@@ -1,6 +1,11 @@
 #include "cli/app.hpp"
 
+#include <fmt/format.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "fairlane/version.hpp"
@@ -53,12 +58,22 @@ CLI::AsNumberWithUnit duration() {
       CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION");
 }
 
-// A retention: 0 (`allow_zero`: keep everything) or at least kMinRetention.
+// A retention: 0 (`allow_zero`: keep everything) or from kMinRetention to kMaxRetention.
 CLI::Validator retention(bool allow_zero) {
   return CLI::Validator(
       [allow_zero](const std::string& value) {
-        const double seconds = std::stod(value);
+        // The text as AsNumberWithUnit left it: seconds, or what it could not read.
+        char* end = nullptr;
+        errno = 0;
+        const double seconds = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds)) {
+          return fmt::format("'{}' is not a length of time such as 30d or 12h", value);
+        }
         if (allow_zero && seconds == 0.0) return std::string();
+        if (seconds > std::chrono::duration<double>(kMaxRetention).count()) {
+          return std::string("must be at most 36500d (100 years)") +
+                 (allow_zero ? "; 0 keeps every job" : "");
+        }
         if (seconds >= std::chrono::duration<double>(kMinRetention).count()) return std::string();
         return std::string(
                    "must be at least 1h: a finished job's spend counts for an hour, and its owner "

@@ -25,6 +25,8 @@ struct PruneOptions {
 // The shortest retention serve --retain and prune take: a job's spend counts for an hour
 // (the budgets' and the estimator's warm start), and its owner needs time to fetch it.
 inline constexpr std::chrono::hours kMinRetention{1};
+// The longest: a hundred years, far from where a time point's arithmetic overflows.
+inline constexpr std::chrono::hours kMaxRetention{24 * 36'500};
 
 // Prunes `store` as `options` say; what it did goes to `out`, what failed to `err`.
 // Returns the exit status.

@@ -277,9 +277,6 @@ int serve(const ServeOptions& o) {
       // The leader keeps the promises; a follower's view is only a view.
       if (membership.leading) router.tick();
       keep_promises();
-      fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
-                                             readers.value().get());
-      retention.start();
     });
   };
   keep_promises();

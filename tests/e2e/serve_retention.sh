@@ -47,11 +47,14 @@ age "$mid" 1.5
 counted=$("$fairlane" prune --db "$work/fairlane.db" --older-than 1d --dry-run)
 [[ $counted == "jobs due to be pruned: 2, pages: 4;"* ]] || fail "the dry run said: $counted"
 [[ $(status "$alice" "/v1/jobs/$old") == 200 ]] || fail "the dry run deleted a job"
-# Too short a retention is refused, naming the floor.
-if refused=$("$fairlane" prune --db "$work/fairlane.db" --older-than 30m 2>&1); then
-  fail "prune took --older-than 30m: $refused"
-fi
-[[ $refused == *"at least 1h"* ]] || fail "prune --older-than 30m said: $refused"
+# Too short a retention is refused, naming the floor; too long, or not a time, too.
+for bad in "30m:at least 1h" "365000d:at most 36500d" "1e400:not a length of time" \
+  "5x:unit not recognized"; do
+  if refused=$("$fairlane" prune --db "$work/fairlane.db" --older-than "${bad%%:*}" 2>&1); then
+    fail "prune took --older-than ${bad%%:*}: $refused"
+  fi
+  [[ $refused == *"${bad#*:}"* ]] || fail "prune --older-than ${bad%%:*} said: $refused"
+done
 
 # prune beside the running service: the job finished 3 days ago goes, the others stay.
 pruned=$("$fairlane" prune --db "$work/fairlane.db" --older-than 2d)

@@ -1257,6 +1257,36 @@ TEST_CASE("A job pruned before its promise's next look is no longer watched") {
   CHECK(api.router->promises().watched() == 1);
 }
 
+namespace {
+
+// A store pruned (retention, from another process) between a job's view and its results.
+class PrunedBeforeResults final : public fairlane::testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  fairlane::Result<std::vector<fairlane::PageResult>> results(fairlane::JobId job) override {
+    const auto later = std::chrono::system_clock::now() + std::chrono::hours(1);
+    if (fairlane::Status s = ForwardingStore::prune(later, 1'000).status(); !s.ok()) return s;
+    return ForwardingStore::results(job);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A job pruned between its view and its results answers 404, not an empty result") {
+  Api api(60.0, ":memory:", "", kLabLimits, [](std::unique_ptr<fairlane::Store> inner) {
+    return std::unique_ptr<fairlane::Store>(
+        std::make_unique<PrunedBeforeResults>(std::move(inner)));
+  });
+  const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(2));
+  REQUIRE(first.status == 202);
+  REQUIRE(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1)).status == 202);
+  const std::string id(Api::body(first).at("id").as_string());
+  REQUIRE(api.send("DELETE", "/v1/jobs/" + id, api.alice).status == 202);  // ended
+  const auto answer = api.send("GET", "/v1/jobs/" + id + "/result", api.alice);
+  CHECK(answer.status == 404);
+  CHECK(Api::body(answer).at("error").at("type") == "not_found");
+}
+
 TEST_CASE("A job that ends inside its promise window is measured against its promise") {
   Api api;
   fairlane::FakeClock clock;

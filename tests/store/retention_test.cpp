@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "fairlane/store/store.hpp"
+#include "store/pg.hpp"
+#include "store/pg_store.hpp"
+#include "support/pg.hpp"
 #include "support/store.hpp"
 #include "support/store_home.hpp"
 
@@ -190,4 +193,39 @@ FAIRLANE_STORE_TEST_CASE(
   const auto spend = f.store->recent_spend(60s).value();
   CHECK(spend.requests == 2);
   CHECK(spend.tokens == 500 + 15);
+}
+
+TEST_CASE("PostgreSQL: a prune that would wait for a lock gives up at once, and prunes later") {
+  const auto server = fairlane::testing::pg_server_uri();
+  if (!server) {
+    MESSAGE(fairlane::testing::kNoPgServer);
+    return;
+  }
+  const fairlane::testing::PgTestDatabase database(*server);
+  ManualWallClock wall;
+  auto opened =
+      fairlane::store::PgStore::open(database.uri(), StoreOptions{.wall_clock = wall.function()});
+  REQUIRE(opened.ok());
+  fairlane::Store& store = *opened.value();
+  const auto alice = store.add_user("alice").value().user.id;
+  const auto old = enqueue(store, alice, 1, "old.pdf");
+  apply(store, {PageTransition::dispatched(old.pages[0].page_id, 100)});
+  apply(store, {PageTransition::completed(old.pages[0].page_id, "text", Usage{10, 5})});
+  enqueue(store, alice, 1, "newest.pdf");
+  wall.advance(2h);
+
+  // Another transaction holds the old call's spend row, as a batch deleting spend an hour old
+  // would: the prune does not wait behind it (nor deadlock with it), it fails, naming why.
+  auto holder = fairlane::store::pg::Connection::open(database.uri());
+  REQUIRE(holder.ok());
+  REQUIRE(holder->exec("BEGIN", "beginning").ok());
+  REQUIRE(holder->exec("SELECT * FROM spend FOR UPDATE", "locking the spend").ok());
+  const auto blocked = store.prune(wall.now - 1h, 1'000);
+  CHECK_FALSE(blocked.ok());
+  CHECK(store.job(old.job.id).ok());
+  REQUIRE(holder->exec("ROLLBACK", "ending").ok());
+  const auto pruned = store.prune(wall.now - 1h, 1'000);
+  REQUIRE(pruned.ok());
+  CHECK(pruned->jobs == 1);
+  CHECK_FALSE(store.job(old.job.id).ok());
 }

@@ -54,6 +54,11 @@ std::int64_t estimate_tokens(const RouteContext& context, const DocumentPage& pa
 namespace routes {
 namespace {
 
+// 404 for a job the caller does not have: never had, another user's, or pruned.
+ApiResponse no_job(std::string_view public_id) {
+  return error_response(404, "not_found", fmt::format("you have no job {}", public_id));
+}
+
 // DELETE /v1/jobs/{id}: answered once the cancel is committed, with the job as it is then.
 ApiResponse cancel(RouteContext& context, const User& user, const JobView& job) {
   // Nothing to cancel once it has ended: no commit, nothing to remember.
@@ -94,6 +99,10 @@ ApiResponse events(RouteContext& context, const User& user, const JobView& job) 
 ApiResponse result(Store& store, const JobView& job) {
   auto results = store.results(job.id);
   if (!results.ok()) return response_for(answer_for(results.status()));
+  // A job has pages: none means it was pruned (retention) since its view was read.
+  if (results->empty()) {
+    return no_job(job.public_id);
+  }
   json::array pages;
   for (const PageResult& page : results.value()) {
     json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
@@ -153,8 +162,7 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   // An id fairlane made is text: bytes that are not (%FF, %00 in the path) name no job, and
   // go to no store (PostgreSQL's text refuses them) nor into the answer's JSON as they are.
   if (!is_storable_text(public_id)) {
-    return error_response(404, "not_found",
-                          fmt::format("you have no job {}", storable_text(public_id)));
+    return no_job(storable_text(public_id));
   }
   return with_store(
       context,
@@ -163,8 +171,7 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
         auto job = store.job_of(public_id, user.id);
         if (!job.ok()) {
           if (job.status().code() == StatusCode::not_found) {
-            return at_once(
-                error_response(404, "not_found", fmt::format("you have no job {}", public_id)));
+            return at_once(no_job(public_id));
           }
           return at_once(response_for(answer_for(job.status())));
         }
