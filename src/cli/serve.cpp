@@ -241,6 +241,9 @@ int serve(const ServeOptions& o) {
   // A key costs a round trip on a server database: a key found is taken as its user's for a
   // few seconds (a changed weight shows within them; keys are never taken back).
   if (cluster != nullptr) router_config.key_memory = std::chrono::seconds(5);
+  fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
+                                         readers.value().get());
+  router_config.retention = &retention;
   fairlane::service::Router router(*store.value(), dispatcher, router_config);
   std::optional<fairlane::service::Leadership> leadership;
   std::unique_ptr<fairlane::store::PgNotifications> notifications;
@@ -280,8 +283,6 @@ int serve(const ServeOptions& o) {
     });
   };
   keep_promises();
-  fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
-                                         readers.value().get());
   retention.start();
 
   int exit_status = kExitOk;

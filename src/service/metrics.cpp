@@ -7,6 +7,7 @@
 
 #include "service/dispatcher.hpp"
 #include "service/promises.hpp"
+#include "service/retention.hpp"
 
 namespace fairlane::service {
 
@@ -59,7 +60,7 @@ struct Writer {
 }  // namespace
 
 std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals,
-                           const Promises& promises, bool leading) {
+                           const Promises& promises, bool leading, const Retention* retention) {
   std::string out;
   Writer w{out};
   const DispatcherCounters& c = dispatcher.counters();
@@ -143,6 +144,12 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
                              "(negative: early).");
   w.one("fairlane_eta_revisions_pending", "gauge",
         "Jobs running whose promise is watched for revision.", promises.watched());
+  w.one("fairlane_pruned_jobs_total", "counter",
+        "Finished jobs this process pruned under --retain, with their pages.",
+        retention != nullptr ? retention->pruned_jobs() : 0);
+  w.one("fairlane_pruned_pages_total", "counter",
+        "Pages of the jobs this process pruned under --retain.",
+        retention != nullptr ? retention->pruned_pages() : 0);
   return out;
 }
 

@@ -17,6 +17,7 @@ namespace fairlane::service {
 
 class Dispatcher;
 class Promises;
+class Retention;
 
 class Histogram {
  public:
@@ -43,8 +44,10 @@ using RefusalCounts = std::map<std::string, std::int64_t, std::less<>>;
 
 // The whole exposition: text/plain; version=0.0.4.
 // `leading`: whether this instance dispatches (fairlane_leader; always on a single node).
+// `retention`: serve --retain's pruning (nullptr: none, its counters 0).
 [[nodiscard]] std::string render_metrics(const Dispatcher& dispatcher,
                                          const RefusalCounts& door_refusals,
-                                         const Promises& promises, bool leading = true);
+                                         const Promises& promises, bool leading = true,
+                                         const Retention* retention = nullptr);
 
 }  // namespace fairlane::service

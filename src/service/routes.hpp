@@ -28,6 +28,7 @@
 namespace fairlane::service {
 
 class StoreReaders;  // service/store_readers.hpp
+class Retention;     // service/retention.hpp
 
 struct RouterConfig {
   std::string admin_key;            // empty: no admin (POST /v1/users, /metrics are refused)
@@ -59,6 +60,8 @@ struct RouterConfig {
   // How long a key, once found, is taken as its user's without asking the store again (the
   // user's weight included). 0: every request asks. Keys are never taken back.
   Clock::duration key_memory = Clock::duration::zero();
+  // serve --retain's pruning, for what /metrics says it pruned; nullptr: none.
+  const Retention* retention = nullptr;
 };
 
 // What every route works over. The references outlive the routes' calls.

@@ -81,6 +81,10 @@ done
 [[ $(status "$alice" "/v1/jobs/$newest") == 200 ]] || fail "serve --retain 1d pruned a recent job"
 grep -q "retention: jobs pruned: 1, pages: 3" "$work/serve.2.out" ||
   fail "serve did not say what it pruned: $(cat "$work/serve.2.out")"
+metrics=$(curl -sS --max-time 10 "$base/metrics" -H "Authorization: Bearer $admin_key")
+grep -qx "fairlane_pruned_jobs_total 1" <<<"$metrics" &&
+  grep -qx "fairlane_pruned_pages_total 3" <<<"$metrics" ||
+  fail "/metrics does not count what serve pruned: $(grep pruned <<<"$metrics")"
 # What is left is whole, and the service goes on taking work.
 listed=$(curl -sS --max-time 10 "$base/v1/jobs" -H "Authorization: Bearer $alice")
 [[ $(grep -o '"id":"job_' <<<"$listed" | wc -l) == 2 ]] || fail "the list after pruning: $listed"

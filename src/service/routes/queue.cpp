@@ -77,7 +77,7 @@ ApiResponse metrics(RouteContext& context) {
   response.content_type = "text/plain; version=0.0.4";
   const Membership* m = context.config.membership;
   response.body = render_metrics(context.dispatcher, context.door_refusals, context.promises,
-                                 m == nullptr || m->leading);
+                                 m == nullptr || m->leading, context.config.retention);
   return response;
 }
 
