@@ -155,11 +155,7 @@ Status Leadership::become_leader(std::int64_t epoch) {
 void Leadership::become_follower(std::string_view why) {
   membership_.leading = false;
   std::cerr << fmt::format("fairlane: instance {} stops dispatching: {}\n", config_.instance, why);
-  if (Status followed = dispatcher_.follow(); !followed.ok()) {
-    std::cerr << "fairlane: the lanes could not be read: " << followed.message() << '\n';
-    view_stale_ = true;
-    refresh_view_soon();
-  }
+  read_view();
   router_.watchers().notify();
 }
 
@@ -254,12 +250,19 @@ void Leadership::refresh_view_soon() {
     view_timer_armed_ = false;
     if (membership_.leading || !view_stale_) return;
     view_stale_ = false;
-    if (Status read = dispatcher_.follow(); !read.ok()) {
-      std::cerr << "fairlane: the lanes could not be read: " << read.message() << '\n';
-      view_stale_ = true;
-      refresh_view_soon();
-    }
+    read_view();
   });
+}
+
+void Leadership::read_view() {
+  const auto now = std::chrono::steady_clock::now();
+  const Status read = dispatcher_.follow();
+  const auto line =
+      read.ok() ? view_reads_.succeeded(now) : view_reads_.failed(read.message(), now);
+  if (line) std::cerr << *line << '\n';
+  if (read.ok()) return;
+  view_stale_ = true;
+  refresh_view_soon();
 }
 
 }  // namespace fairlane::service

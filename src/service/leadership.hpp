@@ -34,6 +34,7 @@
 #include "fairlane/store/cluster.hpp"
 #include "fairlane/store/store.hpp"
 #include "service/dispatcher.hpp"
+#include "service/failure_log.hpp"
 #include "service/membership.hpp"
 #include "service/router.hpp"
 
@@ -78,6 +79,8 @@ class Leadership {
   Status become_leader(std::int64_t epoch);
   void become_follower(std::string_view why);
   void refresh_view_soon();
+  // A follower reads its view of the lanes; when it cannot, it reads again soon.
+  void read_view();
   void adopt(JobId job);
   // A job the leader holds pages of changed elsewhere: if it was cancelled, its pages leave
   // the lanes (nothing is written: the store has them cancelled already).
@@ -94,6 +97,8 @@ class Leadership {
   bool view_timer_armed_ = false;
   bool view_stale_ = false;
   bool stopped_ = false;
+  // The view's reads that fail while the database is away, logged once a minute.
+  FailureLog view_reads_{"the lanes could not be read", "the lanes are read again"};
   // When the last renewal that went through was asked for.
   std::chrono::steady_clock::time_point renewed_at_{};
   std::int64_t takeovers_ = 0;

@@ -114,6 +114,10 @@ done
 echo "/healthz while cut off: $(sort -n "$probes" | awk '{ t[NR] = $1 } END {
   printf "%d probes, median %.1f ms, max %.1f ms", NR, 1000 * t[int((NR + 1) / 2)], 1000 * t[NR] }')"
 
+# What failed while cut off is said once, and then once a minute, not at every try.
+unread=$(grep -c 'lanes could not be read' "$log" || true)
+((unread <= 2)) || fail "cut off for 20 s, the log says $unread times the lanes could not be read"
+
 reconnect
 view=$(wait_ended "$ann" "$job" 90)
 [[ $(field state <<<"$view") == done ]] || fail "the book ended as: $view"
