@@ -5,11 +5,19 @@
 # answers 400. Jobs are aged by moving their finish back in the database, so that the test
 # needs no days to pass.
 #
-#   serve_retention.sh FAIRLANE FAIRLANE_PROVIDER_SIM
+# On PostgreSQL (the tests' server, a database of its own) with --postgresql URI_FILE.
+#
+#   serve_retention.sh FAIRLANE FAIRLANE_PROVIDER_SIM [PDFGEN | --postgresql URI_FILE]
 set -euo pipefail
 fairlane=$1
 stand_in=$2
 source "$(dirname "$0")/lib.sh"
+db=$work/fairlane.db
+if [[ ${3:-} == --postgresql ]]; then
+  pg_database "$4" fairlane_retention_$$
+  serve_db=$uri
+  db=$uri
+fi
 
 start_stand_in --latency-ms 20 --rpm 60000 --tpm 6000000 --max-in-flight 8
 alice=$(add_user alice)
@@ -27,12 +35,20 @@ upload_with_key() {
 }
 # age ID DAYS: moves the job's finish (and creation) DAYS back.
 age() {
-  /usr/bin/python3 -c "import sqlite3, sys
+  local shift
+  shift=$(awk "BEGIN { printf \"%d\", $2 * 86400000 }")
+  local update="UPDATE jobs SET finished_at = finished_at - $shift, created_at = created_at - $shift
+                WHERE public_id = '$1' AND finished_at IS NOT NULL RETURNING id"
+  local aged
+  if [[ $db == postgresql://* ]]; then
+    aged=$(sql "$uri" "$update")
+  else
+    aged=$(/usr/bin/python3 -c "import sqlite3, sys
 c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
-shift = int(float(sys.argv[3]) * 86400000)
-n = c.execute('UPDATE jobs SET finished_at = finished_at - ?, created_at = created_at - ? '
-              'WHERE public_id = ? AND finished_at IS NOT NULL', (shift, shift, sys.argv[2])).rowcount
-sys.exit(0 if n == 1 else 1)" "$work/fairlane.db" "$1" "$2" || fail "job $1 could not be aged"
+print(len(c.execute(sys.argv[2]).fetchall()))" "$db" "$update")
+    [[ $aged == 1 ]] || aged=""
+  fi
+  [[ -n $aged ]] || fail "job $1 could not be aged"
 }
 
 old=$(field id <<<"$(upload_with_key old.txt key-old)")
@@ -44,20 +60,20 @@ age "$old" 3
 age "$mid" 1.5
 
 # A dry run counts, and deletes nothing.
-counted=$("$fairlane" prune --db "$work/fairlane.db" --older-than 1d --dry-run)
+counted=$("$fairlane" prune --db "$db" --older-than 1d --dry-run)
 [[ $counted == "jobs due to be pruned: 2, pages: 4;"* ]] || fail "the dry run said: $counted"
 [[ $(status "$alice" "/v1/jobs/$old") == 200 ]] || fail "the dry run deleted a job"
 # Too short a retention is refused, naming the floor; too long, or not a time, too.
 for bad in "30m:at least 1h" "365000d:at most 36500d" "1e400:not a length of time" \
   "5x:unit not recognized"; do
-  if refused=$("$fairlane" prune --db "$work/fairlane.db" --older-than "${bad%%:*}" 2>&1); then
+  if refused=$("$fairlane" prune --db "$db" --older-than "${bad%%:*}" 2>&1); then
     fail "prune took --older-than ${bad%%:*}: $refused"
   fi
   [[ $refused == *"${bad#*:}"* ]] || fail "prune --older-than ${bad%%:*} said: $refused"
 done
 
 # prune beside the running service: the job finished 3 days ago goes, the others stay.
-pruned=$("$fairlane" prune --db "$work/fairlane.db" --older-than 2d)
+pruned=$("$fairlane" prune --db "$db" --older-than 2d)
 [[ $pruned == "jobs pruned: 1, pages: 1;"* ]] || fail "prune said: $pruned"
 [[ $(status "$alice" "/v1/jobs/$old") == 404 ]] || fail "the pruned job is still there"
 [[ $(status "$alice" "/v1/jobs/$old/result") == 404 ]] || fail "the pruned job's result is still there"
