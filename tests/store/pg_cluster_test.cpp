@@ -454,6 +454,54 @@ TEST_CASE(
   CHECK(c.number("SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL") == 1);
 }
 
+TEST_CASE(
+    "PostgreSQL: a takeover's requeue of a page in flight sees a cancellation committed while it "
+    "waited") {
+  const auto server = pg_server_uri();
+  if (!server) {
+    MESSAGE(kNoPgServer);
+    return;
+  }
+  Cluster c(*server);
+  auto watch = Connection::open(c.database.uri());
+  REQUIRE(watch.ok());
+  const auto ann = c.a->add_user("ann", 1).value();
+  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
+  const auto p0 = job.pages[0].page_id;
+  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
+  c.a->fence("a", 1);
+  REQUIRE(c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}).ok());
+  // a dies with p0 out; b takes over.
+  c.expire_lease();
+  REQUIRE(c.b->claim_lease("b", seconds(30))->epoch == 2);
+  c.b->fence("b", 2);
+  const auto follower = c.open();  // where the job's owner asks to cancel it
+
+  // The test holds the page in flight, so that b's requeue of it waits with its statement
+  // begun; meanwhile the owner cancels the job on another instance.
+  c.run("BEGIN; SELECT 1 FROM pages WHERE id = " + std::to_string(p0) + " FOR UPDATE");
+  fairlane::Result<std::vector<fairlane::Lane>> lanes =
+      fairlane::Status{StatusCode::internal, "not run"};
+  std::thread takeover([&] { lanes = c.b->load_lanes(); });
+  REQUIRE(lock_waiters(*watch, 1));
+  fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
+  std::thread owner([&] { cancelled = follower->cancel_job(job.job.id); });
+  // The requeue holds the job (it locked it first): the cancellation waits for it.
+  CHECK(lock_waiters(*watch, 2));
+  c.run("ROLLBACK");
+  takeover.join();
+  owner.join();
+  REQUIRE_MESSAGE(lanes.ok(), lanes.status().message());
+  REQUIRE_MESSAGE(cancelled.ok(), cancelled.status().message());
+
+  // Without the lock, the requeue read the job as it was when its statement began (not
+  // cancelled) and put the page back in the queue after the cancellation had cancelled the
+  // queued ones: a page of a cancelled job left queued, which the new leader would send.
+  CHECK(c.page_state(p0) == "cancelled");
+  CHECK(c.page_state(job.pages[1].page_id) == "cancelled");
+  CHECK(c.number("SELECT queued + in_flight FROM jobs") == 0);
+}
+
 TEST_CASE("PostgreSQL: a dispatch and another instance's cancellation of its job do not deadlock") {
   const auto server = pg_server_uri();
   if (!server) {
