@@ -41,8 +41,8 @@ void Retention::arm(std::chrono::milliseconds after) {
 
 void Retention::look() {
   if (stopped_ || in_batch_) return;
-  if (!membership_.leading) {  // the leader prunes; this one looks again later
-    arm(config_.every);
+  if (!membership_.leading) {  // the leader prunes; this one may lead soon
+    arm(config_.not_leading);
     return;
   }
   const WallTime cutoff = wall_clock_.now() - config_.retain;
@@ -66,11 +66,9 @@ void Retention::look() {
 
 void Retention::batch_done(const Result<Pruned>& pruned) {
   in_batch_ = false;
-  const double hours = std::chrono::duration<double>(config_.retain).count() / 3600.0;
   if (!pruned.ok()) {
     std::cerr << fmt::format(
-        "fairlane: retention: finished jobs could not be pruned (tried "
-        "again in {} s): {}\n",
+        "fairlane: retention: finished jobs could not be pruned (tried again in {} s): {}\n",
         std::chrono::duration_cast<std::chrono::seconds>(config_.every).count(),
         pruned.status().message());
     arm(config_.every);
@@ -85,6 +83,7 @@ void Retention::batch_done(const Result<Pruned>& pruned) {
     return;
   }
   if (round_jobs_ > 0) {
+    const double hours = std::chrono::duration<double>(config_.retain).count() / 3600.0;
     std::cerr << fmt::format(
         "fairlane: retention: jobs pruned: {}, pages: {} (finished more than {:g} h ago)\n",
         round_jobs_, round_pages_, hours);

@@ -3,7 +3,7 @@
 // texts, images and spend, by the instance that leads (one is enough), a batch of pages at a
 // time, so that whatever else the store does waits for one short transaction at most: a full
 // batch is followed by the next a moment later, and once none is due the next look is a
-// minute away.
+// minute away. An instance that does not lead looks every second whether it leads now.
 //
 // On a server's database (PostgreSQL, with StoreReaders) the batches run on a reader's
 // connection and thread, off the io thread; on SQLite in place, as the group commits do.
@@ -35,6 +35,9 @@ struct RetentionConfig {
   std::chrono::milliseconds pause{50};
   // Between looks once none is due.
   std::chrono::milliseconds every{std::chrono::minutes(1)};
+  // Between looks while this instance does not lead (no store is read): one that takes over
+  // prunes within this.
+  std::chrono::milliseconds not_leading{1000};
 };
 
 class Retention {

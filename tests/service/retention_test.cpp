@@ -14,7 +14,6 @@
 #include "support/store.hpp"
 
 using namespace std::chrono_literals;
-using fairlane::PageTransition;
 using fairlane::service::Membership;
 using fairlane::service::Retention;
 using fairlane::service::RetentionConfig;
@@ -34,14 +33,7 @@ struct Rig {
   // A job of `pages` pages, sent and answered: done now.
   fairlane::JobId finished_job(int pages) {
     const auto job = fairlane::testing::enqueue(*store, user, pages);
-    std::vector<PageTransition> sent;
-    std::vector<PageTransition> done;
-    for (const auto& page : job.pages) {
-      sent.push_back(PageTransition::dispatched(page.page_id, page.estimated_tokens));
-      done.push_back(PageTransition::completed(page.page_id, "text", {10, 5}));
-    }
-    fairlane::testing::apply(*store, sent);
-    fairlane::testing::apply(*store, done);
+    fairlane::testing::finish(*store, job);
     return job.job.id;
   }
 

@@ -36,17 +36,7 @@ struct Fixture {
       : store(home.open(StoreOptions{.wall_clock = wall.function()})),
         alice(store->add_user("alice").value().user.id) {}
 
-  // Sends each page of `job` and completes it: the job is done now.
-  void finish(const EnqueuedJob& job) {
-    std::vector<PageTransition> sent;
-    std::vector<PageTransition> done;
-    for (const auto& page : job.pages) {
-      sent.push_back(PageTransition::dispatched(page.page_id, page.estimated_tokens));
-      done.push_back(PageTransition::completed(page.page_id, "text", Usage{10, 5}));
-    }
-    apply(*store, sent);
-    apply(*store, done);
-  }
+  void finish(const EnqueuedJob& job) { fairlane::testing::finish(*store, job); }
 
   ManualWallClock wall;
   std::unique_ptr<fairlane::Store> store;

@@ -45,6 +45,17 @@ std::vector<std::int64_t> apply(Store& store, std::vector<PageTransition> transi
   return std::move(changed).value();
 }
 
+void finish(Store& store, const EnqueuedJob& job) {
+  std::vector<PageTransition> sent;
+  std::vector<PageTransition> done;
+  for (const LanePage& page : job.pages) {
+    sent.push_back(PageTransition::dispatched(page.page_id, page.estimated_tokens));
+    done.push_back(PageTransition::completed(page.page_id, "text", Usage{10, 5}));
+  }
+  apply(store, sent);
+  apply(store, done);
+}
+
 JobView job_view(Store& store, JobId job) {
   auto view = store.job(job);
   REQUIRE_MESSAGE(view.ok(), view.status().message());

@@ -54,6 +54,10 @@ EnqueuedJob enqueue(Store& store, UserId user, int pages, const std::string& nam
 // Applies transitions or fails the test; returns the pages each one changed.
 std::vector<std::int64_t> apply(Store& store, std::vector<PageTransition> transitions);
 
+// Sends each page of `job` and completes it with "text" and 15 tokens, or fails the test:
+// the job is done.
+void finish(Store& store, const EnqueuedJob& job);
+
 // Reads a job or fails the test.
 JobView job_view(Store& store, JobId job);
 
