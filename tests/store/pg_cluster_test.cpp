@@ -407,6 +407,28 @@ bool lock_waiters(Connection& watch, std::int64_t count) {
   return false;
 }
 
+// A cluster where a leads (epoch 1) and ann has a job of two pages, and a connection of the
+// test's own to count the waiters on locks with.
+struct LedJob {
+  explicit LedJob(Cluster& c)
+      : watch(opened(c.database.uri())),
+        job(c.a->enqueue_job(job_of(c.a->add_user("ann", 1).value().user.id, numbered_pages(2)))
+                .value()),
+        p0(job.pages[0].page_id) {
+    REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
+    c.a->fence("a", 1);
+  }
+  static Connection opened(const std::string& uri) {
+    auto connection = Connection::open(uri);
+    REQUIRE_MESSAGE(connection.ok(), connection.status().message());
+    return std::move(connection).value();
+  }
+
+  Connection watch;
+  EnqueuedJob job;
+  fairlane::PageId p0 = 0;
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -418,13 +440,8 @@ TEST_CASE(
     return;
   }
   Cluster c(*server);
-  auto watch = Connection::open(c.database.uri());
-  REQUIRE(watch.ok());
-  const auto ann = c.a->add_user("ann", 1).value();
-  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
-  const auto p0 = job.pages[0].page_id;
-  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
-  c.a->fence("a", 1);
+  LedJob led(c);
+  auto& [watch, job, p0] = led;
   REQUIRE(c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}).ok());
 
   // The test holds the page in flight, so that the leader's requeue of it (a 429, say)
@@ -433,12 +450,12 @@ TEST_CASE(
   fairlane::Result<std::vector<std::int64_t>> requeued =
       fairlane::Status{StatusCode::internal, "not run"};
   std::thread leader([&] { requeued = c.a->apply(std::vector{PageTransition::requeued(p0, 1)}); });
-  REQUIRE(lock_waiters(*watch, 1));
+  REQUIRE(lock_waiters(watch, 1));
   fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
   std::thread follower([&] { cancelled = c.b->cancel_job(job.job.id); });
   // The cancellation either commits at once (it touches no page in flight) or waits for
   // the leader's batch (which holds the job): either way, then the page is let go.
-  (void)lock_waiters(*watch, 2);
+  (void)lock_waiters(watch, 2);
   c.run("ROLLBACK");
   leader.join();
   follower.join();
@@ -463,13 +480,8 @@ TEST_CASE(
     return;
   }
   Cluster c(*server);
-  auto watch = Connection::open(c.database.uri());
-  REQUIRE(watch.ok());
-  const auto ann = c.a->add_user("ann", 1).value();
-  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
-  const auto p0 = job.pages[0].page_id;
-  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
-  c.a->fence("a", 1);
+  LedJob led(c);
+  auto& [watch, job, p0] = led;
   REQUIRE(c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}).ok());
   // a dies with p0 out; b takes over.
   c.expire_lease();
@@ -483,11 +495,11 @@ TEST_CASE(
   fairlane::Result<std::vector<fairlane::Lane>> lanes =
       fairlane::Status{StatusCode::internal, "not run"};
   std::thread takeover([&] { lanes = c.b->load_lanes(); });
-  REQUIRE(lock_waiters(*watch, 1));
+  REQUIRE(lock_waiters(watch, 1));
   fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
   std::thread owner([&] { cancelled = follower->cancel_job(job.job.id); });
   // The requeue holds the job (it locked it first): the cancellation waits for it.
-  CHECK(lock_waiters(*watch, 2));
+  CHECK(lock_waiters(watch, 2));
   c.run("ROLLBACK");
   takeover.join();
   owner.join();
@@ -509,13 +521,8 @@ TEST_CASE("PostgreSQL: a dispatch and another instance's cancellation of its job
     return;
   }
   Cluster c(*server);
-  auto watch = Connection::open(c.database.uri());
-  REQUIRE(watch.ok());
-  const auto ann = c.a->add_user("ann", 1).value();
-  const auto job = c.a->enqueue_job(job_of(ann.user.id, numbered_pages(2))).value();
-  const auto p0 = job.pages[0].page_id;
-  REQUIRE(c.a->claim_lease("a", seconds(30))->epoch == 1);
-  c.a->fence("a", 1);
+  LedJob led(c);
+  auto& [watch, job, p0] = led;
 
   // The test holds the job, so that b's cancellation waits for it first, then a's dispatch
   // of the job's page. Before, the dispatch locked the page and then waited for the job (to
@@ -524,12 +531,12 @@ TEST_CASE("PostgreSQL: a dispatch and another instance's cancellation of its job
   c.run("BEGIN; SELECT 1 FROM jobs WHERE id = " + std::to_string(job.job.id) + " FOR UPDATE");
   fairlane::Result<std::int64_t> cancelled = fairlane::Status{StatusCode::internal, "not run"};
   std::thread follower([&] { cancelled = c.b->cancel_job(job.job.id); });
-  REQUIRE(lock_waiters(*watch, 1));
+  REQUIRE(lock_waiters(watch, 1));
   fairlane::Result<std::vector<std::int64_t>> dispatched =
       fairlane::Status{StatusCode::internal, "not run"};
   std::thread leader(
       [&] { dispatched = c.a->apply(std::vector{PageTransition::dispatched(p0, 300)}); });
-  REQUIRE(lock_waiters(*watch, 2));
+  REQUIRE(lock_waiters(watch, 2));
   c.run("ROLLBACK");
   leader.join();
   follower.join();
