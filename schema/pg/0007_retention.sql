@@ -32,10 +32,6 @@ DECLARE
 BEGIN
   PERFORM set_config('lock_timeout', '100ms', true);
   SELECT max(id) INTO newest FROM jobs;
-  -- The first job's creation is kept before the first job can go.
-  INSERT INTO retention (id, first_job_at)
-    SELECT 1, created_at FROM jobs ORDER BY id LIMIT 1
-    ON CONFLICT (id) DO NOTHING;
   FOR job IN
     SELECT j.id, j.page_count + (p_image_weight - 1) * j.image_pages AS w
     FROM jobs j
@@ -53,6 +49,14 @@ BEGIN
     taken := taken || job.id;
     weight := weight + job.w;
   END LOOP;
+  IF cardinality(taken) = 0 THEN
+    RETURN QUERY SELECT 0::bigint, 0::bigint, false;
+    RETURN;
+  END IF;
+  -- The first job's creation is kept before the first job can go.
+  INSERT INTO retention (id, first_job_at)
+    SELECT 1, created_at FROM jobs ORDER BY id LIMIT 1
+    ON CONFLICT (id) DO NOTHING;
   DELETE FROM spend WHERE page_id IN (SELECT id FROM pages WHERE job_id = ANY (taken));
   DELETE FROM page_texts WHERE page_id IN (SELECT id FROM pages WHERE job_id = ANY (taken));
   DELETE FROM page_images WHERE page_id IN (SELECT id FROM pages WHERE job_id = ANY (taken));
