@@ -1,21 +1,17 @@
 #include "cli/serve.hpp"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
-#include <fmt/format.h>
-
-#include <array>
 #include <boost/asio.hpp>
-#include <cmath>
-#include <cstdlib>
-#include <functional>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/serve_config.hpp"
 #include "fairlane/provider/curl_provider.hpp"
 #include "fairlane/store/cluster.hpp"
 #include "fairlane/store/store.hpp"
@@ -30,60 +26,50 @@
 namespace fairlane::cli {
 namespace {
 
-// 32 hex digits are 128 bits.
-constexpr std::size_t kMinAdminKeyChars = 32;
-
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
   return kExitFailure;
 }
 
-// --instance, or the host's name and this process's id: unique among the instances of a
-// cluster, and new at every start (a restarted leader is a new instance).
-std::string instance_id(const ServeOptions& o) {
-  if (!o.instance.empty()) return o.instance;
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  return fmt::format("{}-{}", host.data()[0] != '\0' ? host.data() : "fairlane", getpid());
-}
+// Everything a running service holds, in the order it is made: each piece is given
+// references to pieces above it, and they are destroyed in the reverse order.
+struct Service {
+  explicit Service(const ServeOptions& o) : options(o) {
+    store_options.usd_per_million_tokens = o.price_per_mtok;
+  }
+
+  const ServeOptions& options;
+  fairlane::StoreOptions store_options;
+  boost::asio::io_context io;
+  std::unique_ptr<fairlane::Store> store;
+  // The store's, when several instances share it (PostgreSQL): a cluster, in which the
+  // lease decides who dispatches (Leadership). nullptr: a single node, which dispatches
+  // from the start.
+  fairlane::ClusterStore* cluster = nullptr;
+  std::unique_ptr<fairlane::Provider> provider;
+  std::optional<fairlane::service::Dispatcher> dispatcher;
+  fairlane::service::Membership membership;
+  std::unique_ptr<fairlane::service::StoreReaders> readers;
+  std::optional<fairlane::service::Retention> retention;
+  std::optional<fairlane::service::Router> router;
+  std::optional<fairlane::service::Leadership> leadership;
+  std::unique_ptr<fairlane::store::PgNotifications> notifications;
+  std::optional<fairlane::service::HttpServer> server;
+  boost::asio::steady_timer promises_timer{io};
+  boost::asio::steady_timer answers_deadline{io};
+  int exit_status = kExitOk;
+};
 
 // `count` more connections to --db's database.
-fairlane::Result<std::vector<std::unique_ptr<fairlane::Store>>> open_more(
-    const ServeOptions& o, const fairlane::StoreOptions& options, std::int64_t count) {
+fairlane::Result<std::vector<std::unique_ptr<fairlane::Store>>> open_more(const Service& s,
+                                                                          std::int64_t count) {
   std::vector<std::unique_ptr<fairlane::Store>> stores;
   for (std::int64_t i = 0; i < count; ++i) {
-    auto store = fairlane::Store::open(o.db, options);
+    auto store = fairlane::Store::open(s.options.db, s.store_options);
     if (!store.ok()) return store.status();
     stores.push_back(std::move(store).value());
   }
   return stores;
-}
-
-// A server database's readers (StoreReaders): --db-readers connections of their own, on
-// which job views, lists, results and live events are read, and uploads committed, off the
-// io thread. None on SQLite, whose reads take microseconds: the routes read in place there.
-fairlane::Result<std::unique_ptr<fairlane::service::StoreReaders>> open_readers(
-    const ServeOptions& o, const fairlane::StoreOptions& options, bool server_database) {
-  if (!server_database || o.db_readers == 0) {
-    return std::unique_ptr<fairlane::service::StoreReaders>();
-  }
-  auto stores = open_more(o, options, o.db_readers);
-  if (!stores.ok()) return stores.status();
-  return std::make_unique<fairlane::service::StoreReaders>(std::move(stores).value());
-}
-
-// The port of --listen's ADDRESS:PORT, or nothing when it names none.
-std::optional<std::uint16_t> listen_port(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  int port = -1;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (port < 0 || port > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(port);
 }
 
 // A thousand connections need a thousand descriptors: the soft limit raised to the hard.
@@ -95,104 +81,119 @@ void raise_file_limit() {
   }
 }
 
-// The admin key from --admin-key-env's variable ("" when unset), warning when it is short.
-std::string admin_key_of(const ServeOptions& o) {
-  std::string admin_key;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
-  if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
-  if (!admin_key.empty() && admin_key.size() < kMinAdminKeyChars) {
-    // Not refused (tests and labs use short ones), but said at every start. Never the key.
-    std::cerr << "fairlane: warning: the admin key in " << o.admin_key_env << " has "
-              << admin_key.size() << " characters; use at least " << kMinAdminKeyChars
-              << " random ones, such as $(openssl rand -hex 24)\n";
+// The store, the provider client and the dispatcher, which a single node starts at once.
+fairlane::Status open_dispatch(Service& s, fairlane::Dialect dialect) {
+  auto store = fairlane::Store::open(s.options.db, s.store_options);
+  if (!store.ok()) return store.status();
+  s.store = std::move(store).value();
+  s.cluster = s.store->cluster();
+  auto provider = fairlane::make_curl_provider(s.io, provider_config(s.options, dialect));
+  if (!provider.ok()) return provider.status();
+  s.provider = std::move(provider).value();
+  // A server database's commits take milliseconds: they go on a connection and a thread of
+  // their own, off the io thread (Dispatcher, CommitThread). So do the reads of a page's
+  // text for its call, on a third.
+  auto side = open_more(s, s.cluster != nullptr ? 2 : 0);
+  if (!side.ok()) return side.status();
+  std::vector<std::unique_ptr<fairlane::Store>>& stores = side.value();
+  s.dispatcher.emplace(s.io, *s.store, *s.provider, dispatcher_config(s.options),
+                       stores.empty() ? nullptr : std::move(stores[0]),
+                       stores.empty() ? nullptr : std::move(stores[1]));
+  s.membership = {instance_id(s.options), {}, s.cluster == nullptr, 0};
+  if (s.cluster != nullptr) return {};
+  s.membership.leader = s.membership.instance;
+  return s.dispatcher->start();
+}
+
+// The routes, with retention (whose counts /metrics shows) and, on a server database, the
+// readers: --db-readers connections of their own, on which job views, lists, results and
+// live events are read, and uploads committed, off the io thread. None on SQLite, whose
+// reads take microseconds: the routes read in place there.
+fairlane::Status open_api(Service& s, fairlane::service::RouterConfig config) {
+  if (s.cluster != nullptr && s.options.db_readers > 0) {
+    auto stores = open_more(s, s.options.db_readers);
+    if (!stores.ok()) return stores.status();
+    s.readers = std::make_unique<fairlane::service::StoreReaders>(std::move(stores).value());
   }
-  return admin_key;
+  s.retention.emplace(s.io, *s.store, s.membership, retention_config(s.options), s.readers.get());
+  // A key costs a round trip on a server database: a key found is taken as its user's for a
+  // few seconds (a changed weight shows within them; keys are never taken back).
+  if (s.cluster != nullptr) config.key_memory = std::chrono::seconds(5);
+  config.membership = &s.membership;
+  config.readers = s.readers.get();
+  config.retention = &*s.retention;
+  s.router.emplace(*s.store, *s.dispatcher, std::move(config));
+  return {};
 }
 
-fairlane::CurlProviderConfig provider_config(const ServeOptions& o, fairlane::Dialect dialect) {
-  fairlane::CurlProviderConfig client;
-  client.base_url = o.provider_url;
-  client.dialect = dialect;
-  client.api_key_env = o.api_key_env;
-  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
-  client.call_timeout = fairlane::from_seconds(o.call_timeout);
-  return client;
+// A cluster's lease, which decides whether this instance dispatches, and the notifications
+// of what other instances accept and change. Listening begins before the lanes are read:
+// nothing accepted elsewhere in between is missed.
+fairlane::Status join_cluster(Service& s) {
+  s.leadership.emplace(
+      s.io, *s.store, *s.dispatcher, *s.router, s.membership,
+      fairlane::service::LeadershipConfig{s.membership.instance,
+                                          std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::duration<double>(s.options.lease_s))});
+  auto listening = fairlane::store::PgNotifications::open(
+      s.io, s.options.db,
+      {std::string(fairlane::kJobEnqueuedChannel), std::string(fairlane::kJobChangedChannel)},
+      [&s](std::string_view channel, std::string_view payload) {
+        s.leadership->notified(channel, payload);
+      },
+      [&s] { s.leadership->resync(); });
+  if (!listening.ok()) return listening.status();
+  s.notifications = std::move(listening).value();
+  return s.leadership->start();
 }
 
-fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
-  fairlane::service::DispatcherConfig config;
-  // 250 ms of the token refill kept unspent: the provider's bucket counts from our calls'
-  // arrivals, ours from their sending (BudgetLimits::token_headroom).
-  config.limits = {o.rpm, o.tpm, o.max_in_flight, o.tpm / 240};
-  config.prompt = o.prompt;
-  config.model = o.model;
-  config.max_attempts = o.max_attempts;
-  config.call_timeout = fairlane::from_seconds(o.call_timeout);
-  config.backoff_base = fairlane::from_seconds(o.backoff_base);
-  config.backoff_max = fairlane::from_seconds(o.backoff_max);
-  config.door.max_wait_s = o.max_wait;
-  config.door.max_job_s = o.max_job_seconds;
-  config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
-  config.order.keep_promises = o.order == "promises";
-  return config;
+// Once a second the running jobs' promises are projected again (Router::tick), by the
+// leader: a follower's view is only a view.
+void keep_promises(Service& s) {
+  s.promises_timer.expires_after(std::chrono::seconds(1));
+  s.promises_timer.async_wait([&s](const boost::system::error_code& error) {
+    if (error) return;
+    if (s.membership.leading) s.router->tick();
+    keep_promises(s);
+  });
 }
 
-fairlane::service::RetentionConfig retention_config(const ServeOptions& o) {
-  fairlane::service::RetentionConfig config;
-  config.retain = std::chrono::seconds(static_cast<std::int64_t>(std::llround(o.retain)));
-  return config;
-}
-
-// What the HTTP server holds a request to, the reader of uploaded PDFs included.
-fairlane::service::HttpLimits http_limits(const ServeOptions& o) {
-  fairlane::service::HttpLimits limits;
-  limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
-  limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
-  limits.max_connections = static_cast<std::size_t>(o.max_connections);
-  limits.read_timeout = std::chrono::seconds(static_cast<std::int64_t>(std::ceil(o.read_timeout)));
-  limits.heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.heartbeat));
-  // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
-  // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).
-  const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
-  // The reader owns the limits on what a PDF may hold: it stops reading past them, and the
-  // parent reads no more of its answer than they allow.
-  PdfReading& reading = limits.documents.reader.reading;
-  reading.input = page_input_from(o.page_input).value();  // CLI11 checked it
-  reading.render.dpi = o.render_dpi;
-  reading.max_pages = o.max_pages;
-  reading.max_page_bytes = o.max_page_kb * 1024;
-  limits.documents.reader.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.pdf_timeout));
-  limits.documents.reader.command = {"/proc/self/exe",
-                                     "read-pdf",
-                                     "--cpu-seconds",
-                                     std::to_string(pdf_seconds),
-                                     "--memory-mb",
-                                     std::to_string(o.pdf_memory_mb),
-                                     "--max-pages",
-                                     std::to_string(o.max_pages),
-                                     "--max-page-bytes",
-                                     std::to_string(o.max_page_kb * 1024),
-                                     "--max-image-bytes",
-                                     std::to_string(reading.max_image_bytes),
-                                     "--page-input",
-                                     o.page_input,
-                                     "--dpi",
-                                     fmt::format("{}", o.render_dpi)};
-  return limits;
+// After SIGINT or SIGTERM: no new work; the calls in flight may finish, within
+// --stop-deadline, and then the io_context stops.
+void stop(Service& s) {
+  std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
+  s.server->stop();
+  s.promises_timer.cancel();
+  s.retention->stop();
+  const auto deadline = fairlane::from_seconds(s.options.stop_deadline);
+  s.dispatcher->stop(deadline, [&s, deadline](const fairlane::Status& status) {
+    if (!status.ok()) {
+      std::cerr << "fairlane: " << status.message() << '\n';
+      s.exit_status = kExitFailure;
+    }
+    // Once what was out is stored: a follower may lead at once.
+    if (s.leadership) s.leadership->stop();
+    s.notifications.reset();
+    // Once every upload past the door has its answer (a 202 held for its promise window,
+    // a commit out on a reader): none is committed and left unanswered. But not forever:
+    // an answer still owed --stop-deadline later (a commit that never returns) is given up.
+    s.server->when_answered([&s] { s.io.stop(); });
+    s.answers_deadline.expires_after(deadline);
+    s.answers_deadline.async_wait([&s](const boost::system::error_code& cancelled) {
+      if (!cancelled) s.io.stop();
+    });
+  });
 }
 
 }  // namespace
 
 int serve(const ServeOptions& o) {
-  const auto port = listen_port(o.listen);
-  if (!port) {
+  const auto listen = listen_address(o.listen);
+  if (!listen) {
     std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
               << "'\n";
     return kExitUsage;
   }
-  const std::string address = o.listen.substr(0, o.listen.rfind(':'));
   const auto dialect = fairlane::dialect_from(o.provider_dialect);
   if (!dialect) {
     std::cerr << "fairlane: --provider-dialect is openai or anthropic, not '" << o.provider_dialect
@@ -200,122 +201,30 @@ int serve(const ServeOptions& o) {
     return kExitUsage;
   }
   raise_file_limit();
+  // Before any thread starts: it reads the admin key's variable.
+  auto routes = router_config(o, *dialect);
 
-  boost::asio::io_context io;
-  fairlane::StoreOptions store_options;
-  store_options.usd_per_million_tokens = o.price_per_mtok;
-  auto store = fairlane::Store::open(o.db, store_options);
-  if (!store.ok()) return fail(store.status().message());
-  const std::string admin_key = admin_key_of(o);
-  auto provider = fairlane::make_curl_provider(io, provider_config(o, *dialect));
-  if (!provider.ok()) return fail(provider.status().message());
-
-  // A store several instances share (PostgreSQL) makes a cluster: the lease decides who
-  // dispatches (Leadership, below). A single node dispatches from the start.
-  fairlane::ClusterStore* cluster = store.value()->cluster();
-  // A server database's commits take milliseconds: they go on a connection and a thread of
-  // their own, off the io thread (Dispatcher, CommitThread).
-  // So are the reads of a page's text for its call, on a third.
-  auto side = open_more(o, store_options, cluster != nullptr ? 2 : 0);
-  if (!side.ok()) return fail(side.status().message());
-  std::vector<std::unique_ptr<fairlane::Store>>& stores = side.value();
-  fairlane::service::Dispatcher dispatcher(io, *store.value(), *provider.value(),
-                                           dispatcher_config(o),
-                                           stores.empty() ? nullptr : std::move(stores[0]),
-                                           stores.empty() ? nullptr : std::move(stores[1]));
-  fairlane::service::Membership membership{instance_id(o), {}, cluster == nullptr, 0};
-  if (cluster == nullptr) {
-    membership.leader = membership.instance;
-    if (const fairlane::Status started = dispatcher.start(); !started.ok()) {
-      return fail(started.message());
-    }
+  Service s(o);
+  if (const auto opened = open_dispatch(s, *dialect); !opened.ok()) return fail(opened.message());
+  if (const auto opened = open_api(s, std::move(routes)); !opened.ok()) {
+    return fail(opened.message());
   }
-  fairlane::service::RouterConfig router_config{admin_key, o.prompt, o.max_tokens, o.max_pages,
-                                                o.max_page_kb * 1024};
-  router_config.dialect = *dialect;
-  router_config.promise_window = fairlane::from_seconds(o.promise_window);
-  router_config.membership = &membership;
-  auto readers = open_readers(o, store_options, cluster != nullptr);
-  if (!readers.ok()) return fail(readers.status().message());
-  router_config.readers = readers.value().get();
-  // A key costs a round trip on a server database: a key found is taken as its user's for a
-  // few seconds (a changed weight shows within them; keys are never taken back).
-  if (cluster != nullptr) router_config.key_memory = std::chrono::seconds(5);
-  fairlane::service::Retention retention(io, *store.value(), membership, retention_config(o),
-                                         readers.value().get());
-  router_config.retention = &retention;
-  fairlane::service::Router router(*store.value(), dispatcher, router_config);
-  std::optional<fairlane::service::Leadership> leadership;
-  std::unique_ptr<fairlane::store::PgNotifications> notifications;
-  if (cluster != nullptr) {
-    leadership.emplace(
-        io, *store.value(), dispatcher, router, membership,
-        fairlane::service::LeadershipConfig{membership.instance,
-                                            std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                std::chrono::duration<double>(o.lease_s))});
-    // Listening before the lanes are read: nothing accepted elsewhere in between is missed.
-    auto listening = fairlane::store::PgNotifications::open(
-        io, o.db,
-        {std::string(fairlane::kJobEnqueuedChannel), std::string(fairlane::kJobChangedChannel)},
-        [&](std::string_view channel, std::string_view payload) {
-          leadership->notified(channel, payload);
-        },
-        [&] { leadership->resync(); });
-    if (!listening.ok()) return fail(listening.status().message());
-    notifications = std::move(listening).value();
-    if (const fairlane::Status started = leadership->start(); !started.ok()) {
-      return fail(started.message());
-    }
+  if (s.cluster != nullptr) {
+    if (const auto joined = join_cluster(s); !joined.ok()) return fail(joined.message());
   }
-  fairlane::service::HttpServer server(io, router, http_limits(o));
-  auto bound = server.listen(address, *port);
+  s.server.emplace(s.io, *s.router, http_limits(o));
+  auto bound = s.server->listen(listen->address, listen->port);
   if (!bound.ok()) return fail(bound.status().message());
 
-  // Once a second the running jobs' promises are projected again (Router::tick).
-  boost::asio::steady_timer promises_timer(io);
-  std::function<void()> keep_promises = [&] {
-    promises_timer.expires_after(std::chrono::seconds(1));
-    promises_timer.async_wait([&](const boost::system::error_code& error) {
-      if (error) return;
-      // The leader keeps the promises; a follower's view is only a view.
-      if (membership.leading) router.tick();
-      keep_promises();
-    });
-  };
-  keep_promises();
-  retention.start();
-
-  int exit_status = kExitOk;
-  boost::asio::steady_timer answers_deadline(io);
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& error, int) {
-    if (error) return;
-    std::cerr << "fairlane: stopping: no new work; calls in flight may finish\n";
-    server.stop();
-    promises_timer.cancel();
-    retention.stop();
-    dispatcher.stop(fairlane::from_seconds(o.stop_deadline), [&](const fairlane::Status& status) {
-      if (!status.ok()) {
-        std::cerr << "fairlane: " << status.message() << '\n';
-        exit_status = kExitFailure;
-      }
-      // Once what was out is stored: a follower may lead at once.
-      if (leadership) leadership->stop();
-      notifications.reset();
-      // Once every upload past the door has its answer (a 202 held for its promise window,
-      // a commit out on a reader): none is committed and left unanswered. But not forever:
-      // an answer still owed --stop-deadline later (a commit that never returns) is given up.
-      server.when_answered([&] { io.stop(); });
-      answers_deadline.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::duration<double>(o.stop_deadline)));
-      answers_deadline.async_wait([&](const boost::system::error_code& cancelled) {
-        if (!cancelled) io.stop();
-      });
-    });
+  keep_promises(s);
+  s.retention->start();
+  boost::asio::signal_set signals(s.io, SIGINT, SIGTERM);
+  signals.async_wait([&s](const boost::system::error_code& error, int) {
+    if (!error) stop(s);
   });
-  std::cout << "listening on http://" << address << ':' << bound.value() << std::endl;
-  io.run();
-  return exit_status;
+  std::cout << "listening on http://" << listen->address << ':' << bound.value() << std::endl;
+  s.io.run();
+  return s.exit_status;
 }
 
 }  // namespace fairlane::cli

@@ -1,0 +1,142 @@
+#include "cli/serve_config.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.hpp"
+
+namespace fairlane::cli {
+namespace {
+
+// 32 hex digits are 128 bits.
+constexpr std::size_t kMinAdminKeyChars = 32;
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+std::optional<ListenAddress> listen_address(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  int port = -1;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (port < 0 || port > 65535) return std::nullopt;
+  return ListenAddress{listen.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+std::string instance_id(const ServeOptions& o) {
+  if (!o.instance.empty()) return o.instance;
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  return fmt::format("{}-{}", host.data()[0] != '\0' ? host.data() : "fairlane", getpid());
+}
+
+std::string admin_key_of(const ServeOptions& o) {
+  std::string admin_key;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+  if (const char* key = std::getenv(o.admin_key_env.c_str()); key != nullptr) admin_key = key;
+  if (!admin_key.empty() && admin_key.size() < kMinAdminKeyChars) {
+    // Not refused (tests and labs use short ones), but said at every start. Never the key.
+    std::cerr << "fairlane: warning: the admin key in " << o.admin_key_env << " has "
+              << admin_key.size() << " characters; use at least " << kMinAdminKeyChars
+              << " random ones, such as $(openssl rand -hex 24)\n";
+  }
+  return admin_key;
+}
+
+fairlane::CurlProviderConfig provider_config(const ServeOptions& o, fairlane::Dialect dialect) {
+  fairlane::CurlProviderConfig client;
+  client.base_url = o.provider_url;
+  client.dialect = dialect;
+  client.api_key_env = o.api_key_env;
+  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
+  client.call_timeout = fairlane::from_seconds(o.call_timeout);
+  return client;
+}
+
+fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
+  fairlane::service::DispatcherConfig config;
+  // 250 ms of the token refill kept unspent: the provider's bucket counts from our calls'
+  // arrivals, ours from their sending (BudgetLimits::token_headroom).
+  config.limits = {o.rpm, o.tpm, o.max_in_flight, o.tpm / 240};
+  config.prompt = o.prompt;
+  config.model = o.model;
+  config.max_attempts = o.max_attempts;
+  config.call_timeout = fairlane::from_seconds(o.call_timeout);
+  config.backoff_base = fairlane::from_seconds(o.backoff_base);
+  config.backoff_max = fairlane::from_seconds(o.backoff_max);
+  config.door.max_wait_s = o.max_wait;
+  config.door.max_job_s = o.max_job_seconds;
+  config.door.max_queued_pages_per_user = o.max_queued_pages_per_user;
+  config.order.keep_promises = o.order == "promises";
+  return config;
+}
+
+fairlane::service::RetentionConfig retention_config(const ServeOptions& o) {
+  fairlane::service::RetentionConfig config;
+  config.retain = std::chrono::seconds(static_cast<std::int64_t>(std::llround(o.retain)));
+  return config;
+}
+
+fairlane::service::RouterConfig router_config(const ServeOptions& o, fairlane::Dialect dialect) {
+  fairlane::service::RouterConfig config{admin_key_of(o), o.prompt, o.max_tokens, o.max_pages,
+                                         o.max_page_kb * 1024};
+  config.dialect = dialect;
+  config.promise_window = fairlane::from_seconds(o.promise_window);
+  return config;
+}
+
+fairlane::service::HttpLimits http_limits(const ServeOptions& o) {
+  fairlane::service::HttpLimits limits;
+  limits.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
+  limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
+  limits.max_connections = static_cast<std::size_t>(o.max_connections);
+  limits.read_timeout = std::chrono::seconds(static_cast<std::int64_t>(std::ceil(o.read_timeout)));
+  limits.heartbeat = millis(o.heartbeat);
+  // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
+  // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).
+  const auto pdf_seconds = static_cast<std::int64_t>(std::ceil(o.pdf_timeout));
+  // The reader owns the limits on what a PDF may hold: it stops reading past them, and the
+  // parent reads no more of its answer than they allow.
+  PdfReading& reading = limits.documents.reader.reading;
+  reading.input = page_input_from(o.page_input).value();  // CLI11 checked it
+  reading.render.dpi = o.render_dpi;
+  reading.max_pages = o.max_pages;
+  reading.max_page_bytes = o.max_page_kb * 1024;
+  limits.documents.reader.timeout = millis(o.pdf_timeout);
+  limits.documents.reader.command = {"/proc/self/exe",
+                                     "read-pdf",
+                                     "--cpu-seconds",
+                                     std::to_string(pdf_seconds),
+                                     "--memory-mb",
+                                     std::to_string(o.pdf_memory_mb),
+                                     "--max-pages",
+                                     std::to_string(o.max_pages),
+                                     "--max-page-bytes",
+                                     std::to_string(o.max_page_kb * 1024),
+                                     "--max-image-bytes",
+                                     std::to_string(reading.max_image_bytes),
+                                     "--page-input",
+                                     o.page_input,
+                                     "--dpi",
+                                     fmt::format("{}", o.render_dpi)};
+  return limits;
+}
+
+}  // namespace fairlane::cli
