@@ -345,9 +345,11 @@ void close_promise_windows(RouteContext& context) {
     }
     const Clock::time_point now = windows.clock().now();
     const Clock::time_point promised = PromiseWindow::promise(*closed, now, eta_now);
-    if (promised > closed->door_promise) {
-      const WallTime at = std::chrono::system_clock::now() +
-                          std::chrono::duration_cast<WallTime::duration>(promised - now);
+    // Said in the store's time: the door's promise, as stored with the job, moved on by as
+    // much as the promise made now is later than it.
+    if (promised > closed->door_promise && job->promised_eta_at) {
+      const WallTime at = *job->promised_eta_at + std::chrono::duration_cast<WallTime::duration>(
+                                                      promised - closed->door_promise);
       if (const Status recorded = context.store.set_promise(closed->job, at); !recorded.ok()) {
         // The door's promise, written with the job, stands.
         std::cerr << fmt::format("fairlane: the promise of job {} could not be recorded: {}\n",
