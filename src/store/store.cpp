@@ -133,8 +133,11 @@ class SqliteStore final : public Store {
   Result<std::vector<std::int64_t>> apply_unnoted(std::span<const PageTransition> transitions);
   Result<Pruned> prune_unnoted(WallTime finished_before, std::int64_t budget);
   // The jobs a prune takes: the longest finished first, as many as fit in `budget`.
-  Result<std::vector<JobId>> prune_candidates(WallTime finished_before, std::int64_t budget,
-                                              bool& more);
+  struct PruneBatch {
+    std::vector<JobId> ids;
+    bool more = false;  // others are due, which did not fit
+  };
+  Result<PruneBatch> prune_candidates(WallTime finished_before, std::int64_t budget);
 };
 
 Result<std::unique_ptr<Store>> SqliteStore::open(const std::string& path, StoreOptions options) {
@@ -846,16 +849,18 @@ Result<Pruned> SqliteStore::prune_unnoted(WallTime finished_before, std::int64_t
   if (broken_) return *broken_;
   Transaction tx(db_);
   if (!tx.status().ok()) return tx.status();
+  auto batch = prune_candidates(finished_before, budget);
+  if (!batch.ok()) return batch.status();
+  const std::vector<JobId>& ids = batch->ids;
   Pruned pruned;
-  auto ids = prune_candidates(finished_before, budget, pruned.more);
-  if (!ids.ok()) return ids.status();
-  if (ids->empty()) return pruned;
-  const std::string doing = fmt::format("pruning {} finished jobs", ids->size());
+  pruned.more = batch->more;
+  if (ids.empty()) return pruned;
+  const std::string doing = fmt::format("pruning {} finished jobs", ids.size());
   {
     Use keep(keep_first_job_at_);
     if (const int rc = keep->run(); rc != SQLITE_DONE) return db_.error(rc, doing);
   }
-  const std::string list = fmt::format("[{}]", fmt::join(*ids, ","));
+  const std::string list = fmt::format("[{}]", fmt::join(ids, ","));
   // In the order of the foreign keys: what refers to a page, the pages, their jobs.
   for (Statement* statement : {&prune_job_spend_, &prune_job_texts_, &prune_job_images_,
                                &prune_job_pages_, &prune_jobs_}) {
@@ -869,27 +874,27 @@ Result<Pruned> SqliteStore::prune_unnoted(WallTime finished_before, std::int64_t
   return pruned;
 }
 
-Result<std::vector<JobId>> SqliteStore::prune_candidates(WallTime finished_before,
-                                                         std::int64_t budget, bool& more) {
+Result<SqliteStore::PruneBatch> SqliteStore::prune_candidates(WallTime finished_before,
+                                                              std::int64_t budget) {
   // A job weighs at least a page, so more than `budget` jobs never fit: the one more read
   // tells whether any is left.
   const std::int64_t limit = std::max<std::int64_t>(budget, 1) + 1;
   Use use(prune_candidates_);
   use->bind(1, to_ms(finished_before)).bind(2, limit).bind(3, kPruneImageWeight);
-  std::vector<JobId> ids;
+  PruneBatch batch;
   std::int64_t weight = 0;
   int rc = SQLITE_ROW;
   while ((rc = use->step()) == SQLITE_ROW) {
     const std::int64_t w = use->int64(1);
-    if (!ids.empty() && weight + w > budget) {
-      more = true;
+    if (!batch.ids.empty() && weight + w > budget) {
+      batch.more = true;
       break;
     }
-    ids.push_back(use->int64(0));
+    batch.ids.push_back(use->int64(0));
     weight += w;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error(rc, "reading the jobs due to go");
-  return ids;
+  return batch;
 }
 
 Result<Pruned> SqliteStore::prunable(WallTime finished_before) {
