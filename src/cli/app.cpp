@@ -183,9 +183,10 @@ CommandLine::CommandLine()
       ->check(CLI::PositiveNumber);
   serve_command
       ->add_option("--max-header-kb", serve.max_header_kb,
-                   "The largest request headers, in KB; larger: 431")
+                   "The largest request headers (or chunk header, or trailer), in KB; "
+                   "larger: 431")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 63));
   serve_command->add_option("--max-pages", serve.max_pages, "Pages in one upload; more: 413")
       ->capture_default_str()
       ->check(CLI::Range(1, 1'000'000));
