@@ -781,8 +781,13 @@ void Dispatcher::replace() {
   fresh->forget_arrivals_at = old.forget_arrivals_at;
   fresh->job_changed = std::move(old.job_changed);
   fresh->deposed = std::move(old.deposed);
+  // A stop under way ends with the dispatch it was waiting for: what is still out is the
+  // next leader's to requeue, as after the stop's deadline. Told after this returns: its
+  // callback may stop what called this (Leadership).
+  auto stopped = std::exchange(old.stopped, {});
   old.kill();
   impl_ = std::move(fresh);
+  if (stopped) asio::post(impl_->io, [stopped = std::move(stopped)] { stopped(Status{}); });
 }
 
 Status Dispatcher::follow() {
@@ -795,6 +800,9 @@ Status Dispatcher::lead(std::string_view instance, std::int64_t epoch) {
   if (cluster == nullptr) {
     return Status{StatusCode::internal, "only a cluster's store has a leader to fence"};
   }
+  if (stop_asked_) {
+    return Status{StatusCode::fenced, "this instance is stopping: it does not lead again"};
+  }
   replace();
   cluster->fence(instance, epoch);
   if (committer_) {
@@ -806,7 +814,7 @@ Status Dispatcher::lead(std::string_view instance, std::int64_t epoch) {
 }
 
 bool Dispatcher::dispatching() const {
-  return impl_->leading && !impl_->dead;
+  return impl_->leading && !impl_->stopping;  // kill() stops too
 }
 
 void Dispatcher::on_deposed(Deposed callback) {
@@ -882,6 +890,7 @@ void Dispatcher::set_weight(UserId user, std::int64_t weight) {
 }
 
 void Dispatcher::stop(Clock::duration deadline, std::function<void(Status)> stopped) {
+  stop_asked_ = true;
   Impl& d = *impl_;
   d.stopping = true;
   d.stopped = std::move(stopped);

@@ -144,9 +144,10 @@ class Dispatcher {
   // lead() fences every transition with (instance, epoch), then starts as start() does:
   // the previous leader's pages in flight go back to the heads of their lanes, its calls
   // hold places under the cap until they could have ended, the buckets warm-start from the
-  // spend of the last minute.
+  // spend of the last minute. Once stop() was called it refuses (fenced): an instance told
+  // to stop does not lead again.
   Status lead(std::string_view instance, std::int64_t epoch);
-  // Whether the loop runs here (start() or lead(), not deposed or stopped since).
+  // Whether the loop runs here (start() or lead(), not deposed or stopping since).
   [[nodiscard]] bool dispatching() const;
   void on_deposed(Deposed callback);
 
@@ -178,7 +179,9 @@ class Dispatcher {
   // Stops dispatching; calls in flight finish (their outcomes are stored) until
   // `deadline`, then everything queued is committed and `stopped` runs with ok, or with the
   // store's error when what was queued could not be committed. Pages held back for a
-  // backoff stay queued in the store for the next start.
+  // backoff stay queued in the store for the next start. A follow() or lead() before then
+  // (this instance deposed while it stops) ends the stop at once, with ok: what is still
+  // out is the next leader's to requeue, as after the deadline.
   void stop(Clock::duration deadline, std::function<void(Status)> stopped);
 
   void on_job_changed(JobChanged callback);
@@ -225,6 +228,7 @@ class Dispatcher {
   std::unique_ptr<StoreReaders> page_reader_;
   // Shared with the loop's and the calls' coroutines, which may outlive the dispatcher.
   std::shared_ptr<Impl> impl_;
+  bool stop_asked_ = false;  // stop() was called: it does not lead again
 };
 
 }  // namespace fairlane::service

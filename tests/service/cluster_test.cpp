@@ -204,6 +204,51 @@ TEST_CASE(
   CHECK(stats.at("max_in_flight_seen").as_int64() <= kCap);
 }
 
+// SIGTERM on a leader: its calls out may finish, within the stop's deadline. If it learns
+// meanwhile that another instance took the lease (its renewal finds it held, a commit is
+// fenced), its dispatcher is replaced by a follower's view: the stop must still end, at once
+// (what was out is the new leader's to requeue), and nothing may lead again. Before, the
+// replacement dropped the stop and its callback: `fairlane serve` waited for ever, and a
+// later claim could lead again after SIGTERM.
+TEST_CASE("PostgreSQL: a leader deposed while it stops ends its stop and does not lead again") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto user = a.store->add_user("alice")->user.id;
+  const auto job = enqueue(*a.store, user, 30, "book");
+  a.lead();
+  REQUIRE(cluster.run_until([&] { return a.dispatcher->in_flight() > 0; }));
+
+  // a is told to stop with its calls still out; b takes the lease over, and a's next look
+  // at the lease makes it a follower (Leadership::claim).
+  std::optional<fairlane::Status> stopped;
+  a.dispatcher->stop(30s, [&](const fairlane::Status& status) { stopped = status; });
+  REQUIRE(b.cluster().release_lease("a").ok());
+  const std::int64_t epoch = b.lead();
+  REQUIRE(a.dispatcher->follow().ok());
+  REQUIRE(cluster.run_until([&] { return stopped.has_value(); }, 10s));
+  CHECK(stopped->ok());
+  CHECK_FALSE(a.dispatcher->dispatching());
+
+  // The lease comes back to a: it does not lead again, it is stopping.
+  REQUIRE(b.cluster().release_lease("b").ok());
+  const auto lease = a.cluster().claim_lease("a", 60s);
+  REQUIRE(lease.ok());
+  REQUIRE(lease->held);
+  CHECK(lease->epoch > epoch);
+  const fairlane::Status led = a.dispatcher->lead("a", lease->epoch);
+  CHECK_FALSE(led.ok());
+  CHECK(led.message().find("stopping") != std::string::npos);
+  CHECK_FALSE(a.dispatcher->dispatching());
+  REQUIRE(a.cluster().release_lease("a").ok());
+  (void)b.lead();
+  REQUIRE(cluster.run_until([&] { return done_pages(*b.store, job.job.id) == 30; }));
+  check_done_once(*b.store, job, 30);
+  b.dispatcher->stop(1s, [](const fairlane::Status&) {});
+}
+
 // The leader adopts a job another instance accepted when it hears of it, which may be after
 // a later job of the same user: that job still goes first, as the store's lanes have it.
 TEST_CASE(
