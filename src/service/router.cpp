@@ -140,8 +140,10 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   }
   // A body where none is taken is answered from the headers, unread (Headers first): a
   // client must not make fairlane read 100 MB to be told there is no such route.
-  if (announces_body(head) && !takes_body(head.method, path) && !is_ui(*target, head)) {
-    if (!is_route(head.method, path)) return no_such_route(head.method, path);
+  if (announces_body(head) && !takes_body(head.method, path)) {
+    if (!is_route(head.method, path) && !is_ui(*target, head)) {
+      return no_such_route(head.method, path);
+    }
     return error_response(
         400, "invalid_request",
         fmt::format("{} {} takes no body: send it without one", head.method, path));

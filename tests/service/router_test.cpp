@@ -146,6 +146,8 @@ TEST_CASE("A body sent where none is taken is answered from the headers, before 
   // A route that takes no body: 400 at once.
   CHECK(status(admit("GET", "/v1/queue", {fifty_mb})) == 400);
   CHECK(status(admit("DELETE", "/v1/jobs/j_1", {chunked})) == 400);
+  CHECK(status(admit("GET", "/ui", {fifty_mb})) == 400);  // was read, then the page sent
+  CHECK(status(admit("GET", "/ui/", {chunked})) == 400);
   // An upload's body is read; a request without one goes on as before.
   CHECK(status(admit("POST", "/v1/jobs", {fifty_mb, {"Content-Type", "application/pdf"}})) == 0);
   CHECK(status(admit("GET", "/v1/queue", {{"Content-Length", "0"}})) == 0);
