@@ -206,6 +206,11 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::Range(1.0, 86'400.0));
   serve_command
+      ->add_option("--write-timeout", serve.write_timeout,
+                   "Seconds a client may take none of an answer before it is given up")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86'400.0));
+  serve_command
       ->add_option("--backoff-base", serve.backoff_base,
                    "Seconds of the first retry's backoff ceiling (full jitter, doubling)")
       ->capture_default_str()

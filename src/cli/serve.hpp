@@ -34,6 +34,7 @@ struct ServeOptions {
   std::int64_t max_page_kb = 64;         // text in one page
   std::int64_t max_connections = 1'000;  // connections open at once
   double read_timeout = 60.0;            // seconds for a whole request to arrive
+  double write_timeout = 30.0;           // seconds a client may take none of an answer
   double stop_deadline = 30.0;
   double backoff_base = 1.0;
   double backoff_max = 60.0;

@@ -108,6 +108,8 @@ fairlane::service::HttpLimits http_limits(const ServeOptions& o) {
   limits.max_header_bytes = static_cast<std::size_t>(o.max_header_kb) * 1024;
   limits.max_connections = static_cast<std::size_t>(o.max_connections);
   limits.read_timeout = std::chrono::seconds(static_cast<std::int64_t>(std::ceil(o.read_timeout)));
+  limits.write_timeout =
+      std::chrono::seconds(static_cast<std::int64_t>(std::ceil(o.write_timeout)));
   limits.heartbeat = millis(o.heartbeat);
   // Uploaded PDFs are read by this same binary, `fairlane read-pdf`, in a child process
   // under limits of CPU, memory and time (include/fairlane/pdf_reader.hpp says why).

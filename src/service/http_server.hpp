@@ -40,8 +40,10 @@ struct HttpLimits {
   // For a whole request, headers and body: from a new connection's start, or from the
   // first byte of a later request on a kept-alive one. Then the connection is closed.
   std::chrono::seconds read_timeout{60};
-  std::chrono::seconds idle_timeout{60};   // between requests on a connection
-  std::chrono::seconds write_timeout{30};  // for each write (a client that stops reading)
+  std::chrono::seconds idle_timeout{60};  // between requests on a connection
+  // For each piece of an answer written: a client that takes none of it for this long (it
+  // stopped reading) is given up; one that reads slowly is served.
+  std::chrono::seconds write_timeout{30};
   // Live events: a heartbeat comment after this long without an event (it keeps proxies
   // from closing the stream, and finds clients that went away).
   std::chrono::milliseconds heartbeat{15'000};

@@ -154,4 +154,55 @@ done
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 40
 [[ $exited == 0 ]] || fail "fairlane serve exited $exited: $(cat "$work/serve.1.out")"
+
+# A large answer to a client that reads slowly but steadily is served whole: --write-timeout
+# bounds each piece written, not the whole answer. Before, one deadline for the whole write
+# cut a result off once it passed (a 48 MB result at 1 MB/s, after the default 30 s). The
+# reader takes 64 KB every 16 ms (4 MB/s) through a receive buffer of 64 KB, so that no
+# kernel's buffers hold the 19 MB result (320 pages of 60 KB): its last pieces wait for
+# seconds, each well within the timeout of 1 s.
+start_stand_in --latency-ms 5 --rpm 600000 --tpm 6000000000
+serve_db=$work/slow.db
+bob=$(add_user bob)
+start_serve --rpm 600000 --tpm 6000000000 --max-tokens 10 --write-timeout 1
+page=$(a_times 60000)
+{
+  printf '{"name":"long","pages":["%s"' "$page"
+  for _ in $(seq 319); do printf ',"%s"' "$page"; done
+  printf ']}'
+} >"$work/long.json"
+answer=$(curl -sS --max-time 60 -X POST "$base/v1/jobs" -H "Authorization: Bearer $bob" \
+  -H 'Content-Type: application/json' --data-binary "@$work/long.json")
+id=$(field id <<<"$answer")
+[[ $id == job_* ]] || fail "the long upload answered: ${answer:0:300}"
+[[ $(field state <<<"$(wait_ended "$bob" "$id" 60)") == done ]] || fail "the long job did not end done"
+whole=$(curl -sS --max-time 60 -o /dev/null -w '%{size_download}' "$base/v1/jobs/$id/result" \
+  -H "Authorization: Bearer $bob")
+((whole > 19000000)) || fail "the result has $whole bytes, not the 19 MB of its pages"
+cat >"$work/slow_reader.py" <<'PY'
+import socket, sys, time
+port, path, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+s.connect(("127.0.0.1", port))
+s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n".encode())
+got = b""
+while b"\r\n\r\n" not in got:
+    chunk = s.recv(65536)
+    if not chunk: break
+    got += chunk
+head, _, body = got.partition(b"\r\n\r\n")
+size = len(body)
+while True:
+    time.sleep(0.016)
+    chunk = s.recv(65536)
+    if not chunk: break
+    size += len(chunk)
+print(head.split(b"\r\n")[0].decode().split(" ")[1], size)
+PY
+got=$(timeout 60 python3 "$work/slow_reader.py" "${base##*:}" "/v1/jobs/$id/result" "$bob")
+[[ $got == "200 $whole" ]] || fail "the result read at 4 MB/s: $got, not 200 $whole (cut off)"
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 40
+[[ $exited == 0 ]] || fail "fairlane serve exited $exited: $(cat "$work/serve.2.out")"
 echo "1 passed, 0 failed"
