@@ -14,6 +14,7 @@
 #include "cli/serve_config.hpp"
 #include "fairlane/provider/curl_provider.hpp"
 #include "fairlane/store/cluster.hpp"
+#include "fairlane/store/dispatch_lock.hpp"
 #include "fairlane/store/store.hpp"
 #include "service/dispatcher.hpp"
 #include "service/http_server.hpp"
@@ -41,6 +42,8 @@ struct Service {
   const ServeOptions& options;
   fairlane::StoreOptions store_options;
   boost::asio::io_context io;
+  // A SQLite file's: held for as long as the store is open (DispatchLock).
+  fairlane::DispatchLock lock;
   std::unique_ptr<fairlane::Store> store;
   // The store's, when several instances share it (PostgreSQL): a cluster, in which the
   // lease decides who dispatches (Leadership). nullptr: a single node, which dispatches
@@ -83,6 +86,10 @@ void raise_file_limit() {
 
 // The store, the provider client and the dispatcher, which a single node starts at once.
 fairlane::Status open_dispatch(Service& s, fairlane::Dialect dialect) {
+  // Before the store is opened: a second serve on a SQLite file requeues nothing.
+  auto lock = fairlane::DispatchLock::take(s.options.db);
+  if (!lock.ok()) return lock.status();
+  s.lock = std::move(lock).value();
   auto store = fairlane::Store::open(s.options.db, s.store_options);
   if (!store.ok()) return store.status();
   s.store = std::move(store).value();

@@ -29,6 +29,15 @@ kill -KILL "$serve_pid"
 wait_exit "$serve_pid" 10
 
 start_serve "${limits[@]}"
+# The killed process's lock did not stop the restart. A second serve on the file while this
+# one runs is refused at once, naming it: two would dispatch the same lanes, each with the
+# whole budget, the second requeueing the first's calls in flight.
+second=0
+FAIRLANE_ADMIN_KEY=$admin_key timeout 10 "$fairlane" serve --listen 127.0.0.1:0 --db "$work/fairlane.db" \
+  --provider-url "$stand_in_url" "${limits[@]}" >"$work/second.out" 2>&1 || second=$?
+[[ $second == 1 ]] || fail "a second serve on the same file exited $second: $(cat "$work/second.out")"
+grep -q "another fairlane serve (process $serve_pid) dispatches from $work/fairlane.db" "$work/second.out" ||
+  fail "the refusal does not name the serve that runs: $(cat "$work/second.out")"
 view=$(wait_ended "$alice" "$id" 30)
 [[ $(field state <<<"$view") == done ]] || fail "after the restart the job ended as: $view"
 [[ $(count done <<<"$view") == 40 ]] || fail "not every page is done: $view"
