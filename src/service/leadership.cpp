@@ -236,8 +236,10 @@ void Leadership::withdraw_if_cancelled(JobId job) {
   }
   // Only a cancellation is another instance's to write; the job's other changes are this
   // one's (a page the leader has requeued may still be in flight in the store until its
-  // commit goes through, so "no longer queued" alone would drop it).
-  if (view->state != JobState::cancelled) return;
+  // commit goes through, so "no longer queued" alone would drop it). A cancelled job reads
+  // `running` while a page of it is still out: its cancelled pages say it (only a cancel
+  // cancels a page).
+  if (view->state != JobState::cancelled && view->pages.cancelled == 0) return;
   dispatcher_.cancelled_elsewhere(view->user_id, job);
 }
 

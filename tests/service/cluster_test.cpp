@@ -696,3 +696,43 @@ TEST_CASE(
   a.dispatcher->stop(1s, [](const fairlane::Status&) {});
   lead_a.stop();
 }
+
+// The job's state reads `running` while a page of it is in flight, cancelled or not: the
+// leader must see the cancel in its counts. Before, it kept the cancelled book's queued
+// pages in its lanes and sent each in its turn (a request spent, a place under the cap
+// held, a dispatch written that changed nothing) until the call out came back.
+TEST_CASE(
+    "PostgreSQL: Leadership: a cancel written on a follower while a page of the job is in "
+    "flight leaves the leader's lanes when the leader is notified") {
+  auto home = postgresql();
+  if (!home) return;
+  BookAndNotes two(*home);
+  auto& [cluster, a, b, lead_a, alice, bob, book, notes] = two;
+  std::int64_t out = 0;  // the book's pages in flight, as the store has them
+  REQUIRE(cluster.run_until([&] {
+    const auto view = a.store->job(book.job.id);
+    out = view.ok() ? view->pages.in_flight : 0;
+    return out > 0;
+  }));
+  REQUIRE(a.dispatcher->scheduler().lane_length(alice) > 0);
+
+  REQUIRE(b.dispatcher->cancel(alice, book.job.id).ok());
+  const auto cancelled = a.store->job(book.job.id);
+  REQUIRE(cancelled.ok());
+  CHECK(cancelled->state == JobState::running);  // a page is still out
+  CHECK(cancelled->pages.cancelled == 8 - out - cancelled->pages.done);
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(book.job.id));
+  CHECK(a.dispatcher->scheduler().lane_length(alice) == 0);
+  CHECK_FALSE(a.dispatcher->estimator().job(alice, book.job.id).has_value());
+
+  // Only the notes and the pages that were out are sent.
+  REQUIRE(cluster.run_until([&] {
+    const auto view = a.store->job(book.job.id);
+    return done_pages(*a.store, notes.job.id) == 4 && view.ok() &&
+           view->state == JobState::cancelled;
+  }));
+  check_done_once(*a.store, notes, 4);
+  CHECK(cluster.stats().at("requests").as_int64() <= 4 + out + cancelled->pages.done);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}
