@@ -98,7 +98,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
         threads(limits.document_threads > 0
                     ? limits.document_threads
                     : std::max<std::size_t>(1, std::thread::hardware_concurrency())),
-        workers(threads) {}
+        pdf_workers(threads),
+        json_workers(threads) {}
 
   // With readers, an upload's commit goes off this thread: from its door (finish_upload) to
   // its lane (the commit's answer, made back here) one upload at a time, so that the door
@@ -127,7 +128,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   Router& router;
   const HttpLimits limits;
   const std::size_t threads;
-  asio::thread_pool workers;  // reads uploads' bodies
+  // Read uploads' bodies: PDFs (a thread waits for each one's reader process, up to
+  // --pdf-timeout), and apart from them JSON pages, which a user's PDFs must not hold up.
+  asio::thread_pool pdf_workers;
+  asio::thread_pool json_workers;
   ReaderProcesses processes;  // their reader processes, killed by stop()
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
@@ -225,7 +229,10 @@ HttpServer::~HttpServer() {
   stop();
   // Reads still running end soon: their reader processes were killed, and those not started
   // return at once. (With no reader process, a read in progress finishes first.)
-  if (impl_) impl_->workers.join();
+  if (impl_) {
+    impl_->pdf_workers.join();
+    impl_->json_workers.join();
+  }
 }
 
 Result<std::uint16_t> HttpServer::listen(const std::string& address, std::uint16_t port) {
@@ -415,10 +422,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       // is answered, which counts only the others. Until then it is on its way: an upload
       // committed meanwhile waits for it in its promise window.
       DocumentUpload upload = std::move(*answer.document);
-      auto slot = std::exchange(upload.slot, {});
+      auto slot = std::exchange(upload.slot, {});  // a PDF's (JSON pages take none)
       const Upload who = upload.upload;
       std::optional<UploadRead> read;
-      co_await asio::co_spawn(workers,
+      co_await asio::co_spawn(slot ? pdf_workers.get_executor() : json_workers.get_executor(),
                               read_on_worker(std::move(upload), limits.documents, processes, read),
                               use_awaitable);
       slot.reset();

@@ -50,8 +50,9 @@ struct HttpLimits {
   // After a change, a stream waits this long before it renders, so that the changes of a
   // busy dispatcher reach a watcher a few times a second, the latest state each time.
   std::chrono::milliseconds event_interval{250};
-  // Threads that read uploads' bodies (PDFs, JSON pages), off the io thread; 0: one per core.
-  // (How many may wait for them is the router's: RouterConfig::max_pending_documents.)
+  // Threads that read uploaded PDFs, off the io thread, and as many again that parse JSON
+  // pages (apart, so that PDFs read for long hold no JSON upload up); 0: one per core.
+  // (How many PDFs may wait for them is the router's: RouterConfig::max_pending_documents.)
   std::size_t document_threads = 0;
   DocumentReading documents;
 };

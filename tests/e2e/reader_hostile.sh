@@ -7,6 +7,7 @@
 #    page is refused with 400 naming the time limit (--pdf-timeout 2: the bomb alone takes more
 #    than 3 s in a Release build, a small book a twentieth of a second, a third under ASan),
 #    and the service goes on: the next upload is taken.
+#  - As many bombs as cores do not hold up another user's JSON upload.
 #  - A book of 6,000 pages under --page-input image (every page rendered) is refused the same
 #    way, by the same limit.
 #
@@ -53,6 +54,26 @@ refused_by_time "$(post "$work/bomb.pdf")" 2
   fail "the service is not healthy after the bomb"
 small=$(post "$work/small.pdf")
 [[ $small == *' 202' ]] || fail "the upload after the bomb was not taken: $small"
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 30
+
+# As many bombs as the machine has cores, each holding its reader for --pdf-timeout, do not
+# hold up another user's JSON pages: they are parsed apart from the PDFs' readers. Before,
+# the two shared one pool of a thread per core, and the JSON upload waited for the bombs
+# (50 s with two bombs that took 51 s each).
+bob=$(add_user bob)
+start_serve --pdf-timeout 8 --max-pages 10000
+bombs=()
+for _ in $(seq "$(getconf _NPROCESSORS_ONLN)"); do
+  post "$work/bomb.pdf" >"$work/bomb.$RANDOM.answer" &
+  bombs+=($!)
+done
+sleep 1  # their bodies are read; their readers run
+json=$(curl -sS --max-time 4 -w ' %{http_code}' -X POST "$base/v1/jobs" -H "Authorization: Bearer $bob" \
+  -H 'Content-Type: application/json' -d '{"name":"notes","pages":["one page"]}') ||
+  fail "a JSON upload beside the bombs was not answered within 4 s: $json"
+[[ $json == *' 202' ]] || fail "a JSON upload beside the bombs answered: $json"
+for pid in "${bombs[@]}"; do wait "$pid"; done
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 30
 
