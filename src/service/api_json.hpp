@@ -75,9 +75,9 @@ struct JsonUpload {
 // Reads a JSON upload's body, or the 400 it gets: invalid_document when it is not JSON,
 // has no list of pages or a page that is not text; bad_max_tokens(default_max_tokens) for a
 // max_tokens that is not a whole number 1 to kMaxTokensCeiling; and 413 payload_too_large
-// for more than `max_pages` pages (0: any number), refused before a page is copied (a body
-// of empty pages is three bytes a page, and each copied page costs far more). Untrusted
-// bytes: any input gets one of these.
+// for more than `max_pages` pages (0: any number). Read as a stream (json_upload.cpp): no
+// document is built and no page past `max_pages` kept, so a body of empty pages, three
+// bytes a page, costs no more than itself. Untrusted bytes: any input gets one of these.
 [[nodiscard]] std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
                                                                     std::int64_t default_max_tokens,
                                                                     std::int64_t max_pages = 0);

@@ -68,6 +68,22 @@ expect_pdf 'damaged or truncated' -F "file=@$work/truncated.pdf;type=application
 truncate -s 200M "$work/big.json"
 expect 413 payload_too_large "${json[@]}" -T "$work/big.json"
 
+# 90 MB of empty pages (30 million, three bytes each): refused for their number, counted as
+# the JSON is read, without a page or a parsed value kept past --max-pages. Before, the
+# whole document was parsed first (16 bytes a value: 480 MB for these, and then some).
+{
+  printf '{"name":"empty","pages":['
+  (yes '""' || true) | head -n 30000000 | paste -sd, -
+  printf ']}'
+} >"$work/empty_pages.json"
+peak() { grep VmHWM "/proc/$serve_pid/status" | grep -o '[0-9]*'; }
+before=$(peak)
+expect 413 payload_too_large "${json[@]}" --data-binary "@$work/empty_pages.json"
+grep -q 'the upload has 30000000 pages; at most 10000' "$work/body" || fail "the 413 does not count the pages: $(cat "$work/body")"
+grown=$((($(peak) - before) / 1024))
+((grown < 300)) || fail "90 MB of empty pages took the service's peak memory $grown MB higher"
+rm "$work/empty_pages.json"
+
 listed=$(curl -sS --max-time 10 "$base/v1/jobs" -H "Authorization: Bearer $alice")
 grep -q '"jobs":\[\]' <<<"$listed" || fail "a refused upload was enqueued: $listed"
 id=$(upload "$alice" fine one two)

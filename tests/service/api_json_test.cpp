@@ -232,3 +232,38 @@ TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
     CHECK(message.find("leave it out for the service's 1000") != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "A JSON upload is read as an object would be: the last of a field counts, nested ones "
+    "are not the upload's, escapes are decoded") {
+  using fairlane::service::ApiAnswer;
+  using fairlane::service::JsonUpload;
+  using fairlane::service::parse_json_upload;
+  const auto pages = [](std::string_view body) {
+    auto parsed = parse_json_upload(body, 1'000, 3);
+    REQUIRE(std::holds_alternative<JsonUpload>(parsed));
+    return std::get<JsonUpload>(std::move(parsed));
+  };
+  CHECK(pages(R"({"pages": ["a"], "pages": ["b", "c"]})").pages ==
+        std::vector<std::string>{"b", "c"});
+  CHECK(pages(R"({"x": {"pages": ["q"], "name": "no"}, "pages": [], "name": "yes"})").name ==
+        "yes");
+  const auto decoded = pages(R"({"pa\u0067es": ["\u00e9\n\"", ""], "name": 7})");
+  CHECK(decoded.pages == std::vector<std::string>{"\xc3\xa9\n\"", ""});
+  CHECK_FALSE(decoded.name.has_value());
+  // The last "pages" decides, list or not; a page's own lists are not pages.
+  CHECK(std::holds_alternative<ApiAnswer>(
+      parse_json_upload(R"({"pages": ["a"], "pages": 1})", 1'000, 3)));
+  const auto nested = parse_json_upload(R"({"pages": ["a", ["b", "c"]]})", 1'000, 3);
+  REQUIRE(std::holds_alternative<ApiAnswer>(nested));
+  CHECK(std::get<ApiAnswer>(nested).body.at("error").at("message") == "page 2 is not text");
+  // Past the limit pages are only counted, whatever they hold.
+  std::string many = R"({"pages": [)";
+  for (int i = 0; i < 100'000; ++i) many += i == 0 ? R"("")" : R"(,"",1,[])";
+  many += "]}";
+  const auto refused = parse_json_upload(many, 1'000, 3);
+  REQUIRE(std::holds_alternative<ApiAnswer>(refused));
+  CHECK(std::get<ApiAnswer>(refused).status == 413);
+  CHECK(std::string(std::get<ApiAnswer>(refused).body.at("error").at("message").as_string())
+            .find("299998 pages") != std::string::npos);
+}
