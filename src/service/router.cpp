@@ -76,7 +76,7 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       auth_(store, config_.admin_key, config_.key_memory,
             config_.clock != nullptr ? config_.clock : &steady_),
       streams_(config_.max_event_streams_per_user),
-      reads_(config_.max_pending_documents),
+      reads_(config_.max_pending_documents, config_.max_pending_documents_per_user),
       on_their_way_(std::numeric_limits<std::size_t>::max()),
       promises_(store_, dispatcher_, config_.wall_clock),
       windows_(config_.clock != nullptr ? *config_.clock : steady_, config_.promise_window),

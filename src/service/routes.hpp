@@ -40,6 +40,9 @@ struct RouterConfig {
   // Uploads read or waiting to be read at once; more get 503 busy with Retry-After.
   // 0: twice the machine's hardware threads.
   std::size_t max_pending_documents = 0;
+  // Of one user's, at most this many at once; more get 503 busy naming theirs. 0: half of
+  // max_pending_documents (at least 1).
+  std::size_t max_pending_documents_per_user = 0;
   // Live-event streams one user may hold open; more get 429 too_many_streams.
   std::size_t max_event_streams_per_user = 16;
   Dialect dialect = Dialect::openai;  // the provider's, whose rule prices an image

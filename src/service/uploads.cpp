@@ -228,14 +228,29 @@ UploadRead upload_read(Result<Document> document) {
   return answer_for(document.status());
 }
 
-ReadSlots::ReadSlots(std::size_t max)
-    : max_(max > 0 ? max : 2 * std::max<std::size_t>(1, std::thread::hardware_concurrency())) {}
+ReadSlots::ReadSlots(std::size_t max, std::size_t per_user)
+    : max_(max > 0 ? max : 2 * std::max<std::size_t>(1, std::thread::hardware_concurrency())),
+      per_user_(per_user > 0 ? std::min(per_user, max_) : std::max<std::size_t>(1, max_ / 2)) {}
 
-std::shared_ptr<const void> ReadSlots::take() {
-  if (*taken_ >= max_) return nullptr;
-  ++*taken_;
-  return {static_cast<const void*>(this), [weak = std::weak_ptr<std::size_t>(taken_)](const void*) {
-            if (const auto taken = weak.lock()) --*taken;
+std::size_t ReadSlots::taken_by(UserId user) const {
+  const auto it = counts_->by_user.find(user);
+  return it == counts_->by_user.end() ? 0 : it->second;
+}
+
+std::shared_ptr<const void> ReadSlots::take(UserId user) {
+  if (counts_->all >= max_) return nullptr;
+  if (user != 0 && taken_by(user) >= per_user_) return nullptr;
+  ++counts_->all;
+  if (user != 0) ++counts_->by_user[user];
+  return {static_cast<const void*>(this),
+          [weak = std::weak_ptr<Counts>(counts_), user](const void*) {
+            const auto counts = weak.lock();
+            if (!counts) return;
+            --counts->all;
+            if (user == 0) return;
+            if (const auto it = counts->by_user.find(user); --it->second == 0) {
+              counts->by_user.erase(it);
+            }
           }};
 }
 
@@ -299,11 +314,16 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest req
   // A document holds a reader process and its body until read: those are capped. JSON pages
   // take a worker only for their parse, and hold no more than any body does.
   std::shared_ptr<const void> slot;
-  if (!json_pages) slot = slots.take();
+  if (!json_pages) slot = slots.take(user.id);
   if (!json_pages && !slot) {
     ApiResponse busy = error_response(
         503, "busy",
-        fmt::format("fairlane is reading {} other documents already: retry in 5 s", slots.taken()));
+        slots.taken() < slots.max()
+            ? fmt::format("fairlane is reading {} of your documents already, as many of one "
+                          "user's as it reads at once: retry in 5 s, once one is read",
+                          slots.taken_by(user.id))
+            : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
+                          slots.taken()));
     busy.headers.emplace_back("Retry-After", "5");
     return busy;
   }

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -69,18 +70,29 @@ using UploadRead = std::variant<Document, ApiAnswer>;
                                      ReaderProcesses* processes = nullptr);
 
 // Uploads being read or waiting for a worker, and the cap on them: a body waiting holds its
-// memory until it is read.
+// memory until it is read. Of one user's, at most `per_user` at once, so that one user's
+// documents (a shelf of slow PDFs) cannot take every slot from the others.
 class ReadSlots {
  public:
-  explicit ReadSlots(std::size_t max);
-  // A slot held until the handle goes, or nullptr when all are taken.
-  [[nodiscard]] std::shared_ptr<const void> take();
-  [[nodiscard]] std::size_t taken() const { return *taken_; }
+  // `max` 0: twice the hardware threads. `per_user` 0: half of max (at least 1); past max:
+  // max.
+  explicit ReadSlots(std::size_t max, std::size_t per_user = 0);
+  // A slot held until the handle goes, or nullptr when all are taken or `user` holds their
+  // share (user 0: counted only in all).
+  [[nodiscard]] std::shared_ptr<const void> take(UserId user = 0);
+  [[nodiscard]] std::size_t taken() const { return counts_->all; }
+  [[nodiscard]] std::size_t taken_by(UserId user) const;
   [[nodiscard]] std::size_t max() const { return max_; }
+  [[nodiscard]] std::size_t per_user() const { return per_user_; }
 
  private:
+  struct Counts {
+    std::size_t all = 0;
+    std::unordered_map<UserId, std::size_t> by_user;  // users holding any
+  };
   const std::size_t max_;
-  std::shared_ptr<std::size_t> taken_ = std::make_shared<std::size_t>(0);
+  const std::size_t per_user_;
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
 // The checks of POST /v1/jobs that need only its headers, or nullopt when it may be read.

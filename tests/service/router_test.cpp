@@ -972,6 +972,7 @@ TEST_CASE("PDFs past the pending-documents cap get 503 busy with Retry-After: 5 
   Api api;
   RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
   config.max_pending_documents = 3;
+  config.max_pending_documents_per_user = 3;  // the cap on all, from one user
   Router router(*api.store, *api.dispatcher, config);
   const std::string pdf = fairlane::write_pdf({"One."});
   const auto upload = [&] {
@@ -1014,6 +1015,45 @@ TEST_CASE("PDFs past the pending-documents cap get 503 busy with Retry-After: 5 
                                   "application/pdf", taken.document->body)));
   CHECK(accepted.status == 202);
   CHECK(api.dispatcher->scheduler().size() == 2);
+}
+
+TEST_CASE("One user's PDFs take at most half the reading slots: another's are still read") {
+  Api api;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.max_pending_documents = 4;  // of one user's, at most 2 (the default share)
+  Router router(*api.store, *api.dispatcher, config);
+  const std::string carol = [&] {
+    const auto r = api.send("POST", "/v1/users", "admin-secret", R"({"name": "carol"})");
+    return std::string(Api::body(r).at("key").as_string());
+  }();
+  const std::string pdf = fairlane::write_pdf({"One."});
+  const auto upload = [&](const std::string& key) {
+    return answered(router, router.handle(ApiRequest{"POST",
+                                                     "/v1/jobs?name=book.pdf",
+                                                     {{"Authorization", "Bearer " + key},
+                                                      {"Content-Type", "application/pdf"}},
+                                                     pdf}));
+  };
+  std::vector<ApiResponse> reading;
+  reading.push_back(upload(api.alice));
+  reading.push_back(upload(api.alice));
+  // Alice's third waits for one of hers: the slots left are for the others.
+  const auto hers = upload(api.alice);
+  CHECK(hers.status == 503);
+  CHECK(header(hers, "Retry-After") == "5");
+  CHECK(Api::body(hers).at("error").at("message").as_string().find("2 of your documents") !=
+        std::string::npos);
+  reading.push_back(upload(api.bob));
+  reading.push_back(upload(api.bob));
+  for (const auto& r : reading) REQUIRE(r.document.has_value());
+  // All four taken: anyone waits.
+  const auto full = upload(carol);
+  CHECK(full.status == 503);
+  CHECK(Api::body(full).at("error").at("message").as_string().find("4 other documents") !=
+        std::string::npos);
+  // One of Alice's read: she may send another.
+  reading.front().document->slot.reset();
+  CHECK(upload(api.alice).document.has_value());
 }
 
 TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once one goes through") {
