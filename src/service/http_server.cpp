@@ -323,8 +323,8 @@ std::optional<http::response<http::string_body>> HttpServer::Impl::refusal_for(
     // buffer_overflow: a chunk's size line or the trailer, which the buffer bounds.
     return refusal(11, http::status::request_header_fields_too_large, "headers_too_large",
                    fmt::format("the request's headers (or a chunked body's chunk header or "
-                               "trailer) are larger than the {} KB fairlane accepts "
-                               "(--max-header-kb): send fewer or shorter ones",
+                               "trailer, which may be 4 KB more) are larger than the {} KB "
+                               "fairlane accepts (--max-header-kb): send fewer or shorter ones",
                                limits.max_header_bytes / 1024));
   }
   if (error.category() == http::make_error_code(http::error::bad_method).category() &&
@@ -348,7 +348,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
   // Bounded: what must be read whole before it is parsed (the headers, a chunk's size line
   // with its extensions, the trailer) fails with buffer_overflow past it, a 431. Unbounded,
   // a chunk extension sent for ever grew it for ever. A body's bytes pass through.
-  beast::flat_buffer buffer(std::min(limits.max_header_bytes, kMaxHeaderBytes) + 4096);
+  beast::flat_buffer buffer(std::min(limits.max_header_bytes + 4096, kMaxReadBuffer));
   boost::system::error_code error;
   bool first = true;
   while (!stopped) {

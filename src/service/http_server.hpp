@@ -26,15 +26,17 @@ class io_context;
 
 namespace fairlane::service {
 
-// The largest max_header_bytes: Beast keeps a field's size in 16 bits and throws (out of the
-// read, ending io_context::run) on a field of 64 KB or more.
+// The largest max_header_bytes, and the largest read buffer: Beast keeps a field's size in
+// 16 bits and throws (out of the read, ending io_context::run) on a field of 64 KB or more.
+// A trailer's fields, which header_limit does not bound, are bounded by the buffer alone.
 inline constexpr std::size_t kMaxHeaderBytes = std::size_t{63} * 1024;
+inline constexpr std::size_t kMaxReadBuffer = std::size_t{64} * 1024;
 
 struct HttpLimits {
   std::size_t max_body_bytes = std::size_t{100} * 1024 * 1024;  // larger bodies get 413
   // Larger headers get 431, as does a chunk's size line (with its extensions) or a trailer
-  // larger than this: each must fit whole in the read buffer, which holds this and 4 KB.
-  // Under 64 KB (kMaxHeaderBytes): Beast throws on a field of 64 KB.
+  // that does not fit whole in the read buffer, which holds this and 4 KB, at most 64 KB
+  // (kMaxReadBuffer). At most kMaxHeaderBytes.
   std::size_t max_header_bytes = std::size_t{16} * 1024;
   std::size_t max_connections = 1'000;  // more get a 503 and are closed at once
   // For a whole request, headers and body: from a new connection's start, or from the
