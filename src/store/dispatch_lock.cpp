@@ -8,6 +8,8 @@
 
 #include <array>
 #include <cerrno>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -27,17 +29,35 @@ std::string holder_of(int fd) {
   return pid;
 }
 
+// The file a SQLite --db names, which the lock is beside: a path, or a SQLite URI
+// (file:PATH?QUERY, file:///PATH), followed through symbolic links so that two spellings of
+// one file share a lock. Nothing for PostgreSQL or a database in memory.
+std::optional<std::string> file_of(const std::string& db) {
+  if (Store::is_postgresql_uri(db) || db.empty() || db == ":memory:") return std::nullopt;
+  std::string path = db;
+  if (db.rfind("file:", 0) == 0) {
+    if (db.find("mode=memory") != std::string::npos) return std::nullopt;
+    path = db.substr(5, db.find_first_of("?#") - 5);
+    if (path.rfind("//", 0) == 0) path.erase(0, path.find('/', 2));  // file://HOST/PATH
+    if (path.empty() || path == ":memory:") return std::nullopt;
+  }
+  std::error_code ignored;
+  const auto real = std::filesystem::weakly_canonical(path, ignored);
+  return real.empty() ? path : real.string();
+}
+
 }  // namespace
 
 Result<DispatchLock> DispatchLock::take(const std::string& db) {
-  if (Store::is_postgresql_uri(db) || db == ":memory:") return DispatchLock();
-  const std::string path = db + ".lock";
+  const auto file = file_of(db);
+  if (!file) return DispatchLock();
+  const std::string path = *file + ".lock";
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open(2) takes the mode as varargs
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return Status{StatusCode::io_error,
-                  fmt::format("cannot make the lock file {} ({}): check that its directory "
-                              "exists and may be written",
+                  fmt::format("cannot open or make the lock file {} ({}): check that its "
+                              "directory exists and that this user may write there",
                               path, std::generic_category().message(errno))};
   }
   DispatchLock lock(fd);

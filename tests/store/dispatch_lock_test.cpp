@@ -56,14 +56,29 @@ TEST_CASE("A lock moved keeps the file locked; only its last owner lets go") {
 }
 
 TEST_CASE("PostgreSQL and in-memory databases take no lock file") {
+  for (const char* db : {"postgresql://fairlane@127.0.0.1:1/x",
+                         ":memory:", "file::memory:", "file:shared?mode=memory&cache=shared"}) {
+    CAPTURE(db);
+    const auto lock = DispatchLock::take(db);
+    REQUIRE(lock.ok());
+    CHECK_FALSE(lock->held());
+  }
+  CHECK_FALSE(std::filesystem::exists(":memory:.lock"));
+  CHECK_FALSE(std::filesystem::exists("file::memory:.lock"));
+}
+
+TEST_CASE("A SQLite URI's file and a symbolic link to it share the file's lock") {
   const fairlane::testing::TempDir dir;
-  const auto pg = DispatchLock::take("postgresql://fairlane@127.0.0.1:1/x");
-  REQUIRE(pg.ok());
-  CHECK_FALSE(pg->held());
-  const auto memory = DispatchLock::take(":memory:");
-  REQUIRE(memory.ok());
-  CHECK_FALSE(memory->held());
-  CHECK(std::filesystem::is_empty(dir.path()));
+  const std::string db = dir.file("fairlane.db");
+  { std::ofstream touch(db); }
+  std::filesystem::create_symlink(db, dir.file("link.db"));
+  const auto held = DispatchLock::take("file:" + db + "?cache=private");
+  REQUIRE(held.ok());
+  CHECK(held->held());
+  CHECK(std::filesystem::exists(db + ".lock"));
+  CHECK_FALSE(DispatchLock::take(db).ok());
+  CHECK_FALSE(DispatchLock::take(dir.file("link.db")).ok());
+  CHECK_FALSE(DispatchLock::take("file://" + db).ok());
 }
 
 TEST_CASE("A lock file that cannot be made is an error naming it and the remedy") {

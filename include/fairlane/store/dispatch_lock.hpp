@@ -21,8 +21,9 @@ namespace fairlane {
 
 class DispatchLock {
  public:
-  // The lock for --db `db`: DB.lock, created if need be, holding this process's id. For a
-  // PostgreSQL URI or ":memory:", a lock that holds nothing. Fails `busy` when another
+  // The lock for --db `db`: DB.lock beside the file (a SQLite URI's, file:PATH?..., and
+  // through symbolic links), created if need be, holding this process's id. For a
+  // PostgreSQL URI or a database in memory, a lock that holds nothing. Fails `busy` when another
   // process holds it (naming that process), or `io_error` when the file cannot be made.
   static Result<DispatchLock> take(const std::string& db);
 
