@@ -42,7 +42,7 @@ TEST_CASE("A SQLite file is dispatched from by one process: a second lock is ref
   CHECK(again->held());
 }
 
-TEST_CASE("A lock moved keeps the file locked; only its last owner lets go") {
+TEST_CASE("A lock moved keeps the file locked, and only its last owner lets go") {
   const fairlane::testing::TempDir dir;
   const std::string db = dir.file("fairlane.db");
   auto taken = DispatchLock::take(db);
