@@ -2,11 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <boost/json/parse.hpp>
-
 #include <chrono>
 #include <cmath>
-#include <variant>
 
 namespace fairlane::service {
 namespace json = boost::json;

@@ -353,7 +353,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
   bool first = true;
   while (!stopped) {
     http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+    parser.header_limit(
+        static_cast<std::uint32_t>(std::min(limits.max_header_bytes, kMaxHeaderBytes)));
     parser.body_limit(limits.max_body_bytes);
     if (!first && buffer.size() == 0) {
       // Between requests a kept-alive connection may rest, up to the idle timeout, until
