@@ -119,7 +119,17 @@ void Leadership::claim() {
   membership_.epoch = lease->epoch;
   if (lease->held) {
     renewed_at_ = asked;
-    if (!membership_.leading) {
+    // Held again under a newer epoch: another instance led in between, while this one was
+    // paused past its lease. Its dispatcher's lanes and fence are of the old epoch, and the
+    // store holds what the other did (jobs accepted, calls out): it leads again from there.
+    const bool led_between = membership_.leading && lease->epoch != led_epoch_;
+    if (led_between) {
+      std::cerr << fmt::format(
+          "fairlane: instance {} holds the lease again (epoch {}) after another instance led "
+          "since its epoch {}: it leads again from the store\n",
+          config_.instance, lease->epoch, led_epoch_);
+    }
+    if (!membership_.leading || led_between) {
       if (Status led = become_leader(lease->epoch); !led.ok()) {
         // Not leading after all: give the lease up so that another instance can.
         std::cerr << "fairlane: could not start leading: " << led.message() << '\n';
@@ -137,6 +147,7 @@ void Leadership::claim() {
 Status Leadership::become_leader(std::int64_t epoch) {
   const auto began = std::chrono::steady_clock::now();
   if (Status led = dispatcher_.lead(config_.instance, epoch); !led.ok()) return led;
+  led_epoch_ = epoch;
   membership_.leading = true;
   membership_.leader = config_.instance;
   ++takeovers_;

@@ -19,7 +19,9 @@
 //     out), which also gives the lease up, so that the next leader, this instance or
 //     another, starts from what the store holds. Either way it stops dispatching: calls still
 //     out are abandoned, and the next leader holds their places under the cap and requeues
-//     their pages.
+//     their pages;
+//   - a leader whose renewal finds the lease its own under a newer epoch (another instance
+//     led while it was paused, and is gone) leads again from the store, as at a takeover.
 //
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once
@@ -102,6 +104,8 @@ class Leadership {
   // When the last renewal that went through was asked for.
   std::chrono::steady_clock::time_point renewed_at_{};
   std::int64_t takeovers_ = 0;
+  // The epoch its dispatcher leads under (lead()), while it leads.
+  std::int64_t led_epoch_ = 0;
 };
 
 }  // namespace fairlane::service

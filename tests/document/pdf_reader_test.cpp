@@ -129,8 +129,8 @@ TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   };
   // The child can write its file before posix_spawn has returned in the parent, so the
   // parent counts it a moment later: both are waited for.
-  const bool child_reading = waited(
-      [&] { return std::filesystem::exists(started.path) && processes.reading() == 1; });
+  const bool child_reading =
+      waited([&] { return std::filesystem::exists(started.path) && processes.reading() == 1; });
   if (!child_reading) {
     processes.stop();  // so that the thread has ended when the test fails
     reading.join();

@@ -576,6 +576,56 @@ TEST_CASE(
   lead_b.stop();
 }
 
+// A leader paused past its lease (a stopped process, a long stall) claims it again after
+// another instance led in between: the lease is its own once more, under a newer epoch. Its
+// dispatcher's view and fence are of the old epoch, and the store holds what the other
+// leader did meanwhile (here a book it accepted and sent whole, then died). The leader must
+// lead again from the store, not carry on as if nothing happened: before, only its epoch
+// was updated, and the dead leader's calls stayed in flight until this one's next write,
+// which an idle leader never makes.
+TEST_CASE(
+    "PostgreSQL: Leadership: a leader that claims the lease again after another led in "
+    "between leads again from the store, and finishes the other's pages") {
+  auto home = postgresql();
+  if (!home) return;
+  Cluster cluster;
+  DispatcherConfig quick = config();
+  quick.call_timeout = 1s;  // how long the dead leader's calls are held under the cap
+  Instance a(cluster.io, *home, cluster.port, "a", quick);
+  Instance b(cluster.io, *home, cluster.port, "b");
+  fairlane::service::Leadership lead_a(cluster.io, *a.store, *a.dispatcher, *a.router, a.membership,
+                                       {.instance = "a", .lease = 1'000ms});
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(a.membership.leading);
+  const std::int64_t first_epoch = a.membership.epoch;
+
+  // While a's loop does not run (it is paused): its lease runs out (released here, which is
+  // the same to the store), b takes the lease, accepts a book and sends every page of it,
+  // then dies with the calls out, and its lease runs out in turn.
+  REQUIRE(b.cluster().release_lease("a").ok());
+  const auto b_lease = b.cluster().claim_lease("b", 60s);
+  REQUIRE(b_lease.ok());
+  REQUIRE(b_lease->held);
+  b.cluster().fence("b", b_lease->epoch);
+  const auto user = b.store->add_user("bob")->user.id;
+  const auto job = enqueue(*b.store, user, static_cast<int>(kCap), "notes");
+  std::vector<PageTransition> sent;
+  for (const auto& page : job.pages) sent.push_back(PageTransition::dispatched(page.page_id, 300));
+  REQUIRE(b.store->apply(sent).ok());
+  REQUIRE(b.cluster().release_lease("b").ok());
+
+  // a's next renewal finds the lease free and takes it, under a newer epoch than b's.
+  REQUIRE(cluster.run_until([&] { return a.membership.epoch > b_lease->epoch; }, 5s));
+  CHECK(a.membership.leading);
+  CHECK(a.membership.epoch > first_epoch);
+  // It leads again: b's calls held under the cap, then requeued and done, each once.
+  REQUIRE(cluster.run_until([&] { return done_pages(*a.store, job.job.id) == kCap; }));
+  check_done_once(*a.store, job, static_cast<int>(kCap));
+  CHECK(lead_a.takeovers() == 2);
+  CHECK(cluster.stats().at("max_in_flight_seen").as_int64() <= kCap);
+  lead_a.stop();
+}
+
 namespace {
 
 // Two instances on one database: a leads (its Leadership started, its loop not yet run), b
