@@ -101,10 +101,14 @@ struct StoreRead {
   std::function<std::function<ApiResponse()>(Store&)> read;
 };
 
-// Who sent a request, once its key was checked: the admin, or a user.
+// Who sent a request, once its key was checked: the admin, or a user; and what its headers
+// were granted before its body is read.
 struct Caller {
   bool admin = false;
   User user;  // when !admin
+  // A document upload's reading slot (ReadSlots), held from its headers until its pages are
+  // read; null for any other request.
+  std::shared_ptr<const void> reading_slot;
 };
 
 // "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.

@@ -414,7 +414,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     stream->expires_never();
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
     std::optional<Owing> owed;                  // from an upload's door to its answer written
-    ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
+    ApiResponse answer = router.handle(std::move(api), std::get<Caller>(std::move(admitted)));
     co_await read_first(answer);
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The

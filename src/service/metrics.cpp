@@ -60,7 +60,8 @@ struct Writer {
 }  // namespace
 
 std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& door_refusals,
-                           const Promises& promises, bool leading, const Retention* retention) {
+                           const Promises& promises, bool leading, const Retention* retention,
+                           UploadGauges uploads) {
   std::string out;
   Writer w{out};
   const DispatcherCounters& c = dispatcher.counters();
@@ -144,6 +145,12 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
                              "(negative: early).");
   w.one("fairlane_eta_revisions_pending", "gauge",
         "Jobs running whose promise is watched for revision.", promises.watched());
+  w.one("fairlane_uploads_on_their_way", "gauge",
+        "Uploads admitted by their headers whose body or pages are not read yet.",
+        uploads.on_their_way);
+  w.one("fairlane_documents_reading", "gauge",
+        "PDF uploads holding a reading slot: from their headers until their pages are read.",
+        uploads.documents_reading);
   w.one("fairlane_pruned_jobs_total", "counter",
         "Finished jobs this process pruned under --retain, with their pages.",
         retention != nullptr ? retention->pruned_jobs() : 0);

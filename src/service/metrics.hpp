@@ -7,6 +7,7 @@
 // Thread safety: none; everything lives on the io_context thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,12 +43,19 @@ class Histogram {
 // Door refusals by reason ("busy", "user_queue_full", "request_too_large").
 using RefusalCounts = std::map<std::string, std::int64_t, std::less<>>;
 
+// The uploads between their headers and their pages read (the Router's counts).
+struct UploadGauges {
+  std::size_t on_their_way = 0;       // any upload: its body or its pages not read yet
+  std::size_t documents_reading = 0;  // the PDFs among them, each in its reading slot
+};
+
 // The whole exposition: text/plain; version=0.0.4.
 // `leading`: whether this instance dispatches (fairlane_leader; always on a single node).
 // `retention`: serve --retain's pruning (nullptr: none, its counters 0).
 [[nodiscard]] std::string render_metrics(const Dispatcher& dispatcher,
                                          const RefusalCounts& door_refusals,
                                          const Promises& promises, bool leading = true,
-                                         const Retention* retention = nullptr);
+                                         const Retention* retention = nullptr,
+                                         UploadGauges uploads = {});
 
 }  // namespace fairlane::service

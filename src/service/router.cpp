@@ -155,6 +155,9 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
       if (auto refusal = check_upload_headers(context_, head, caller.user)) {
         return std::move(*refusal);
       }
+      auto slot = take_reading_slot(reads_, head, caller.user);
+      if (auto* busy = std::get_if<ApiResponse>(&slot)) return std::move(*busy);
+      caller.reading_slot = std::get<std::shared_ptr<const void>>(std::move(slot));
     }
   }
   return caller;
@@ -163,10 +166,10 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
 ApiResponse Router::handle(ApiRequest request) {
   auto admitted = admit(request);
   if (auto* answer = std::get_if<ApiResponse>(&admitted)) return std::move(*answer);
-  return handle(std::move(request), std::get<Caller>(admitted));
+  return handle(std::move(request), std::get<Caller>(std::move(admitted)));
 }
 
-ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
+ApiResponse Router::handle(ApiRequest request, Caller caller) {
   const auto target = target_of(request);
   if (!target) return bad_target();
   if (auto probe = routes::probe(context_, target->path)) return std::move(*probe);
@@ -183,13 +186,15 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
   }
   if (path == "/v1/queue" && method == "GET") return routes::queue(context_, caller.admin);
   if (caller.admin) {
-    if (path == "/metrics" && method == "GET") return routes::metrics(context_);
+    if (path == "/metrics" && method == "GET") {
+      return routes::metrics(context_, {on_their_way_.taken(), reads_.taken()});
+    }
     if (path == "/v1/users" && method == "POST") return routes::add_user(context_, request);
     return error_response(403, "forbidden", "this needs a user's key");
   }
   const User& user = caller.user;
   if (path == "/v1/jobs" && method == "POST") {
-    return begin_upload(context_, reads_, std::move(request), user);
+    return begin_upload(context_, std::move(request), user, std::move(caller.reading_slot));
   }
   if (path == "/v1/jobs" && method == "GET") {
     return routes::list_jobs(context_, user, target->param("limit"), target->param("cursor"));

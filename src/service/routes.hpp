@@ -111,7 +111,7 @@ namespace routes {
 // admin also every lane with work, by user.
 [[nodiscard]] ApiResponse queue(RouteContext& context, bool admin);
 // GET /metrics (the admin's).
-[[nodiscard]] ApiResponse metrics(RouteContext& context);
+[[nodiscard]] ApiResponse metrics(RouteContext& context, UploadGauges uploads);
 
 // GET /v1/jobs: the user's jobs, newest first.
 [[nodiscard]] ApiResponse list_jobs(RouteContext& context, const User& user,

@@ -294,8 +294,29 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   return std::nullopt;
 }
 
-ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
-                         const User& user) {
+std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(ReadSlots& slots,
+                                                                         const ApiRequest& head,
+                                                                         const User& user) {
+  // A document holds a reader process and its body until read: those are capped. JSON pages
+  // take a worker only for their parse, and hold no more than any body does.
+  if (format_of(head.header("Content-Type").value_or("")) != Format::document) {
+    return std::shared_ptr<const void>{};
+  }
+  if (auto slot = slots.take(user.id)) return slot;
+  ApiResponse busy = error_response(
+      503, "busy",
+      slots.taken() < slots.max()
+          ? fmt::format("fairlane is reading {} of your documents already, as many of one "
+                        "user's as it reads at once: retry in 5 s, once one is read",
+                        slots.taken_by(user.id))
+          : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
+                        slots.taken()));
+  busy.headers.emplace_back("Retry-After", "5");
+  return busy;
+}
+
+ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& user,
+                         std::shared_ptr<const void> slot) {
   const std::string type = request.header("Content-Type").value_or("");
   const bool json_pages = format_of(type) == Format::json_pages;
   Upload upload{user.id,
@@ -311,21 +332,9 @@ ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest req
   if (!json_pages && request.body.empty()) {
     return error_response(400, "invalid_document", "the body is empty: send the PDF's bytes");
   }
-  // A document holds a reader process and its body until read: those are capped. JSON pages
-  // take a worker only for their parse, and hold no more than any body does.
-  std::shared_ptr<const void> slot;
-  if (!json_pages) slot = slots.take(user.id);
   if (!json_pages && !slot) {
-    ApiResponse busy = error_response(
-        503, "busy",
-        slots.taken() < slots.max()
-            ? fmt::format("fairlane is reading {} of your documents already, as many of one "
-                          "user's as it reads at once: retry in 5 s, once one is read",
-                          slots.taken_by(user.id))
-            : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
-                          slots.taken()));
-    busy.headers.emplace_back("Retry-After", "5");
-    return busy;
+    return error_response(500, "internal",
+                          "a document upload came without the reading slot its headers take");
   }
   ApiResponse read;
   read.document = DocumentUpload{std::move(upload), type, std::move(request.body),

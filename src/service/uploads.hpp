@@ -3,9 +3,10 @@
 //   check_upload_headers()  before the body is read: the media type, the Idempotency-Key, and
 //                           whether the door would take even one page (so a busy service reads
 //                           no body);
+//   take_reading_slot()     then, for a PDF: its reading slot (ReadSlots caps them), held
+//                           while its body comes;
 //   begin_upload()          once it is read: the name and max_tokens, a retried upload's first
-//                           job; then the body goes to a worker thread, in its reading slot
-//                           (ReadSlots caps them);
+//                           job; then the body goes to a worker thread, in its slot;
 //   read_upload()           on the worker: a multipart part, a PDF's pages (poppler, in the
 //                           reader's child), or the pages of a JSON body;
 //   finish_upload()         back on the io thread: the limits on pages, the door for the whole
@@ -100,10 +101,17 @@ class ReadSlots {
                                                               const ApiRequest& head,
                                                               const User& user);
 
+// A document upload's reading slot, taken from its headers, so that no body is received that
+// could not be read (JSON pages take none: nullptr); or the 503 when the user's share or
+// every slot is taken.
+[[nodiscard]] std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(
+    ReadSlots& slots, const ApiRequest& head, const User& user);
+
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
-// read_upload on a worker, in `slot`), or the answer now.
-[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ReadSlots& slots, ApiRequest request,
-                                       const User& user);
+// read_upload on a worker, in `slot`: a document's, from take_reading_slot), or the answer
+// now.
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& user,
+                                       std::shared_ptr<const void> slot);
 
 // The answer to an upload once its body was read: 202 with the job, or the refusal. With a
 // promise window (RouterConfig::promise_window) and uploads still on their way when its

@@ -20,6 +20,7 @@
 using namespace std::chrono_literals;
 using fairlane::service::ApiRequest;
 using fairlane::service::ApiResponse;
+using fairlane::service::Caller;
 using fairlane::service::Dispatcher;
 using fairlane::service::DispatcherConfig;
 using fairlane::service::Router;
@@ -1054,6 +1055,53 @@ TEST_CASE("One user's PDFs take at most half the reading slots: another's are st
   // One of Alice's read: she may send another.
   reading.front().document->slot.reset();
   CHECK(upload(api.alice).document.has_value());
+}
+
+// A PDF's body is read only to be read by a reader, so its slot is taken from its headers:
+// before, a body of 100 MB was received whole only to be told 503, and any number of such
+// bodies could be held at once (as many as --max-connections), for slots that few.
+TEST_CASE(
+    "A PDF upload takes its reading slot from its headers: past the cap, 503 before its body") {
+  Api api;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.max_pending_documents = 2;
+  config.max_pending_documents_per_user = 1;
+  Router router(*api.store, *api.dispatcher, config);
+  const auto head = [](const std::string& key, const std::string& type) {
+    return ApiRequest{"POST",
+                      "/v1/jobs?name=book.pdf",
+                      {{"Authorization", "Bearer " + key},
+                       {"Content-Type", type},
+                       {"Content-Length", "50000000"}},
+                      ""};
+  };
+  // Alice's first, admitted by its headers, holds her share while its body comes.
+  auto first = router.admit(head(api.alice, "application/pdf"));
+  REQUIRE(std::holds_alternative<Caller>(first));
+  auto second = router.admit(head(api.alice, "multipart/form-data; boundary=x"));
+  REQUIRE(std::holds_alternative<ApiResponse>(second));
+  const auto& busy = std::get<ApiResponse>(second);
+  CHECK(busy.status == 503);
+  CHECK(header(busy, "Retry-After") == "5");
+  CHECK(Api::body(busy).at("error").at("message").as_string().find("1 of your documents") !=
+        std::string::npos);
+  // JSON pages take no reading slot; Bob's PDF takes the other.
+  CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/json"))));
+  auto bobs = router.admit(head(api.bob, "application/pdf"));
+  REQUIRE(std::holds_alternative<Caller>(bobs));
+  // Her upload's body read, it is begun in the slot its headers took: no other is taken.
+  const std::string pdf = fairlane::write_pdf({"One."});
+  ApiRequest whole = head(api.alice, "application/pdf");
+  whole.body = pdf;
+  auto begun =
+      answered(router, router.handle(std::move(whole), std::get<Caller>(std::move(first))));
+  REQUIRE(begun.document.has_value());
+  CHECK(std::holds_alternative<ApiResponse>(router.admit(head(api.alice, "application/pdf"))));
+  // A connection that ends before its body came gives its slot back, as does a read.
+  bobs = ApiResponse{};
+  CHECK(std::holds_alternative<Caller>(router.admit(head(api.bob, "application/pdf"))));
+  begun.document->slot.reset();
+  CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/pdf"))));
 }
 
 TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once one goes through") {

@@ -72,12 +72,12 @@ ApiResponse queue(RouteContext& context, bool admin) {
   return json_response(200, body);
 }
 
-ApiResponse metrics(RouteContext& context) {
+ApiResponse metrics(RouteContext& context, UploadGauges uploads) {
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4";
   const Membership* m = context.config.membership;
   response.body = render_metrics(context.dispatcher, context.door_refusals, context.promises,
-                                 m == nullptr || m->leading, context.config.retention);
+                                 m == nullptr || m->leading, context.config.retention, uploads);
   return response;
 }
 
