@@ -182,6 +182,12 @@ CommandLine::CommandLine()
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   serve_command
+      ->add_option("--max-receiving-mb", serve.max_receiving_mb,
+                   "Upload bodies on their way at once, in MB (one user's: half; at least "
+                   "--max-body-mb); more: 503 busy from the headers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  serve_command
       ->add_option("--max-header-kb", serve.max_header_kb,
                    "The largest request headers (or chunk header, or trailer), in KB; "
                    "larger: 431")

@@ -99,6 +99,10 @@ fairlane::service::RouterConfig router_config(const ServeOptions& o, fairlane::D
                                          o.max_page_kb * 1024};
   config.dialect = dialect;
   config.promise_window = fairlane::from_seconds(o.promise_window);
+  // At least one body of the largest size: below, such a body could never be received.
+  config.max_body_bytes = static_cast<std::size_t>(o.max_body_mb) * 1024 * 1024;
+  config.max_receiving_bytes =
+      static_cast<std::size_t>(std::max(o.max_receiving_mb, o.max_body_mb)) * 1024 * 1024;
   return config;
 }
 

@@ -63,7 +63,7 @@ struct DocumentUpload {
   std::string content_type;
   std::string body;
   std::int64_t default_max_tokens = 0;  // the service's, named when a JSON's is refused
-  // Its reading slot (ReadSlots), to hold on the io thread until the read has ended.
+  // Its reading slot (Quota), to hold on the io thread until the read has ended.
   std::shared_ptr<const void> slot;
 };
 
@@ -106,9 +106,12 @@ struct StoreRead {
 struct Caller {
   bool admin = false;
   User user;  // when !admin
-  // A document upload's reading slot (ReadSlots), held from its headers until its pages are
+  // A document upload's reading slot (Quota), held from its headers until its pages are
   // read; null for any other request.
   std::shared_ptr<const void> reading_slot;
+  // An upload's bytes among those on their way (Quota), from its headers; the transport
+  // holds them until its body has been read. Null for any other request.
+  std::shared_ptr<const void> body_bytes;
 };
 
 // "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.

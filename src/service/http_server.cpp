@@ -386,7 +386,13 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     auto admitted = router.admit(api);
     // An upload counts as on its way from its headers until its body has been read.
     std::shared_ptr<const void> on_its_way;
-    if (std::holds_alternative<Caller>(admitted)) on_its_way = router.upload_on_its_way(api);
+    // Its bytes among those on their way, held until its body has been read (and, for a
+    // document, its pages).
+    std::shared_ptr<const void> body_bytes;
+    if (auto* caller = std::get_if<Caller>(&admitted)) {
+      on_its_way = router.upload_on_its_way(api);
+      body_bytes = std::exchange(caller->body_bytes, {});
+    }
     if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
       const bool reusable = keep_alive && parser.is_done();
       tell_operator(*answer);
@@ -438,6 +444,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
         if (stopped) break;
       }
       on_its_way.reset();
+      body_bytes.reset();
       // Past the door from here: committed (or being committed), so owed its answer.
       owed.emplace(*this, stream.get());
       answer = router.finish_upload(who, std::move(*read));

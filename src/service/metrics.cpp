@@ -151,6 +151,9 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
   w.one("fairlane_documents_reading", "gauge",
         "PDF uploads holding a reading slot: from their headers until their pages are read.",
         uploads.documents_reading);
+  w.one("fairlane_upload_bytes_on_their_way", "gauge",
+        "Bytes of those uploads' bodies, as announced (a chunked one: --max-body-mb).",
+        uploads.bytes);
   w.one("fairlane_pruned_jobs_total", "counter",
         "Finished jobs this process pruned under --retain, with their pages.",
         retention != nullptr ? retention->pruned_jobs() : 0);

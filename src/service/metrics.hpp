@@ -47,6 +47,7 @@ using RefusalCounts = std::map<std::string, std::int64_t, std::less<>>;
 struct UploadGauges {
   std::size_t on_their_way = 0;       // any upload: its body or its pages not read yet
   std::size_t documents_reading = 0;  // the PDFs among them, each in its reading slot
+  std::size_t bytes = 0;              // their bodies' bytes, as announced (--max-receiving-mb)
 };
 
 // The whole exposition: text/plain; version=0.0.4.

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 #include <limits>
+#include <thread>
 
 namespace fairlane::service {
 namespace {
@@ -76,7 +78,14 @@ Router::Router(Store& store, Dispatcher& dispatcher, RouterConfig config)
       auth_(store, config_.admin_key, config_.key_memory,
             config_.clock != nullptr ? config_.clock : &steady_),
       streams_(config_.max_event_streams_per_user),
-      reads_(config_.max_pending_documents, config_.max_pending_documents_per_user),
+      reads_(config_.max_pending_documents > 0
+                 ? config_.max_pending_documents
+                 : 2 * std::max<std::size_t>(1, std::thread::hardware_concurrency()),
+             config_.max_pending_documents_per_user),
+      receiving_(config_.max_receiving_bytes > 0 ? config_.max_receiving_bytes
+                                                 : std::numeric_limits<std::size_t>::max(),
+                 std::max(config_.max_receiving_bytes / 2,
+                          std::min(config_.max_receiving_bytes, config_.max_body_bytes))),
       on_their_way_(std::numeric_limits<std::size_t>::max()),
       promises_(store_, dispatcher_, config_.wall_clock),
       windows_(config_.clock != nullptr ? *config_.clock : steady_, config_.promise_window),
@@ -155,6 +164,9 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
       if (auto refusal = check_upload_headers(context_, head, caller.user)) {
         return std::move(*refusal);
       }
+      auto bytes = take_body_bytes(receiving_, head, caller.user, config_.max_body_bytes);
+      if (auto* busy = std::get_if<ApiResponse>(&bytes)) return std::move(*busy);
+      caller.body_bytes = std::get<std::shared_ptr<const void>>(std::move(bytes));
       auto slot = take_reading_slot(reads_, head, caller.user);
       if (auto* busy = std::get_if<ApiResponse>(&slot)) return std::move(*busy);
       caller.reading_slot = std::get<std::shared_ptr<const void>>(std::move(slot));
@@ -187,7 +199,7 @@ ApiResponse Router::handle(ApiRequest request, Caller caller) {
   if (path == "/v1/queue" && method == "GET") return routes::queue(context_, caller.admin);
   if (caller.admin) {
     if (path == "/metrics" && method == "GET") {
-      return routes::metrics(context_, {on_their_way_.taken(), reads_.taken()});
+      return routes::metrics(context_, {on_their_way_.taken(), reads_.taken(), receiving_.taken()});
     }
     if (path == "/v1/users" && method == "POST") return routes::add_user(context_, request);
     return error_response(403, "forbidden", "this needs a user's key");

@@ -114,8 +114,9 @@ class Router {
   RefusalCounts door_refusals_;
   Watchers watchers_;
   StreamSlots streams_;
-  ReadSlots reads_;
-  ReadSlots on_their_way_;  // uploads being read, JSON or PDF: no cap, a count
+  Quota reads_;
+  Quota receiving_;     // bytes of upload bodies on their way
+  Quota on_their_way_;  // uploads being read, JSON or PDF: no cap, a count
   Promises promises_;
   SteadyClock steady_;
   PromiseWindow windows_;

@@ -43,6 +43,13 @@ struct RouterConfig {
   // Of one user's, at most this many at once; more get 503 busy naming theirs. 0: half of
   // max_pending_documents (at least 1).
   std::size_t max_pending_documents_per_user = 0;
+  // Bytes of upload bodies on their way at once (a body's Content-Length, or max_body_bytes
+  // for a chunked one), counted from their headers until the body is read; more get 503 busy
+  // with Retry-After before their body is sent. Of one user's, at most half (and at least
+  // one body of max_body_bytes). 0: no cap.
+  std::size_t max_receiving_bytes = 0;
+  // The largest body the transport takes (--max-body-mb): what a chunked body is counted as.
+  std::size_t max_body_bytes = std::size_t{100} * 1024 * 1024;
   // Live-event streams one user may hold open; more get 429 too_many_streams.
   std::size_t max_event_streams_per_user = 16;
   Dialect dialect = Dialect::openai;  // the provider's, whose rule prices an image

@@ -7,7 +7,6 @@
 #include <boost/url/parse.hpp>
 #include <chrono>
 #include <iostream>
-#include <thread>
 
 #include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
@@ -123,7 +122,7 @@ std::optional<ApiResponse> name_too_long(std::size_t bytes) {
 }
 
 ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<DocumentPage> pages,
-                    const ReadSlots* on_their_way) {
+                    const Quota* on_their_way) {
   const RouterConfig& config = context.config;
   if (pages.empty()) return error_response(400, "invalid_document", "the upload has no pages");
   if (static_cast<std::int64_t>(pages.size()) > config.max_pages) {
@@ -228,32 +227,6 @@ UploadRead upload_read(Result<Document> document) {
   return answer_for(document.status());
 }
 
-ReadSlots::ReadSlots(std::size_t max, std::size_t per_user)
-    : max_(max > 0 ? max : 2 * std::max<std::size_t>(1, std::thread::hardware_concurrency())),
-      per_user_(per_user > 0 ? std::min(per_user, max_) : std::max<std::size_t>(1, max_ / 2)) {}
-
-std::size_t ReadSlots::taken_by(UserId user) const {
-  const auto it = counts_->by_user.find(user);
-  return it == counts_->by_user.end() ? 0 : it->second;
-}
-
-std::shared_ptr<const void> ReadSlots::take(UserId user) {
-  if (counts_->all >= max_) return nullptr;
-  if (user != 0 && taken_by(user) >= per_user_) return nullptr;
-  ++counts_->all;
-  if (user != 0) ++counts_->by_user[user];
-  return {static_cast<const void*>(this),
-          [weak = std::weak_ptr<Counts>(counts_), user](const void*) {
-            const auto counts = weak.lock();
-            if (!counts) return;
-            --counts->all;
-            if (user == 0) return;
-            if (const auto it = counts->by_user.find(user); --it->second == 0) {
-              counts->by_user.erase(it);
-            }
-          }};
-}
-
 std::optional<ApiResponse> check_upload_headers(RouteContext& context, const ApiRequest& head,
                                                 const User& user) {
   if (format_of(head.header("Content-Type").value_or("")) == Format::unsupported) {
@@ -294,7 +267,7 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   return std::nullopt;
 }
 
-std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(ReadSlots& slots,
+std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(Quota& slots,
                                                                          const ApiRequest& head,
                                                                          const User& user) {
   // A document holds a reader process and its body until read: those are capped. JSON pages
@@ -311,6 +284,36 @@ std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(ReadSlo
                         slots.taken_by(user.id))
           : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
                         slots.taken()));
+  busy.headers.emplace_back("Retry-After", "5");
+  return busy;
+}
+
+std::variant<std::shared_ptr<const void>, ApiResponse> take_body_bytes(Quota& bytes,
+                                                                       const ApiRequest& head,
+                                                                       const User& user,
+                                                                       std::size_t max_body_bytes) {
+  std::size_t announced = 0;
+  if (const auto length = head.header("Content-Length")) {
+    announced =
+        static_cast<std::size_t>(std::max<std::int64_t>(0, whole_number(*length).value_or(0)));
+  } else if (head.header("Transfer-Encoding")) {
+    announced = max_body_bytes;  // chunked: as large as it may grow
+  }
+  if (announced == 0) return std::shared_ptr<const void>{};
+  if (auto taken = bytes.take(user.id, announced)) return taken;
+  constexpr double kMb = 1024.0 * 1024.0;
+  const bool share = bytes.taken_by(user.id) + announced > bytes.per_user();
+  ApiResponse busy = error_response(
+      503, "busy",
+      share ? fmt::format("fairlane is receiving {:.0f} MB of your uploads already, and holds at "
+                          "most {:.0f} MB of one user's at once (half of --max-receiving-mb): "
+                          "retry in 5 s, once one is read",
+                          static_cast<double>(bytes.taken_by(user.id)) / kMb,
+                          static_cast<double>(bytes.per_user()) / kMb)
+            : fmt::format("fairlane is receiving {:.0f} MB of uploads already, and holds at most "
+                          "{:.0f} MB at once (--max-receiving-mb): retry in 5 s",
+                          static_cast<double>(bytes.taken()) / kMb,
+                          static_cast<double>(bytes.max()) / kMb));
   busy.headers.emplace_back("Retry-After", "5");
   return busy;
 }
@@ -343,7 +346,7 @@ ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& 
 }
 
 ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read,
-                          const ReadSlots* on_their_way) {
+                          const Quota* on_their_way) {
   // The same upload may have been retried and committed while this one was being read.
   if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);

@@ -3,7 +3,7 @@
 //   check_upload_headers()  before the body is read: the media type, the Idempotency-Key, and
 //                           whether the door would take even one page (so a busy service reads
 //                           no body);
-//   take_reading_slot()     then, for a PDF: its reading slot (ReadSlots caps them), held
+//   take_reading_slot()     then, for a PDF: its reading slot (Quota caps them), held
 //                           while its body comes;
 //   begin_upload()          once it is read: the name and max_tokens, a retried upload's first
 //                           job; then the body goes to a worker thread, in its slot;
@@ -22,7 +22,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -30,6 +29,7 @@
 #include "fairlane/document/document.hpp"
 #include "fairlane/document/pdf_reader.hpp"
 #include "service/api.hpp"
+#include "service/quota.hpp"
 #include "service/routes.hpp"
 
 namespace fairlane::service {
@@ -70,32 +70,6 @@ using UploadRead = std::variant<Document, ApiAnswer>;
 [[nodiscard]] UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading = {},
                                      ReaderProcesses* processes = nullptr);
 
-// Uploads being read or waiting for a worker, and the cap on them: a body waiting holds its
-// memory until it is read. Of one user's, at most `per_user` at once, so that one user's
-// documents (a shelf of slow PDFs) cannot take every slot from the others.
-class ReadSlots {
- public:
-  // `max` 0: twice the hardware threads. `per_user` 0: half of max (at least 1); past max:
-  // max.
-  explicit ReadSlots(std::size_t max, std::size_t per_user = 0);
-  // A slot held until the handle goes, or nullptr when all are taken or `user` holds their
-  // share (user 0: counted only in all).
-  [[nodiscard]] std::shared_ptr<const void> take(UserId user = 0);
-  [[nodiscard]] std::size_t taken() const { return counts_->all; }
-  [[nodiscard]] std::size_t taken_by(UserId user) const;
-  [[nodiscard]] std::size_t max() const { return max_; }
-  [[nodiscard]] std::size_t per_user() const { return per_user_; }
-
- private:
-  struct Counts {
-    std::size_t all = 0;
-    std::unordered_map<UserId, std::size_t> by_user;  // users holding any
-  };
-  const std::size_t max_;
-  const std::size_t per_user_;
-  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
-};
-
 // The checks of POST /v1/jobs that need only its headers, or nullopt when it may be read.
 [[nodiscard]] std::optional<ApiResponse> check_upload_headers(RouteContext& context,
                                                               const ApiRequest& head,
@@ -105,7 +79,13 @@ class ReadSlots {
 // could not be read (JSON pages take none: nullptr); or the 503 when the user's share or
 // every slot is taken.
 [[nodiscard]] std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(
-    ReadSlots& slots, const ApiRequest& head, const User& user);
+    Quota& slots, const ApiRequest& head, const User& user);
+
+// An upload's bytes among those on their way, taken from its headers: its Content-Length,
+// or `max_body_bytes` when chunked (nullptr without a body); or the 503 when the user's share
+// or the whole would pass the cap (--max-receiving-mb).
+[[nodiscard]] std::variant<std::shared_ptr<const void>, ApiResponse> take_body_bytes(
+    Quota& bytes, const ApiRequest& head, const User& user, std::size_t max_body_bytes);
 
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
 // read_upload on a worker, in `slot`: a document's, from take_reading_slot), or the answer
@@ -122,7 +102,7 @@ class ReadSlots {
 // on a reader, and the caller must not let another upload pass the door (finish_upload)
 // until that commit's answer has been made on the io thread.
 [[nodiscard]] ApiResponse finish_upload(RouteContext& context, const Upload& upload,
-                                        UploadRead read, const ReadSlots* on_their_way = nullptr);
+                                        UploadRead read, const Quota* on_their_way = nullptr);
 
 // Makes the promises whose windows have closed (PromiseWindow): the door's stands when no
 // other upload was accepted in a job's window; when one was, the promise is made again

@@ -116,7 +116,7 @@ cat >"$work/hold.py" <<'PY'
 import select, socket, sys
 port, count, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 head = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-        "Content-Type: application/pdf\r\nContent-Length: 52428800\r\n\r\n" % key)
+        "Content-Type: application/pdf\r\nContent-Length: 5242880\r\n\r\n" % key)
 held = [socket.create_connection(("127.0.0.1", port), timeout=3) for _ in range(count)]
 for s in held:
     s.sendall(head.encode())
@@ -147,7 +147,7 @@ coproc holding { python3 "$work/hold.py" "$port" "$cores" "$alice"; }
 read -r -t 10 held <&"${holding[0]}" || fail "alice's announced PDFs did not connect"
 [[ $held == held ]] || fail "alice's announced PDFs: $held"
 pdf_expect() {
-  printf 'POST /v1/jobs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/pdf\\r\\nExpect: 100-continue\\r\\nContent-Length: 52428800\\r\\n\\r\\n' "$1"
+  printf 'POST /v1/jobs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/pdf\\r\\nExpect: 100-continue\\r\\nContent-Length: 5242880\\r\\n\\r\\n' "$1"
 }
 # documents_reading: the reading slots taken, as /metrics says.
 documents_reading() {

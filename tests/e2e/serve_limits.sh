@@ -5,7 +5,8 @@
 # a connection past --max-connections gets 503 and is closed at once while those open are
 # still served; and slow clients (slowloris: many connections trickling header bytes) are
 # closed after --read-timeout while a normal client is still answered. Every answer names the
-# limit; nothing refused is queued.
+# limit; nothing refused is queued. Bodies on their way past --max-receiving-mb get 503 from
+# their headers.
 #
 #   serve_limits.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
 set -euo pipefail
@@ -212,4 +213,77 @@ got=$(timeout 60 python3 "$work/slow_reader.py" "${base##*:}" "/v1/jobs/$id/resu
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 40
 [[ $exited == 0 ]] || fail "fairlane serve exited $exited: $(cat "$work/serve.2.out")"
+
+# Bodies on their way: at most --max-receiving-mb (60) at once, of one user's half (30),
+# counted from their headers. Bob and Carol each send 20 MB of a 25 MB JSON body and hold
+# the rest: 50 MB are on their way. Dave's 25 MB would pass the 60, and Bob's second his
+# 30: both are told 503 before sending a byte (they ask with Expect: 100-continue), where
+# before they got their 100 and their bodies were taken in beside the others (nothing but
+# --max-connections bounded them: 1,000 bodies of up to 100 MB). Once the held bodies'
+# connections end, Dave's is let in.
+carol=$(add_user carol)
+dave=$(add_user dave)
+start_serve --max-body-mb 30 --max-receiving-mb 60
+port=${base##*:}
+cat >"$work/hold_body.py" <<'PY'
+import select, socket, sys
+port, keys = int(sys.argv[1]), sys.argv[2:]
+held = []
+for key in keys:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+               "Content-Type: application/json\r\nContent-Length: 26214400\r\n\r\n" % key).encode())
+    try:
+        s.sendall(b'{"name": "held", "pages": ["' + b"a" * (20 * 1024 * 1024))
+    except OSError:
+        print("refused: " + s.recv(4096).decode(errors="replace").split("\r\n")[0], flush=True)
+        sys.exit(0)
+    held.append(s)
+print("held", flush=True)
+select.select([sys.stdin], [], [], 60)  # until the test closes this pipe, 60 s at most
+PY
+cat >"$work/ask.py" <<'PY'
+import socket, sys
+port, key = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port), timeout=2)
+s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+           "Content-Length: 26214400\r\n\r\n" % key).encode())
+data = b""
+try:
+    while b"\r\n\r\n" not in data or (b" 100 " not in data.split(b"\r\n")[0] and len(data) < 2000):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+except socket.timeout:
+    pass
+print(data.decode(errors="replace").replace("\r\n", "\n"))
+PY
+ask() { python3 "$work/ask.py" "$port" "$1"; }
+on_their_way() {
+  curl -sS --max-time 5 -H "Authorization: Bearer $admin_key" "$base/metrics" |
+    awk '$1 == "fairlane_upload_bytes_on_their_way" { print $2 }'
+}
+coproc holding { python3 "$work/hold_body.py" "$port" "$bob" "$carol"; }
+read -r -t 30 held <&"${holding[0]}" || fail "the held bodies were not sent"
+[[ $held == held ]] || fail "the held bodies: $held"
+[[ $(on_their_way) == 52428800 ]] || fail "50 MB are not counted on their way: $(on_their_way)"
+out=$(ask "$dave")
+[[ $out == "HTTP/1.1 503 Service Unavailable"* ]] || fail "Dave's 25 MB beside 50 got: $out"
+[[ $out == *"holds at most 60 MB at once (--max-receiving-mb)"* ]] ||
+  fail "the 503 does not name --max-receiving-mb: $out"
+out=$(ask "$bob")
+[[ $out == *"receiving 25 MB of your uploads already"* ]] || fail "Bob's second 25 MB got: $out"
+exec {holding[1]}>&-
+wait "$holding_PID" || true
+for _ in $(seq 100); do
+  [[ $(on_their_way) == 0 ]] && break
+  sleep 0.1
+done
+[[ $(on_their_way) == 0 ]] || fail "bytes still counted after the connections ended: $(on_their_way)"
+out=$(ask "$dave")
+[[ $out == "HTTP/1.1 100 Continue"* ]] || fail "Dave's upload once the others ended got: $out"
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 40
 echo "1 passed, 0 failed"

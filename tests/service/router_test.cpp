@@ -1104,6 +1104,60 @@ TEST_CASE(
   CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/pdf"))));
 }
 
+// Bodies on their way are held in memory until read: before, nothing bounded them but
+// --max-connections (1,000 bodies of up to 100 MB each). Counted from the headers, past the
+// cap an upload is told 503 before its body is sent.
+TEST_CASE("Upload bodies on their way are capped in bytes from their headers, one user's at half") {
+  Api api;
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  constexpr std::size_t kMb = 1024 * 1024;
+  config.max_receiving_bytes = 10 * kMb;
+  config.max_body_bytes = 4 * kMb;  // a chunked body counts as this much
+  Router router(*api.store, *api.dispatcher, config);
+  const auto user = [&](const std::string& name) {
+    const auto r = api.send("POST", "/v1/users", "admin-secret", R"({"name": ")" + name + "\"}");
+    return std::string(Api::body(r).at("key").as_string());
+  };
+  const std::string carol = user("carol");
+  const std::string dave = user("dave");
+  const auto head = [](const std::string& key, const std::string& length_header,
+                       const std::string& value) {
+    return ApiRequest{"POST",
+                      "/v1/jobs",
+                      {{"Authorization", "Bearer " + key},
+                       {"Content-Type", "application/json"},
+                       {length_header, value}},
+                      ""};
+  };
+  const auto mb3 = [&](const std::string& key) {
+    return router.admit(head(key, "Content-Length", std::to_string(3 * kMb)));
+  };
+  const auto message = [](const std::variant<Caller, ApiResponse>& admitted) {
+    REQUIRE(std::holds_alternative<ApiResponse>(admitted));
+    const auto& busy = std::get<ApiResponse>(admitted);
+    CHECK(busy.status == 503);
+    CHECK(header(busy, "Retry-After") == "5");
+    return std::string(Api::body(busy).at("error").at("message").as_string());
+  };
+  auto alices = mb3(api.alice);
+  REQUIRE(std::holds_alternative<Caller>(alices));
+  // Her second would hold 6 MB of hers, past her share of 5.
+  CHECK(message(mb3(api.alice)).find("3 MB of your uploads already") != std::string::npos);
+  auto bobs = mb3(api.bob);
+  auto carols = mb3(carol);
+  REQUIRE(std::holds_alternative<Caller>(bobs));
+  REQUIRE(std::holds_alternative<Caller>(carols));
+  // 9 MB held: Dave's 3 would pass the 10 of all, as would a chunked body (4).
+  CHECK(message(mb3(dave)).find("9 MB of uploads already") != std::string::npos);
+  CHECK(message(router.admit(head(dave, "Transfer-Encoding", "chunked")))
+            .find("at most 10 MB at once") != std::string::npos);
+  // A request without a body holds none, and is let through.
+  CHECK(std::holds_alternative<Caller>(router.admit(head(dave, "Content-Length", "0"))));
+  // Alice's body read (the transport lets go of its bytes): Dave's chunked one comes in.
+  std::get<Caller>(alices).body_bytes.reset();
+  CHECK(std::holds_alternative<Caller>(router.admit(head(dave, "Transfer-Encoding", "chunked"))));
+}
+
 TEST_CASE("/metrics says fairlane_store_ok 0 while a commit fails, and 1 once one goes through") {
   fairlane::testing::FaultyVfs::install();
   fairlane::testing::TempDir dir;
