@@ -85,6 +85,22 @@ wait_ready() {
 
 add_user() { "$fairlane" user add "$1" --db "${serve_db:-$work/fairlane.db}"; }
 
+# metric NAME: what serve's /metrics says of NAME now (a metric without labels), or nothing.
+metric() {
+  curl -sS --max-time 5 -H "Authorization: Bearer $admin_key" "$base/metrics" |
+    awk -v name="$1" '$1 == name { print $2 }'
+}
+
+# wait_metric NAME VALUE WHAT: until /metrics says VALUE of NAME, 10 s at most, or fails
+# saying WHAT.
+wait_metric() {
+  for _ in $(seq 100); do
+    [[ $(metric "$1") == "$2" ]] && return 0
+    sleep 0.1
+  done
+  fail "$3: $1 is $(metric "$1"), not $2"
+}
+
 # upload KEY NAME PAGE...: a JSON upload; prints the job id or fails with the answer.
 upload() {
   local key=$1 name=$2

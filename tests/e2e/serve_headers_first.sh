@@ -149,19 +149,8 @@ read -r -t 10 held <&"${holding[0]}" || fail "alice's announced PDFs did not con
 pdf_expect() {
   printf 'POST /v1/jobs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/pdf\\r\\nExpect: 100-continue\\r\\nContent-Length: 5242880\\r\\n\\r\\n' "$1"
 }
-# documents_reading: the reading slots taken, as /metrics says.
-documents_reading() {
-  curl -sS --max-time 5 -H "Authorization: Bearer $admin_key" "$base/metrics" |
-    awk '$1 == "fairlane_documents_reading" { print $2 }'
-}
-# (Her held connections are admitted one by one as the server reads their headers: a bounded
-# wait for all of them.)
-for _ in $(seq 100); do
-  [[ $(documents_reading) == "$cores" ]] && break
-  sleep 0.1
-done
-[[ $(documents_reading) == "$cores" ]] ||
-  fail "alice's $cores announced PDFs do not hold reading slots: $(documents_reading)"
+# (Her held connections are admitted one by one as the server reads their headers.)
+wait_metric fairlane_documents_reading "$cores" "alice's $cores announced PDFs do not hold reading slots"
 out=$(talk "$(pdf_expect "$alice")")
 [[ $(sed -n 1p <<<"$out") == "HTTP/1.1 503 Service Unavailable" ]] ||
   fail "a PDF past alice's share of reading slots was not refused from its headers: $out"
@@ -174,11 +163,7 @@ out=$(first "$(pdf_expect "$bob")")
 # Her connections end before their bodies came: their slots are given back.
 exec {holding[1]}>&-
 wait "$holding_PID" || true
-for _ in $(seq 100); do
-  [[ $(documents_reading) == 0 ]] && break
-  sleep 0.1
-done
-[[ $(documents_reading) == 0 ]] || fail "slots still taken after the connections ended: $(documents_reading)"
+wait_metric fairlane_documents_reading 0 "slots still taken after the connections ended"
 out=$(first "$(pdf_expect "$alice")")
 [[ $(sed -n 1p <<<"$out") == "HTTP/1.1 100 Continue" ]] ||
   fail "alice's PDF after her connections ended got: $out"

@@ -261,14 +261,10 @@ except socket.timeout:
 print(data.decode(errors="replace").replace("\r\n", "\n"))
 PY
 ask() { python3 "$work/ask.py" "$port" "$1"; }
-on_their_way() {
-  curl -sS --max-time 5 -H "Authorization: Bearer $admin_key" "$base/metrics" |
-    awk '$1 == "fairlane_upload_bytes_on_their_way" { print $2 }'
-}
 coproc holding { python3 "$work/hold_body.py" "$port" "$bob" "$carol"; }
 read -r -t 30 held <&"${holding[0]}" || fail "the held bodies were not sent"
 [[ $held == held ]] || fail "the held bodies: $held"
-[[ $(on_their_way) == 52428800 ]] || fail "50 MB are not counted on their way: $(on_their_way)"
+wait_metric fairlane_upload_bytes_on_their_way 52428800 "50 MB are not counted on their way"
 out=$(ask "$dave")
 [[ $out == "HTTP/1.1 503 Service Unavailable"* ]] || fail "Dave's 25 MB beside 50 got: $out"
 [[ $out == *"holds at most 60 MB at once (--max-receiving-mb)"* ]] ||
@@ -277,11 +273,7 @@ out=$(ask "$bob")
 [[ $out == *"receiving 25 MB of your uploads already"* ]] || fail "Bob's second 25 MB got: $out"
 exec {holding[1]}>&-
 wait "$holding_PID" || true
-for _ in $(seq 100); do
-  [[ $(on_their_way) == 0 ]] && break
-  sleep 0.1
-done
-[[ $(on_their_way) == 0 ]] || fail "bytes still counted after the connections ended: $(on_their_way)"
+wait_metric fairlane_upload_bytes_on_their_way 0 "bytes still counted after the connections ended"
 out=$(ask "$dave")
 [[ $out == "HTTP/1.1 100 Continue"* ]] || fail "Dave's upload once the others ended got: $out"
 kill -TERM "$serve_pid"
