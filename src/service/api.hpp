@@ -35,6 +35,10 @@ struct ApiRequest {
   std::string target;  // path and query, e.g. "/v1/estimate?pages=10"
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;  // empty until the transport has read it (after admission)
+  // The body's size as the transport's HTTP parser read the headers: the Content-Length, 0
+  // without a body, or nullopt when chunked (its size unknown until read) or not read by a
+  // parser (a request built whole, whose Content-Length header is then read).
+  std::optional<std::uint64_t> announced_bytes = std::nullopt;
   [[nodiscard]] std::optional<std::string> header(std::string_view name) const;
 };
 
@@ -106,9 +110,6 @@ struct StoreRead {
 struct Caller {
   bool admin = false;
   User user;  // when !admin
-  // A document upload's reading slot (Quota), held from its headers until its pages are
-  // read; null for any other request.
-  std::shared_ptr<const void> reading_slot;
   // An upload's bytes among those on their way (Quota), from its headers; the transport
   // holds them until its body has been read. Null for any other request.
   std::shared_ptr<const void> body_bytes;

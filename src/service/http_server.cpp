@@ -41,10 +41,17 @@ awaitable<void> read_on_worker(DocumentUpload upload, const DocumentReading& rea
 }
 
 // The request as the API sees it, without its body.
-ApiRequest api_request(const http::request<http::string_body>& request) {
+ApiRequest api_request(const http::request_parser<http::string_body>& parser) {
+  const auto& request = parser.get();
   ApiRequest api{std::string(request.method_string()), std::string(request.target()), {}, {}};
   for (const auto& field : request) {
     api.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  // As the parser reads them (a Content-Length may be a list of equal values, for one).
+  if (const auto length = parser.content_length()) {
+    api.announced_bytes = *length;
+  } else if (!parser.chunked()) {
+    api.announced_bytes = 0;
   }
   return api;
 }
@@ -382,7 +389,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     // body. An answer given now closes the connection unless there was no body to skip.
     const unsigned version = parser.get().version();
     const bool keep_alive = parser.get().keep_alive();
-    ApiRequest api = api_request(parser.get());
+    ApiRequest api = api_request(parser);
     auto admitted = router.admit(api);
     // An upload counts as on its way from its headers until its body has been read.
     std::shared_ptr<const void> on_its_way;
@@ -420,7 +427,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     stream->expires_never();
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
     std::optional<Owing> owed;                  // from an upload's door to its answer written
-    ApiResponse answer = router.handle(std::move(api), std::get<Caller>(std::move(admitted)));
+    ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
+    if (!answer.document) body_bytes.reset();  // answered now: its body is done with
     co_await read_first(answer);
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The

@@ -104,6 +104,7 @@ void Leadership::schedule() {
 }
 
 void Leadership::claim() {
+  if (stopped_) return;  // a wait that had ended when stop() cancelled the timer
   const auto asked = std::chrono::steady_clock::now();
   auto lease = cluster_.claim_lease(config_.instance, held_for(config_.lease));
   if (!lease.ok()) {

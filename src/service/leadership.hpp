@@ -21,7 +21,8 @@
 //     out are abandoned, and the next leader holds their places under the cap and requeues
 //     their pages;
 //   - a leader whose renewal finds the lease its own under a newer epoch (another instance
-//     led while it was paused, and is gone) leads again from the store, as at a takeover.
+//     claimed it while this one was paused, and its lease ran out in turn: fenced, whether
+//     it is gone or paused itself) leads again from the store, as at a takeover.
 //
 // Thread safety: the io_context's thread, like the store and the dispatcher.
 #pragma once

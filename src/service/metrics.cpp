@@ -149,7 +149,7 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
         "Uploads admitted by their headers whose body or pages are not read yet.",
         uploads.on_their_way);
   w.one("fairlane_documents_reading", "gauge",
-        "PDF uploads holding a reading slot: from their headers until their pages are read.",
+        "PDF uploads holding a reading slot: being read, or waiting for a worker.",
         uploads.documents_reading);
   w.one("fairlane_upload_bytes_on_their_way", "gauge",
         "Bytes of those uploads' bodies, as announced (a chunked one: --max-body-mb).",

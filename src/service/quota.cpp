@@ -13,9 +13,14 @@ std::size_t Quota::taken_by(UserId user) const {
   return it == counts_->by_user.end() ? 0 : it->second;
 }
 
+bool Quota::available(UserId user, std::size_t amount) const {
+  if (amount > max_ - counts_->all) return false;
+  return user == 0 || amount <= per_user_ - std::min(per_user_, taken_by(user));
+}
+
 std::shared_ptr<const void> Quota::take(UserId user, std::size_t amount) {
-  if (amount > max_ - counts_->all) return nullptr;
-  if (user != 0 && amount > per_user_ - std::min(per_user_, taken_by(user))) return nullptr;
+  if (!available(user, amount)) return nullptr;
+  if (amount == 0) return {static_cast<const void*>(this), [](const void*) {}};  // holds nothing
   counts_->all += amount;
   if (user != 0) counts_->by_user[user] += amount;
   return {static_cast<const void*>(this),

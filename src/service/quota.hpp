@@ -21,6 +21,8 @@ class Quota {
   // `amount` held until the handle goes, or nullptr when it would take the whole past max,
   // or `user`'s past their share (user 0: counted only in the whole).
   [[nodiscard]] std::shared_ptr<const void> take(UserId user = 0, std::size_t amount = 1);
+  // Whether take(user, amount) would give it now (nothing is taken).
+  [[nodiscard]] bool available(UserId user = 0, std::size_t amount = 1) const;
   [[nodiscard]] std::size_t taken() const { return counts_->all; }
   [[nodiscard]] std::size_t taken_by(UserId user) const;
   [[nodiscard]] std::size_t max() const { return max_; }

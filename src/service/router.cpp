@@ -164,12 +164,10 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
       if (auto refusal = check_upload_headers(context_, head, caller.user)) {
         return std::move(*refusal);
       }
+      if (auto busy = check_reading_slot(reads_, head, caller.user)) return std::move(*busy);
       auto bytes = take_body_bytes(receiving_, head, caller.user, config_.max_body_bytes);
       if (auto* busy = std::get_if<ApiResponse>(&bytes)) return std::move(*busy);
       caller.body_bytes = std::get<std::shared_ptr<const void>>(std::move(bytes));
-      auto slot = take_reading_slot(reads_, head, caller.user);
-      if (auto* busy = std::get_if<ApiResponse>(&slot)) return std::move(*busy);
-      caller.reading_slot = std::get<std::shared_ptr<const void>>(std::move(slot));
     }
   }
   return caller;
@@ -178,10 +176,10 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
 ApiResponse Router::handle(ApiRequest request) {
   auto admitted = admit(request);
   if (auto* answer = std::get_if<ApiResponse>(&admitted)) return std::move(*answer);
-  return handle(std::move(request), std::get<Caller>(std::move(admitted)));
+  return handle(std::move(request), std::get<Caller>(admitted));
 }
 
-ApiResponse Router::handle(ApiRequest request, Caller caller) {
+ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
   const auto target = target_of(request);
   if (!target) return bad_target();
   if (auto probe = routes::probe(context_, target->path)) return std::move(*probe);
@@ -206,7 +204,7 @@ ApiResponse Router::handle(ApiRequest request, Caller caller) {
   }
   const User& user = caller.user;
   if (path == "/v1/jobs" && method == "POST") {
-    return begin_upload(context_, std::move(request), user, std::move(caller.reading_slot));
+    return begin_upload(context_, reads_, std::move(request), user);
   }
   if (path == "/v1/jobs" && method == "GET") {
     return routes::list_jobs(context_, user, target->param("limit"), target->param("cursor"));

@@ -54,15 +54,15 @@ class Router {
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  // From a request's headers alone (its body not read): who sent it (with a document
-  // upload's reading slot, taken now), or the answer to send without reading the body (a
-  // probe, 400, 401, 403, 415, a busy door or reader, a retried upload's first job).
+  // From a request's headers alone (its body not read): who sent it (with an upload's bytes
+  // among those on their way, taken now), or the answer to send without reading the body (a
+  // probe, 400, 401, 403, 415, a busy door or reader, too many bytes on their way, a retried
+  // upload's first job).
   std::variant<Caller, ApiResponse> admit(const ApiRequest& head);
 
   // The request, body read, from a caller admit() let through. By value: an upload's body
   // (up to the body limit) moves through, it is not copied.
-  // The caller's reading slot, if its headers took one, moves on with the document.
-  ApiResponse handle(ApiRequest request, Caller caller);
+  ApiResponse handle(ApiRequest request, const Caller& caller);
   // admit(), then handle(): for a request read whole.
   ApiResponse handle(ApiRequest request);
 

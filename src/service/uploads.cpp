@@ -267,59 +267,69 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   return std::nullopt;
 }
 
-std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(Quota& slots,
-                                                                         const ApiRequest& head,
-                                                                         const User& user) {
-  // A document holds a reader process and its body until read: those are capped. JSON pages
-  // take a worker only for their parse, and hold no more than any body does.
-  if (format_of(head.header("Content-Type").value_or("")) != Format::document) {
-    return std::shared_ptr<const void>{};
-  }
-  if (auto slot = slots.take(user.id)) return slot;
+namespace {
+
+// The 503 for a document that finds every reading slot taken, or its user's share.
+ApiResponse readers_busy(const Quota& slots, UserId user) {
   ApiResponse busy = error_response(
       503, "busy",
       slots.taken() < slots.max()
           ? fmt::format("fairlane is reading {} of your documents already, as many of one "
                         "user's as it reads at once: retry in 5 s, once one is read",
-                        slots.taken_by(user.id))
+                        slots.taken_by(user))
           : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
                         slots.taken()));
   busy.headers.emplace_back("Retry-After", "5");
   return busy;
 }
 
+}  // namespace
+
+std::optional<ApiResponse> check_reading_slot(const Quota& slots, const ApiRequest& head,
+                                              const User& user) {
+  if (format_of(head.header("Content-Type").value_or("")) != Format::document) return std::nullopt;
+  if (slots.available(user.id)) return std::nullopt;
+  return readers_busy(slots, user.id);
+}
+
 std::variant<std::shared_ptr<const void>, ApiResponse> take_body_bytes(Quota& bytes,
                                                                        const ApiRequest& head,
                                                                        const User& user,
                                                                        std::size_t max_body_bytes) {
-  std::size_t announced = 0;
-  if (const auto length = head.header("Content-Length")) {
-    announced =
-        static_cast<std::size_t>(std::max<std::int64_t>(0, whole_number(*length).value_or(0)));
-  } else if (head.header("Transfer-Encoding")) {
-    announced = max_body_bytes;  // chunked: as large as it may grow
+  // Chunked, or a Content-Length this cannot read: as large as a body may grow.
+  std::uint64_t announced = max_body_bytes;
+  if (head.announced_bytes) {
+    announced = *head.announced_bytes;
+  } else if (const auto length = head.header("Content-Length")) {
+    if (const auto n = whole_number(*length); n && *n >= 0) {
+      announced = static_cast<std::uint64_t>(*n);
+    }
+  } else if (!head.header("Transfer-Encoding")) {
+    announced = 0;
   }
-  if (announced == 0) return std::shared_ptr<const void>{};
-  if (auto taken = bytes.take(user.id, announced)) return taken;
+  // (The transport refuses a body over max_body_bytes before this.)
+  const auto amount = static_cast<std::size_t>(std::min<std::uint64_t>(announced, max_body_bytes));
+  if (amount == 0) return std::shared_ptr<const void>{};
+  if (auto taken = bytes.take(user.id, amount)) return taken;
   constexpr double kMb = 1024.0 * 1024.0;
-  const bool share = bytes.taken_by(user.id) + announced > bytes.per_user();
+  const bool share = bytes.taken_by(user.id) + amount > bytes.per_user();
   ApiResponse busy = error_response(
       503, "busy",
-      share ? fmt::format("fairlane is receiving {:.0f} MB of your uploads already, and holds at "
-                          "most {:.0f} MB of one user's at once (half of --max-receiving-mb): "
-                          "retry in 5 s, once one is read",
+      share ? fmt::format("fairlane is receiving or reading {:.1f} MB of your uploads already, "
+                          "and holds at most {:.1f} MB of one user's at once (its share of "
+                          "--max-receiving-mb): retry in 5 s, once one is read",
                           static_cast<double>(bytes.taken_by(user.id)) / kMb,
                           static_cast<double>(bytes.per_user()) / kMb)
-            : fmt::format("fairlane is receiving {:.0f} MB of uploads already, and holds at most "
-                          "{:.0f} MB at once (--max-receiving-mb): retry in 5 s",
+            : fmt::format("fairlane is receiving or reading {:.1f} MB of uploads already, and "
+                          "holds at most {:.1f} MB at once (--max-receiving-mb): retry in 5 s",
                           static_cast<double>(bytes.taken()) / kMb,
                           static_cast<double>(bytes.max()) / kMb));
   busy.headers.emplace_back("Retry-After", "5");
   return busy;
 }
 
-ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& user,
-                         std::shared_ptr<const void> slot) {
+ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request,
+                         const User& user) {
   const std::string type = request.header("Content-Type").value_or("");
   const bool json_pages = format_of(type) == Format::json_pages;
   Upload upload{user.id,
@@ -335,10 +345,12 @@ ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& 
   if (!json_pages && request.body.empty()) {
     return error_response(400, "invalid_document", "the body is empty: send the PDF's bytes");
   }
-  if (!json_pages && !slot) {
-    return error_response(500, "internal",
-                          "a document upload came without the reading slot its headers take");
-  }
+  // A document holds a reader process and its body until read: those are capped. JSON pages
+  // take a worker only for their parse, and hold no more than any body does. (Its headers
+  // found a slot free; another upload may have taken it while this body came.)
+  std::shared_ptr<const void> slot;
+  if (!json_pages) slot = slots.take(user.id);
+  if (!json_pages && !slot) return readers_busy(slots, user.id);
   ApiResponse read;
   read.document = DocumentUpload{std::move(upload), type, std::move(request.body),
                                  context.config.max_tokens, std::move(slot)};

@@ -3,10 +3,12 @@
 //   check_upload_headers()  before the body is read: the media type, the Idempotency-Key, and
 //                           whether the door would take even one page (so a busy service reads
 //                           no body);
-//   take_reading_slot()     then, for a PDF: its reading slot (Quota caps them), held
-//                           while its body comes;
+//   take_body_bytes()       then its body's bytes among those on their way (Quota caps
+//                           them), held by the transport until the body is read;
+//   check_reading_slot()    and, for a PDF, whether a reading slot is free now;
 //   begin_upload()          once it is read: the name and max_tokens, a retried upload's first
-//                           job; then the body goes to a worker thread, in its slot;
+//                           job; then the body goes to a worker thread, in its reading slot
+//                           (Quota caps them);
 //   read_upload()           on the worker: a multipart part, a PDF's pages (poppler, in the
 //                           reader's child), or the pages of a JSON body;
 //   finish_upload()         back on the io thread: the limits on pages, the door for the whole
@@ -75,11 +77,12 @@ using UploadRead = std::variant<Document, ApiAnswer>;
                                                               const ApiRequest& head,
                                                               const User& user);
 
-// A document upload's reading slot, taken from its headers, so that no body is received that
-// could not be read (JSON pages take none: nullptr); or the 503 when the user's share or
-// every slot is taken.
-[[nodiscard]] std::variant<std::shared_ptr<const void>, ApiResponse> take_reading_slot(
-    Quota& slots, const ApiRequest& head, const User& user);
+// For a document upload's headers: the 503 when its user's share of the reading slots, or
+// every slot, is taken now, so that no body is received that could not be read. Nothing is
+// taken: a body that trickles in holds no reader (begin_upload takes the slot).
+[[nodiscard]] std::optional<ApiResponse> check_reading_slot(const Quota& slots,
+                                                            const ApiRequest& head,
+                                                            const User& user);
 
 // An upload's bytes among those on their way, taken from its headers: its Content-Length,
 // or `max_body_bytes` when chunked (nullptr without a body); or the 503 when the user's share
@@ -88,10 +91,9 @@ using UploadRead = std::variant<Document, ApiAnswer>;
     Quota& bytes, const ApiRequest& head, const User& user, std::size_t max_body_bytes);
 
 // POST /v1/jobs once its body is read: a response with `document` set (to be read by
-// read_upload on a worker, in `slot`: a document's, from take_reading_slot), or the answer
-// now.
-[[nodiscard]] ApiResponse begin_upload(RouteContext& context, ApiRequest request, const User& user,
-                                       std::shared_ptr<const void> slot);
+// read_upload on a worker, in `slot`, a document's, taken now), or the answer now.
+[[nodiscard]] ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request,
+                                       const User& user);
 
 // The answer to an upload once its body was read: 202 with the job, or the refusal. With a
 // promise window (RouterConfig::promise_window) and uploads still on their way when its

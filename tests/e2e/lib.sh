@@ -91,6 +91,29 @@ metric() {
     awk -v name="$1" '$1 == name { print $2 }'
 }
 
+# ask_to_send KEY TYPE BYTES: a POST /v1/jobs of TYPE announcing BYTES, with Expect:
+# 100-continue and no body sent; prints the answer, lines ending in \n: a 100 Continue, or
+# the refusal up to the server's close (3 s at most).
+ask_to_send() {
+  python3 - "${base##*:}" "$1" "$2" "$3" <<'PY'
+import socket, sys
+port, key, kind, size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+s = socket.create_connection(("127.0.0.1", port), timeout=3)
+s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
+           "Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (key, kind, size)).encode())
+data = b""
+try:
+    while b"\r\n\r\n" not in data or b" 100 " not in data.split(b"\r\n")[0]:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+except (socket.timeout, ConnectionResetError):
+    pass
+print(data.decode(errors="replace").replace("\r\n", "\n"))
+PY
+}
+
 # wait_metric NAME VALUE WHAT: until /metrics says VALUE of NAME, 10 s at most, or fails
 # saying WHAT.
 wait_metric() {

@@ -7,7 +7,8 @@
 #    page is refused with 400 naming the time limit (--pdf-timeout 2: the bomb alone takes more
 #    than 3 s in a Release build, a small book a twentieth of a second, a third under ASan),
 #    and the service goes on: the next upload is taken.
-#  - As many bombs as cores do not hold up another user's JSON upload.
+#  - As many bombs as cores do not hold up another user's JSON upload, and hold their
+#    user's share of the reading slots: her next PDF is refused from its headers.
 #  - A book of 6,000 pages under --page-input image (every page rendered) is refused the same
 #    way, by the same limit.
 #
@@ -62,7 +63,7 @@ wait_exit "$serve_pid" 30
 # the two shared one pool of a thread per core, and the JSON upload waited for the bombs
 # (50 s with two bombs that took 51 s each).
 bob=$(add_user bob)
-start_serve --pdf-timeout 8 --max-pages 10000
+start_serve --pdf-timeout 15 --max-pages 10000
 bombs=()
 for _ in $(seq "$(getconf _NPROCESSORS_ONLN)"); do
   post "$work/bomb.pdf" >"$work/bomb.$RANDOM.answer" &
@@ -73,6 +74,17 @@ json=$(curl -sS --max-time 4 -w ' %{http_code}' -X POST "$base/v1/jobs" -H "Auth
   -H 'Content-Type: application/json' -d '{"name":"notes","pages":["one page"]}') ||
   fail "a JSON upload beside the bombs was not answered within 4 s: $json"
 [[ $json == *' 202' ]] || fail "a JSON upload beside the bombs answered: $json"
+# The bombs hold Alice's share of the reading slots (half of them: one a core): her next PDF
+# is refused from its headers, before its body is sent (it asks with Expect:
+# 100-continue), where before it got its 100 and was refused once the whole body had come.
+# Bob's, beside them, gets its 100.
+wait_metric fairlane_documents_reading "$(getconf _NPROCESSORS_ONLN)" "the bombs do not hold their slots"
+hers=$(ask_to_send "$alice" application/pdf 5242880)
+[[ $hers == "HTTP/1.1 503 Service Unavailable"* ]] || fail "alice's PDF beside her bombs got: $hers"
+[[ $hers == *"reading $(getconf _NPROCESSORS_ONLN) of your documents already"* ]] ||
+  fail "the 503 does not name her share: $hers"
+his=$(ask_to_send "$bob" application/pdf 5242880)
+[[ $his == "HTTP/1.1 100 Continue"* ]] || fail "bob's PDF beside alice's bombs got: $his"
 for pid in "${bombs[@]}"; do wait "$pid"; done
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 30

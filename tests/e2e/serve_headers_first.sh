@@ -4,8 +4,7 @@
 # answered 401 before a byte of it is sent, and so is a chunked one; a user's upload of a
 # type fairlane does not take gets 415 the same way; `Expect: 100-continue` gets its 100
 # only once the key passed, then the body goes and the upload is accepted; an early answer
-# closes the connection when a body was announced, and keeps it when none was. A PDF takes
-# its reading slot from its headers: past a user's share, 503 before the body is sent.
+# closes the connection when a body was announced, and keeps it when none was.
 #
 #   serve_headers_first.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
@@ -15,7 +14,6 @@ source "$(dirname "$0")/lib.sh"
 
 start_stand_in
 alice=$(add_user alice)
-bob=$(add_user bob)
 start_serve
 port=${base##*:}
 
@@ -106,65 +104,4 @@ code=$(curl -sS -o "$work/big.out" -w '%{http_code} %{time_pretransfer} %{time_s
   -H 'Content-Type: application/json' --data-binary @"$work/big.json" -v 2>"$work/curl.err")
 grep -q '< HTTP/1.1 100 Continue' "$work/curl.err" || fail "curl's upload over 1 MB got no 100 Continue: $(head -30 "$work/curl.err")"
 [[ ${code%% *} == 202 ]] || fail "the 1.2 MB upload answered: $code $(cat "$work/big.out")"
-# A PDF's reading slot is taken from its headers: a PDF that could not be read is told 503
-# before its body is sent, and a body announced holds its slot while it comes. Alice holds
-# her share (half of the slots, twice the cores: one a core) with PDFs announced and not
-# sent; her next gets 503 at once, naming her share, where before it got its 100 Continue
-# and was refused only once its 50 MB had come. Bob still gets his 100; and once her
-# connections end, so does she.
-cat >"$work/hold.py" <<'PY'
-import select, socket, sys
-port, count, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-head = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-        "Content-Type: application/pdf\r\nContent-Length: 5242880\r\n\r\n" % key)
-held = [socket.create_connection(("127.0.0.1", port), timeout=3) for _ in range(count)]
-for s in held:
-    s.sendall(head.encode())
-print("held", flush=True)
-select.select([sys.stdin], [], [], 60)  # until the test closes this pipe, 60 s at most
-PY
-# first.py HEAD: sends the request head and prints whatever comes back within 1 s (or
-# until the server closes), the first line first.
-cat >"$work/first.py" <<'PY'
-import socket, sys
-port, head = int(sys.argv[1]), sys.argv[2].replace("\\r\\n", "\r\n")
-s = socket.create_connection(("127.0.0.1", port), timeout=1)
-s.sendall(head.encode())
-data = b""
-try:
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-except (socket.timeout, ConnectionResetError):
-    pass
-print(data.decode(errors="replace").replace("\r\n", "\n"))
-PY
-first() { python3 "$work/first.py" "$port" "$1"; }
-cores=$(getconf _NPROCESSORS_ONLN)
-coproc holding { python3 "$work/hold.py" "$port" "$cores" "$alice"; }
-read -r -t 10 held <&"${holding[0]}" || fail "alice's announced PDFs did not connect"
-[[ $held == held ]] || fail "alice's announced PDFs: $held"
-pdf_expect() {
-  printf 'POST /v1/jobs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/pdf\\r\\nExpect: 100-continue\\r\\nContent-Length: 5242880\\r\\n\\r\\n' "$1"
-}
-# (Her held connections are admitted one by one as the server reads their headers.)
-wait_metric fairlane_documents_reading "$cores" "alice's $cores announced PDFs do not hold reading slots"
-out=$(talk "$(pdf_expect "$alice")")
-[[ $(sed -n 1p <<<"$out") == "HTTP/1.1 503 Service Unavailable" ]] ||
-  fail "a PDF past alice's share of reading slots was not refused from its headers: $out"
-[[ $(sed -n 2p <<<"$out") == closed ]] || fail "the 503 left the connection open for the body: $out"
-out=$(first "$(pdf_expect "$alice")")
-[[ $out == *"reading $cores of your documents already"* ]] ||
-  fail "the 503 does not name her share of $cores: $out"
-out=$(first "$(pdf_expect "$bob")")
-[[ $(sed -n 1p <<<"$out") == "HTTP/1.1 100 Continue" ]] || fail "bob's PDF beside alice's got: $out"
-# Her connections end before their bodies came: their slots are given back.
-exec {holding[1]}>&-
-wait "$holding_PID" || true
-wait_metric fairlane_documents_reading 0 "slots still taken after the connections ended"
-out=$(first "$(pdf_expect "$alice")")
-[[ $(sed -n 1p <<<"$out") == "HTTP/1.1 100 Continue" ]] ||
-  fail "alice's PDF after her connections ended got: $out"
 echo "1 passed, 0 failed"

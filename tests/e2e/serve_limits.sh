@@ -242,39 +242,22 @@ for key in keys:
 print("held", flush=True)
 select.select([sys.stdin], [], [], 60)  # until the test closes this pipe, 60 s at most
 PY
-cat >"$work/ask.py" <<'PY'
-import socket, sys
-port, key = int(sys.argv[1]), sys.argv[2]
-s = socket.create_connection(("127.0.0.1", port), timeout=2)
-s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-           "Content-Type: application/json\r\nExpect: 100-continue\r\n"
-           "Content-Length: 26214400\r\n\r\n" % key).encode())
-data = b""
-try:
-    while b"\r\n\r\n" not in data or (b" 100 " not in data.split(b"\r\n")[0] and len(data) < 2000):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-except socket.timeout:
-    pass
-print(data.decode(errors="replace").replace("\r\n", "\n"))
-PY
-ask() { python3 "$work/ask.py" "$port" "$1"; }
 coproc holding { python3 "$work/hold_body.py" "$port" "$bob" "$carol"; }
+holding_pid=$holding_PID  # (bash unsets holding_PID once the coprocess has ended)
+pids+=("$holding_pid")
 read -r -t 30 held <&"${holding[0]}" || fail "the held bodies were not sent"
 [[ $held == held ]] || fail "the held bodies: $held"
 wait_metric fairlane_upload_bytes_on_their_way 52428800 "50 MB are not counted on their way"
-out=$(ask "$dave")
+out=$(ask_to_send "$dave" application/json 26214400)
 [[ $out == "HTTP/1.1 503 Service Unavailable"* ]] || fail "Dave's 25 MB beside 50 got: $out"
-[[ $out == *"holds at most 60 MB at once (--max-receiving-mb)"* ]] ||
+[[ $out == *"holds at most 60.0 MB at once (--max-receiving-mb)"* ]] ||
   fail "the 503 does not name --max-receiving-mb: $out"
-out=$(ask "$bob")
-[[ $out == *"receiving 25 MB of your uploads already"* ]] || fail "Bob's second 25 MB got: $out"
+out=$(ask_to_send "$bob" application/json 26214400)
+[[ $out == *"reading 25.0 MB of your uploads already"* ]] || fail "Bob's second 25 MB got: $out"
 exec {holding[1]}>&-
-wait "$holding_PID" || true
+wait "$holding_pid" || true
 wait_metric fairlane_upload_bytes_on_their_way 0 "bytes still counted after the connections ended"
-out=$(ask "$dave")
+out=$(ask_to_send "$dave" application/json 26214400)
 [[ $out == "HTTP/1.1 100 Continue"* ]] || fail "Dave's upload once the others ended got: $out"
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 40

@@ -1057,50 +1057,62 @@ TEST_CASE("One user's PDFs take at most half the reading slots: another's are st
   CHECK(upload(api.alice).document.has_value());
 }
 
-// A PDF's body is read only to be read by a reader, so its slot is taken from its headers:
-// before, a body of 100 MB was received whole only to be told 503, and any number of such
-// bodies could be held at once (as many as --max-connections), for slots that few.
-TEST_CASE(
-    "A PDF upload takes its reading slot from its headers: past the cap, 503 before its body") {
+// A PDF's body is received only to be read by a reader: when its user's share of the reading
+// slots, or every slot, is taken, it is refused from its headers. Before, a body of 100 MB
+// was received whole only to be told 503. Admission takes no slot: a body that trickles in
+// holds no reader from the others (the slot is taken once it has come).
+TEST_CASE("A PDF upload is refused 503 from its headers while its reading slots are taken") {
   Api api;
   RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
   config.max_pending_documents = 2;
   config.max_pending_documents_per_user = 1;
   Router router(*api.store, *api.dispatcher, config);
+  const std::string carol = [&] {
+    const auto r = api.send("POST", "/v1/users", "admin-secret", R"({"name": "carol"})");
+    return std::string(Api::body(r).at("key").as_string());
+  }();
   const auto head = [](const std::string& key, const std::string& type) {
     return ApiRequest{"POST",
                       "/v1/jobs?name=book.pdf",
-                      {{"Authorization", "Bearer " + key},
-                       {"Content-Type", type},
-                       {"Content-Length", "50000000"}},
+                      {{"Authorization", "Bearer " + key}, {"Content-Type", type}},
                       ""};
   };
-  // Alice's first, admitted by its headers, holds her share while its body comes.
-  auto first = router.admit(head(api.alice, "application/pdf"));
-  REQUIRE(std::holds_alternative<Caller>(first));
-  auto second = router.admit(head(api.alice, "multipart/form-data; boundary=x"));
-  REQUIRE(std::holds_alternative<ApiResponse>(second));
-  const auto& busy = std::get<ApiResponse>(second);
-  CHECK(busy.status == 503);
-  CHECK(header(busy, "Retry-After") == "5");
-  CHECK(Api::body(busy).at("error").at("message").as_string().find("1 of your documents") !=
-        std::string::npos);
-  // JSON pages take no reading slot; Bob's PDF takes the other.
-  CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/json"))));
-  auto bobs = router.admit(head(api.bob, "application/pdf"));
-  REQUIRE(std::holds_alternative<Caller>(bobs));
-  // Her upload's body read, it is begun in the slot its headers took: no other is taken.
   const std::string pdf = fairlane::write_pdf({"One."});
-  ApiRequest whole = head(api.alice, "application/pdf");
-  whole.body = pdf;
-  auto begun =
-      answered(router, router.handle(std::move(whole), std::get<Caller>(std::move(first))));
-  REQUIRE(begun.document.has_value());
-  CHECK(std::holds_alternative<ApiResponse>(router.admit(head(api.alice, "application/pdf"))));
-  // A connection that ends before its body came gives its slot back, as does a read.
-  bobs = ApiResponse{};
+  const auto begin = [&](const std::string& key) {
+    ApiRequest whole = head(key, "application/pdf");
+    whole.body = pdf;
+    return answered(router, router.handle(std::move(whole)));
+  };
+  const auto refusal = [](const std::variant<Caller, ApiResponse>& admitted) {
+    REQUIRE(std::holds_alternative<ApiResponse>(admitted));
+    const auto& busy = std::get<ApiResponse>(admitted);
+    CHECK(busy.status == 503);
+    CHECK(header(busy, "Retry-After") == "5");
+    return std::string(Api::body(busy).at("error").at("message").as_string());
+  };
+  // Bob's PDFs on their way take nothing: as many as he likes are admitted.
+  const auto bobs = router.admit(head(api.bob, "application/pdf"));
+  CHECK(std::holds_alternative<Caller>(bobs));
   CHECK(std::holds_alternative<Caller>(router.admit(head(api.bob, "application/pdf"))));
-  begun.document->slot.reset();
+  // Alice's first is being read: her next is refused from its headers, naming her share,
+  // a multipart one too; her JSON pages take no slot.
+  auto hers = begin(api.alice);
+  REQUIRE(hers.document.has_value());
+  CHECK(refusal(router.admit(head(api.alice, "application/pdf"))).find("1 of your documents") !=
+        std::string::npos);
+  CHECK(refusal(router.admit(head(api.alice, "multipart/form-data; boundary=x")))
+            .find("1 of your documents") != std::string::npos);
+  CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/json"))));
+  // Bob's is read too: every slot is taken, and Carol is refused naming them.
+  auto his = begin(api.bob);
+  REQUIRE(his.document.has_value());
+  CHECK(refusal(router.admit(head(carol, "application/pdf"))).find("2 other documents") !=
+        std::string::npos);
+  // One read ends: Carol's comes in, and Alice's once hers has.
+  his.document->slot.reset();
+  CHECK(std::holds_alternative<Caller>(router.admit(head(carol, "application/pdf"))));
+  CHECK(std::holds_alternative<ApiResponse>(router.admit(head(api.alice, "application/pdf"))));
+  hers.document->slot.reset();
   CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/pdf"))));
 }
 
@@ -1142,15 +1154,22 @@ TEST_CASE("Upload bodies on their way are capped in bytes from their headers, on
   auto alices = mb3(api.alice);
   REQUIRE(std::holds_alternative<Caller>(alices));
   // Her second would hold 6 MB of hers, past her share of 5.
-  CHECK(message(mb3(api.alice)).find("3 MB of your uploads already") != std::string::npos);
+  CHECK(message(mb3(api.alice)).find("3.0 MB of your uploads already") != std::string::npos);
   auto bobs = mb3(api.bob);
   auto carols = mb3(carol);
   REQUIRE(std::holds_alternative<Caller>(bobs));
   REQUIRE(std::holds_alternative<Caller>(carols));
   // 9 MB held: Dave's 3 would pass the 10 of all, as would a chunked body (4).
-  CHECK(message(mb3(dave)).find("9 MB of uploads already") != std::string::npos);
+  CHECK(message(mb3(dave)).find("9.0 MB of uploads already") != std::string::npos);
   CHECK(message(router.admit(head(dave, "Transfer-Encoding", "chunked")))
-            .find("at most 10 MB at once") != std::string::npos);
+            .find("at most 10.0 MB at once") != std::string::npos);
+  // A Content-Length it cannot read (a list of equal values, which HTTP allows) counts as
+  // the largest body too, not as none.
+  CHECK(std::holds_alternative<ApiResponse>(router.admit(head(dave, "Content-Length", "1, 1"))));
+  // The transport's parser says the size when it read the headers: that is what counts.
+  ApiRequest parsed = head(dave, "Content-Length", "1, 1");
+  parsed.announced_bytes = 1;
+  CHECK(std::holds_alternative<Caller>(router.admit(parsed)));
   // A request without a body holds none, and is let through.
   CHECK(std::holds_alternative<Caller>(router.admit(head(dave, "Content-Length", "0"))));
   // Alice's body read (the transport lets go of its bytes): Dave's chunked one comes in.
