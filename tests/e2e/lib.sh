@@ -91,16 +91,16 @@ metric() {
     awk -v name="$1" '$1 == name { print $2 }'
 }
 
-# ask_to_send KEY TYPE BYTES: a POST /v1/jobs of TYPE announcing BYTES, with Expect:
+# ask_to_send KEY TYPE LENGTH: a POST /v1/jobs of TYPE with Content-Length LENGTH, and Expect:
 # 100-continue and no body sent; prints the answer, lines ending in \n: a 100 Continue, or
 # the refusal up to the server's close (3 s at most).
 ask_to_send() {
   python3 - "${base##*:}" "$1" "$2" "$3" <<'PY'
 import socket, sys
-port, key, kind, size = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+port, key, kind, length = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 s = socket.create_connection(("127.0.0.1", port), timeout=3)
 s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n"
-           "Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (key, kind, size)).encode())
+           "Expect: 100-continue\r\nContent-Length: %s\r\n\r\n" % (key, kind, length)).encode())
 data = b""
 try:
     while b"\r\n\r\n" not in data or b" 100 " not in data.split(b"\r\n")[0]:
