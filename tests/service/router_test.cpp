@@ -124,6 +124,15 @@ std::string header(const ApiResponse& r, const std::string& name) {
   return "";
 }
 
+// The message of the 503 busy, with Retry-After: 5, that admit() answered.
+std::string busy_message(const std::variant<Caller, ApiResponse>& admitted) {
+  REQUIRE(std::holds_alternative<ApiResponse>(admitted));
+  const auto& busy = std::get<ApiResponse>(admitted);
+  CHECK(busy.status == 503);
+  CHECK(header(busy, "Retry-After") == "5");
+  return std::string(Api::body(busy).at("error").at("message").as_string());
+}
+
 }  // namespace
 
 TEST_CASE("A body sent where none is taken is answered from the headers, before it is read") {
@@ -1083,13 +1092,6 @@ TEST_CASE("A PDF upload is refused 503 from its headers while its reading slots 
     whole.body = pdf;
     return answered(router, router.handle(std::move(whole)));
   };
-  const auto refusal = [](const std::variant<Caller, ApiResponse>& admitted) {
-    REQUIRE(std::holds_alternative<ApiResponse>(admitted));
-    const auto& busy = std::get<ApiResponse>(admitted);
-    CHECK(busy.status == 503);
-    CHECK(header(busy, "Retry-After") == "5");
-    return std::string(Api::body(busy).at("error").at("message").as_string());
-  };
   // Bob's PDFs on their way take nothing: as many as he likes are admitted.
   const auto bobs = router.admit(head(api.bob, "application/pdf"));
   CHECK(std::holds_alternative<Caller>(bobs));
@@ -1098,15 +1100,16 @@ TEST_CASE("A PDF upload is refused 503 from its headers while its reading slots 
   // a multipart one too; her JSON pages take no slot.
   auto hers = begin(api.alice);
   REQUIRE(hers.document.has_value());
-  CHECK(refusal(router.admit(head(api.alice, "application/pdf"))).find("1 of your documents") !=
-        std::string::npos);
-  CHECK(refusal(router.admit(head(api.alice, "multipart/form-data; boundary=x")))
+  CHECK(
+      busy_message(router.admit(head(api.alice, "application/pdf"))).find("1 of your documents") !=
+      std::string::npos);
+  CHECK(busy_message(router.admit(head(api.alice, "multipart/form-data; boundary=x")))
             .find("1 of your documents") != std::string::npos);
   CHECK(std::holds_alternative<Caller>(router.admit(head(api.alice, "application/json"))));
   // Bob's is read too: every slot is taken, and Carol is refused naming them.
   auto his = begin(api.bob);
   REQUIRE(his.document.has_value());
-  CHECK(refusal(router.admit(head(carol, "application/pdf"))).find("2 other documents") !=
+  CHECK(busy_message(router.admit(head(carol, "application/pdf"))).find("2 other documents") !=
         std::string::npos);
   // One read ends: Carol's comes in, and Alice's once hers has.
   his.document->slot.reset();
@@ -1144,24 +1147,17 @@ TEST_CASE("Upload bodies on their way are capped in bytes from their headers, on
   const auto mb3 = [&](const std::string& key) {
     return router.admit(head(key, "Content-Length", std::to_string(3 * kMb)));
   };
-  const auto message = [](const std::variant<Caller, ApiResponse>& admitted) {
-    REQUIRE(std::holds_alternative<ApiResponse>(admitted));
-    const auto& busy = std::get<ApiResponse>(admitted);
-    CHECK(busy.status == 503);
-    CHECK(header(busy, "Retry-After") == "5");
-    return std::string(Api::body(busy).at("error").at("message").as_string());
-  };
   auto alices = mb3(api.alice);
   REQUIRE(std::holds_alternative<Caller>(alices));
   // Her second would hold 6 MB of hers, past her share of 5.
-  CHECK(message(mb3(api.alice)).find("3.0 MB of your uploads already") != std::string::npos);
+  CHECK(busy_message(mb3(api.alice)).find("3.0 MB of your uploads already") != std::string::npos);
   auto bobs = mb3(api.bob);
   auto carols = mb3(carol);
   REQUIRE(std::holds_alternative<Caller>(bobs));
   REQUIRE(std::holds_alternative<Caller>(carols));
   // 9 MB held: Dave's 3 would pass the 10 of all, as would a chunked body (4).
-  CHECK(message(mb3(dave)).find("9.0 MB of uploads already") != std::string::npos);
-  CHECK(message(router.admit(head(dave, "Transfer-Encoding", "chunked")))
+  CHECK(busy_message(mb3(dave)).find("9.0 MB of uploads already") != std::string::npos);
+  CHECK(busy_message(router.admit(head(dave, "Transfer-Encoding", "chunked")))
             .find("at most 10.0 MB at once") != std::string::npos);
   // A Content-Length it cannot read (a list of equal values, which HTTP allows) counts as
   // the largest body too, not as none.
