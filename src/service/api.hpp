@@ -110,9 +110,10 @@ struct StoreRead {
 struct Caller {
   bool admin = false;
   User user;  // when !admin
-  // An upload's bytes among those on their way (Quota), from its headers; the transport
-  // holds them until its body has been read. Null for any other request.
-  std::shared_ptr<const void> body_bytes;
+  // An upload's place among those on their way, with its body's bytes (Quota), from its
+  // headers; the transport holds it until its body (and a document's pages) has been read.
+  // Null for any other request.
+  std::shared_ptr<const void> on_its_way = nullptr;
 };
 
 // "multipart/form-data" of "Multipart/Form-Data; boundary=x": lower case, no parameters.

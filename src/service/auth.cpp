@@ -100,12 +100,11 @@ std::variant<Caller, ApiResponse> Authenticator::authenticate(const ApiRequest& 
                                  "user name)"
                                : "this needs an API key: send it as 'Authorization: Bearer <key>'");
   }
-  if (is_admin_key(*key)) return Caller{.admin = true, .user = {}, .body_bytes = nullptr};
+  if (is_admin_key(*key)) return Caller{true, {}};
   // Found by its SHA-256 through an index: see docs/reliability.md, "Security", for why
   // the lookup's timing tells nothing useful about any key.
   auto user = find(*key);
-  if (user.ok())
-    return Caller{.admin = false, .user = std::move(user).value(), .body_bytes = nullptr};
+  if (user.ok()) return Caller{false, std::move(user).value()};
   if (user.status().code() == StatusCode::not_found) {
     return unauthorized(ui, "this API key is not known: check it, or ask for one");
   }

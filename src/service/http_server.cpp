@@ -391,14 +391,11 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     const bool keep_alive = parser.get().keep_alive();
     ApiRequest api = api_request(parser);
     auto admitted = router.admit(api);
-    // An upload counts as on its way from its headers until its body has been read.
+    // An upload counts as on its way, with its body's bytes, from its headers until its
+    // body (and a document's pages) has been read.
     std::shared_ptr<const void> on_its_way;
-    // Its bytes among those on their way, held until its body has been read (and, for a
-    // document, its pages).
-    std::shared_ptr<const void> body_bytes;
     if (auto* caller = std::get_if<Caller>(&admitted)) {
-      on_its_way = router.upload_on_its_way(api);
-      body_bytes = std::exchange(caller->body_bytes, {});
+      on_its_way = std::exchange(caller->on_its_way, {});
     }
     if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
       const bool reusable = keep_alive && parser.is_done();
@@ -428,7 +425,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     api.body = std::move(parser.get().body());  // an upload can be 100 MB: moved, not copied
     std::optional<Owing> owed;                  // from an upload's door to its answer written
     ApiResponse answer = router.handle(std::move(api), std::get<Caller>(admitted));
-    if (!answer.document) body_bytes.reset();  // answered now: its body is done with
+    if (!answer.document) on_its_way.reset();  // answered now: it is no longer on its way
     co_await read_first(answer);
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
@@ -452,7 +449,6 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
         if (stopped) break;
       }
       on_its_way.reset();
-      body_bytes.reset();
       // Past the door from here: committed (or being committed), so owed its answer.
       owed.emplace(*this, stream.get());
       answer = router.finish_upload(who, std::move(*read));

@@ -167,7 +167,10 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
       if (auto busy = check_reading_slot(reads_, head, caller.user)) return std::move(*busy);
       auto bytes = take_body_bytes(receiving_, head, caller.user, config_.max_body_bytes);
       if (auto* busy = std::get_if<ApiResponse>(&bytes)) return std::move(*busy);
-      caller.body_bytes = std::get<std::shared_ptr<const void>>(std::move(bytes));
+      // One handle for both: they are given back together.
+      caller.on_its_way = std::make_shared<
+          const std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>>(
+          upload_on_its_way(head), std::get<std::shared_ptr<const void>>(std::move(bytes)));
     }
   }
   return caller;

@@ -54,10 +54,10 @@ class Router {
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  // From a request's headers alone (its body not read): who sent it (with an upload's bytes
-  // among those on their way, taken now), or the answer to send without reading the body (a
-  // probe, 400, 401, 403, 415, a busy door or reader, too many bytes on their way, a retried
-  // upload's first job).
+  // From a request's headers alone (its body not read): who sent it (with an upload's place
+  // among those on their way and its body's bytes, taken now), or the answer to send without
+  // reading the body (a probe, 400, 401, 403, 415, a busy door or reader, too many bytes on their
+  // way, a retried upload's first job).
   std::variant<Caller, ApiResponse> admit(const ApiRequest& head);
 
   // The request, body read, from a caller admit() let through. By value: an upload's body
@@ -68,14 +68,15 @@ class Router {
 
   // The answer to an upload once its body was read (read_upload), or failed to be read: the
   // 202, a refusal, or a PromiseHold (RouterConfig::promise_window) while other uploads are
-  // on their way. The caller has let go of this one's upload_on_its_way() token. With
+  // on their way. The caller has let go of this one's Caller::on_its_way. With
   // readers, the answer is the commit to make (ApiResponse::read): until it is made, the
   // caller lets no other upload reach finish_upload().
   ApiResponse finish_upload(const Upload& upload, UploadRead read);
-  // For an upload (POST /v1/jobs) admitted by its headers: a token that counts it among the
-  // uploads on their way until the transport lets go of it, once its body has been read
-  // (and, for a document, its pages); nullptr for any other request. An upload accepted
-  // while others are on their way waits for them (PromiseWindow).
+  // For an upload (POST /v1/jobs): a token that counts it among the uploads on their way
+  // until it goes; nullptr for any other request. admit() takes one for each upload it lets
+  // through (in Caller::on_its_way, which the transport lets go of once the body, and a
+  // document's pages, have been read). An upload accepted while others are on their way
+  // waits for them (PromiseWindow).
   [[nodiscard]] std::shared_ptr<const void> upload_on_its_way(const ApiRequest& head);
   // The 202 of an upload held for its promise window, once the hold's wait has passed.
   ApiResponse close_promise(const PromiseHold& hold);

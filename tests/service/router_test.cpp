@@ -1169,7 +1169,7 @@ TEST_CASE("Upload bodies on their way are capped in bytes from their headers, on
   // A request without a body holds none, and is let through.
   CHECK(std::holds_alternative<Caller>(router.admit(head(dave, "Content-Length", "0"))));
   // Alice's body read (the transport lets go of its bytes): Dave's chunked one comes in.
-  std::get<Caller>(alices).body_bytes.reset();
+  std::get<Caller>(alices).on_its_way.reset();
   CHECK(std::holds_alternative<Caller>(router.admit(head(dave, "Transfer-Encoding", "chunked"))));
 }
 
