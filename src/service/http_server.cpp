@@ -81,6 +81,26 @@ awaitable<void> write_message(beast::tcp_stream& stream, http::response<Body>& m
   } while (!error && !serializer.is_done());
 }
 
+// Ends a connection answered before its request's body was read (a refusal from the headers,
+// or a read stopped at a limit) without losing that answer. Closed with the client's bytes
+// unread, the connection is reset, and a client still sending (one that sends its whole
+// body before it reads, as Python's http.client does) meets a broken pipe, not the answer.
+// So this side's end is sent after the answer, and what comes is read and dropped until the
+// client closes, or until `until`: the request's own read deadline, the time it had to send
+// all of it anyway. A lingering close, as nginx's lingering_close.
+awaitable<void> linger(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                       std::chrono::steady_clock::time_point until) {
+  boost::system::error_code error;
+  stream.socket().shutdown(tcp::socket::shutdown_send, error);
+  if (error) co_return;
+  stream.expires_at(until);
+  buffer.clear();
+  while (!error) {
+    co_await stream.async_read_some(buffer.prepare(buffer.max_size()),
+                                    asio::redirect_error(use_awaitable, error));
+  }
+}
+
 // A failure on the service's side was answered in the caller's terms: what it really was,
 // which names the store's server or file, goes to the operator's log.
 void tell_operator(const ApiResponse& r) {
@@ -358,6 +378,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
   beast::flat_buffer buffer(std::min(limits.max_header_bytes + 4096, kMaxReadBuffer));
   boost::system::error_code error;
   bool first = true;
+  std::chrono::steady_clock::time_point read_deadline;
+  bool body_unread = false;  // answered before the request's body was read: linger()
   while (!stopped) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(
@@ -376,12 +398,14 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     // A request, headers and body, arrives whole within the read timeout (from the
     // connection's start, or from its first byte), however slowly it trickles: a client
     // that sends a byte now and then cannot hold a connection for longer.
-    stream->expires_after(limits.read_timeout);
+    read_deadline = std::chrono::steady_clock::now() + limits.read_timeout;
+    stream->expires_at(read_deadline);
     co_await http::async_read_header(*stream, buffer, parser,
                                      asio::redirect_error(use_awaitable, error));
     // A Content-Length over the limit fails already here, with body_limit.
     if (auto refusal = refusal_for(error, parser.get().version())) {
       co_await write_message(*stream, *refusal, limits.write_timeout, error);
+      body_unread = !error;
       break;
     }
     if (error) break;
@@ -402,6 +426,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       tell_operator(*answer);
       auto response = to_beast(*answer, version, reusable);
       co_await write_message(*stream, response, limits.write_timeout, error);
+      body_unread = !error && !parser.is_done();
       if (error || !reusable) break;
       continue;
     }
@@ -417,6 +442,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
                                 asio::redirect_error(use_awaitable, error));
       if (auto refusal = refusal_for(error, version)) {
         co_await write_message(*stream, *refusal, limits.write_timeout, error);
+        body_unread = !error;
         break;
       }
       if (error) break;
@@ -473,7 +499,11 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     co_await write_message(*stream, response, limits.write_timeout, error);
     if (error || !keep_alive) break;
   }
-  stream->socket().shutdown(tcp::socket::shutdown_send, error);
+  if (body_unread && !stopped) {
+    co_await linger(*stream, buffer, read_deadline);
+  } else {
+    stream->socket().shutdown(tcp::socket::shutdown_send, error);
+  }
 }
 
 }  // namespace fairlane::service

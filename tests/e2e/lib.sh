@@ -114,6 +114,28 @@ print(data.decode(errors="replace").replace("\r\n", "\n"))
 PY
 }
 
+# send_whole KEY TYPE FILE: a POST /v1/jobs of TYPE with FILE as its body, sent whole before
+# the answer is read, with no Expect: 100-continue, as Python's http.client (and requests) do;
+# KEY may be empty for none. Prints the status and the error's type, or the error the client
+# met instead of an answer (a reset, a broken pipe).
+send_whole() {
+  python3 - "${base##*:}" "$1" "$2" "$3" <<'PY'
+import http.client, json, sys
+port, key, kind, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+headers = {"Content-Type": kind}
+if key:
+    headers["Authorization"] = "Bearer " + key
+connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+try:
+    connection.request("POST", "/v1/jobs", body=open(path, "rb").read(), headers=headers)
+    answer = connection.getresponse()
+    body = answer.read()
+    print(answer.status, json.loads(body).get("error", {}).get("type", ""))
+except OSError as error:
+    print("no answer:", repr(error))
+PY
+}
+
 # wait_metric NAME VALUE WHAT: until /metrics says VALUE of NAME, 10 s at most, or fails
 # saying WHAT.
 wait_metric() {

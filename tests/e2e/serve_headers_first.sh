@@ -4,7 +4,8 @@
 # answered 401 before a byte of it is sent, and so is a chunked one; a user's upload of a
 # type fairlane does not take gets 415 the same way; `Expect: 100-continue` gets its 100
 # only once the key passed, then the body goes and the upload is accepted; an early answer
-# closes the connection when a body was announced, and keeps it when none was.
+# closes the connection when a body was announced, and keeps it when none was; a client that
+# sends its whole body before reading still hears that answer.
 #
 #   serve_headers_first.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
@@ -76,6 +77,18 @@ text="POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer $alice\r\nConte
 out=$(talk "$text")
 [[ $(sed -n 1p <<<"$out") == "HTTP/1.1 415 Unsupported Media Type" ]] || fail "text/plain: $out"
 [[ $(sed -n 2p <<<"$out") == closed ]] || fail "the 415 left the connection open: $out"
+
+# A client that sends its whole body before it reads (Python's http.client, requests) hears
+# the early answer too: the service reads the body it will not use and drops it, until the
+# client closes. Closed with the body unread, the connection was reset and the client met a
+# broken pipe instead of its 401.
+head -c 20000000 /dev/zero >"$work/20mb.pdf"
+for _ in 1 2 3; do
+  out=$(send_whole "" application/pdf "$work/20mb.pdf")
+  [[ $out == "401 unauthorized" ]] || fail "20 MB sent whole without a key: $out"
+  out=$(send_whole "$alice" text/plain "$work/20mb.pdf")
+  [[ $out == "415 unsupported_media_type" ]] || fail "20 MB of text/plain sent whole: $out"
+done
 
 body='{"name":"continued","pages":["one","two"]}'
 expect="POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer $alice\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${#body}\r\n\r\n"

@@ -6,7 +6,8 @@
 # still served; and slow clients (slowloris: many connections trickling header bytes) are
 # closed after --read-timeout while a normal client is still answered. Every answer names the
 # limit; nothing refused is queued. Bodies on their way past --max-receiving-mb get 503 from
-# their headers.
+# their headers. An early answer is heard by a client still sending its body, which is read
+# and dropped up to --read-timeout.
 #
 #   serve_limits.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
 set -euo pipefail
@@ -46,6 +47,11 @@ expect 431 headers_too_large '2 KB fairlane accepts (--max-header-kb)' "$base/v1
 a_times 1500000 >"$work/big.json"
 expect 413 payload_too_large '1 MB fairlane accepts (--max-body-mb)' -X POST "$base/v1/jobs" "${auth[@]}" \
   "${json[@]}" --data-binary "@$work/big.json"
+# Sent whole before the answer is read (no Expect: 100-continue), the 413 is heard, not
+# lost to a reset.
+a_times 5000000 >"$work/bigger.json"
+out=$(send_whole "$alice" application/json "$work/bigger.json")
+[[ $out == "413 payload_too_large" ]] || fail "5 MB sent whole: $out"
 
 # Pages per upload: 5.
 expect 413 payload_too_large 'at most 5 are taken at once (--max-pages)' -X POST "$base/v1/jobs" "${auth[@]}" \
@@ -125,6 +131,33 @@ for n in 1 2 3 4 5 6; do
   [[ $(cat "$work/slow.$n") == closed ]] || fail "slow connection $n was still open after 8 s"
   [[ ! -s $work/slow.$n.out ]] || fail "slow connection $n was answered: $(cat "$work/slow.$n.out")"
 done
+
+# An answer given before the body was read is heard whole (above), and the body that still
+# comes is read and dropped, but only until the request's 3 s read timeout: a client that
+# keeps sending it, a byte every 0.1 s, is cut off by then, its sends failing within 8 s.
+python3 - "$port" <<'PY' >"$work/linger.out"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/pdf\r\n"
+          b"Content-Length: 500000\r\n\r\n")
+answer = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    answer += chunk
+print(answer.split(b"\r\n", 1)[0].decode())
+start = time.monotonic()
+try:
+    while time.monotonic() - start < 8:
+        s.send(b"%")
+        time.sleep(0.1)
+    print("still open after 8 s")
+except OSError:
+    print("cut off")
+PY
+[[ $(sed -n 1p "$work/linger.out") == "HTTP/1.1 401 Unauthorized" ]] || fail "the lingering client's answer: $(cat "$work/linger.out")"
+[[ $(sed -n 2p "$work/linger.out") == "cut off" ]] || fail "a body still coming after an early answer: $(cat "$work/linger.out")"
 
 # Connections: 8 open (idle, as a browser's spare ones are); a ninth gets 503 naming the
 # limit and is closed at once; the 8 are still served.
