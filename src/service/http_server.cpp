@@ -436,11 +436,12 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
         http::response<http::empty_body> go_on{http::status::continue_, version};
         co_await write_message(*stream, go_on, limits.write_timeout, error);
         if (error) break;
-        stream->expires_after(limits.read_timeout);
+        stream->expires_at(read_deadline);  // the request's own deadline, as before the 100
       }
       co_await http::async_read(*stream, buffer, parser,
                                 asio::redirect_error(use_awaitable, error));
       if (auto refusal = refusal_for(error, version)) {
+        on_its_way.reset();  // no longer on its way, while its refusal is written
         co_await write_message(*stream, *refusal, limits.write_timeout, error);
         body_unread = !error;
         break;

@@ -159,6 +159,30 @@ PY
 [[ $(sed -n 1p "$work/linger.out") == "HTTP/1.1 401 Unauthorized" ]] || fail "the lingering client's answer: $(cat "$work/linger.out")"
 [[ $(sed -n 2p "$work/linger.out") == "cut off" ]] || fail "a body still coming after an early answer: $(cat "$work/linger.out")"
 
+# One deadline for a whole request, from the connection's start, `Expect: 100-continue` or
+# not: headers sent after 2.8 s idle, a 100, then a chunked body trickled, a chunk every
+# 0.1 s, is cut off by 5 s from the start (at 3 s; until 2026-12-07 the 100 gave the body a
+# read timeout of its own, and it went on to 5.8 s).
+python3 - "$port" "$alice" <<'PY' >"$work/deadline.out"
+import socket, sys, time
+start = time.monotonic()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
+time.sleep(2.8)
+s.sendall(("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n" % sys.argv[2]).encode())
+print(s.recv(4096).split(b"\r\n", 1)[0].decode())
+try:
+    while time.monotonic() - start < 8:
+        s.send(b"1\r\n \r\n")
+        time.sleep(0.1)
+    print("still open after 8 s")
+except OSError:
+    print("cut off" if time.monotonic() - start < 5 else "cut off after %.1f s" % (time.monotonic() - start))
+PY
+[[ $(sed -n 1p "$work/deadline.out") == "HTTP/1.1 100 Continue" ]] || fail "the late request's answer: $(cat "$work/deadline.out")"
+[[ $(sed -n 2p "$work/deadline.out") == "cut off" ]] || fail "a request's body after its 100, past the read timeout: $(cat "$work/deadline.out")"
+
 # Connections: 8 open (idle, as a browser's spare ones are); a ninth gets 503 naming the
 # limit and is closed at once; the 8 are still served.
 held=()
