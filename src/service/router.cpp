@@ -61,6 +61,7 @@ bool takes_body(std::string_view method, std::string_view path) {
 }
 
 bool announces_body(const ApiRequest& head) {
+  if (head.announced_bytes) return *head.announced_bytes > 0;  // as the parser read it
   const auto length = head.header("Content-Length");
   return head.header("Transfer-Encoding").has_value() || (length && *length != "0");
 }
