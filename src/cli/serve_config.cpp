@@ -65,7 +65,8 @@ fairlane::CurlProviderConfig provider_config(const ServeOptions& o, fairlane::Di
   client.base_url = o.provider_url;
   client.dialect = dialect;
   client.api_key_env = o.api_key_env;
-  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 1));
+  // As many connections as calls may be in flight; 0 (no cap on calls) is no cap on them.
+  client.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(o.max_in_flight, 0));
   client.call_timeout = fairlane::from_seconds(o.call_timeout);
   return client;
 }

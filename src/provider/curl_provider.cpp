@@ -31,10 +31,12 @@ class CurlProvider final : public Provider {
     curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
     curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlProvider::on_timer);
     curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-    const auto connections = static_cast<long>(config_.max_connections);
-    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, connections);
-    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, connections);
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, connections);
+    if (config_.max_connections > 0) {  // 0: libcurl's defaults, no cap
+      const auto connections = static_cast<long>(config_.max_connections);
+      curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, connections);
+      curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, connections);
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, connections);
+    }
   }
 
   CurlProvider(const CurlProvider&) = delete;
@@ -314,9 +316,6 @@ Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io
   if (config.base_url.empty()) {
     return Status(StatusCode::invalid_argument,
                   "the provider has no URL: give --provider-url (e.g. http://127.0.0.1:9000)");
-  }
-  if (config.max_connections == 0) {
-    return Status(StatusCode::invalid_argument, "the provider needs at least one connection");
   }
   std::string key;
   if (!config.api_key_env.empty()) {

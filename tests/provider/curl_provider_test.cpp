@@ -516,7 +516,7 @@ TEST_CASE("A call never answered is in flight for its text until its client goes
   CHECK(rig.server.calls_by_text().at(text).answered == 0);
 }
 
-TEST_CASE("Connections are reused, and never more than max_connections are open") {
+TEST_CASE("Connections are reused, and never more than max_connections are open (0: no cap)") {
   SUBCASE("one after another: one connection") {
     Rig rig(quick());
     for (int i = 0; i < 20; ++i) expect<outcome::Ok>(rig.calls(1)[0]);
@@ -528,6 +528,13 @@ TEST_CASE("Connections are reused, and never more than max_connections are open"
     Rig rig(quick(), Dialect::openai, client);
     for (const auto& o : rig.calls(40)) expect<outcome::Ok>(o);
     CHECK(rig.stats().at("max_connections_seen").as_int64() <= 4);
+  }
+  SUBCASE("forty at once with no cap (0): a connection each, none queued behind another") {
+    CurlProviderConfig client;
+    client.max_connections = 0;
+    Rig rig(quick(), Dialect::openai, client);
+    for (const auto& o : rig.calls(40)) expect<outcome::Ok>(o);
+    CHECK(rig.stats().at("max_connections_seen").as_int64() > 4);
   }
 }
 

@@ -28,7 +28,7 @@ struct CurlProviderConfig {
   std::string base_url;  // e.g. "http://127.0.0.1:9000"; the dialect adds the path
   Dialect dialect = Dialect::openai;
   std::string api_key_env;            // the variable holding the key; empty: send no key
-  std::size_t max_connections = 200;  // connections open at once (and kept for reuse)
+  std::size_t max_connections = 200;  // connections open at once (and kept for reuse); 0: no cap
   Clock::duration call_timeout = std::chrono::seconds(120);
   Clock::duration connect_timeout = std::chrono::seconds(10);
   std::string anthropic_version = "2023-06-01";
