@@ -287,16 +287,20 @@ void CurlProvider::finish_done_calls() {
     outcome.latency = std::chrono::steady_clock::now() - call->started;
     outcome.limits =
         parse_rate_limit_headers(call->response_headers, std::chrono::system_clock::now());
+    // Bytes of the request sent: none, and the provider never had the call.
+    long sent = 0;
+    curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
     if (result == CURLE_OK) {
       outcome.kind =
           provider::classify(config_.dialect, outcome.http_status, call->response, outcome.limits);
-    } else if (result == CURLE_OPERATION_TIMEDOUT) {
+    } else if (result == CURLE_OPERATION_TIMEDOUT && sent > 0) {
       outcome.kind = outcome::Timeout{};
     } else {
       const std::string detail = call->error[0] != '\0' ? call->error : curl_easy_strerror(result);
-      // Refused or not found: nothing reached the provider (a reset or a broken connection
-      // happened after it had the call).
-      const bool unreachable = result == CURLE_COULDNT_CONNECT ||
+      // Refused, not found, or a connect that timed out (its SYNs dropped, as by a firewall
+      // or a partition): nothing reached the provider. A reset or a broken connection after
+      // the request went out is not that: the provider may have the call.
+      const bool unreachable = sent == 0 || result == CURLE_COULDNT_CONNECT ||
                                result == CURLE_COULDNT_RESOLVE_HOST ||
                                result == CURLE_COULDNT_RESOLVE_PROXY;
       outcome.kind = outcome::ConnectionError{detail, unreachable};

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <memory>
@@ -373,6 +374,36 @@ TEST_CASE("Nobody listening is a connection error that says the provider is unre
   CHECK(expect<outcome::ConnectionError>(done[0]).unreachable);
   CHECK(done[0].http_status == 0);
   CHECK(provider.value()->in_flight() == 0);
+}
+
+TEST_CASE("A connect that is never answered is unreachable, not a call that timed out") {
+  // A listener whose queue of connections is full drops the SYNs of new ones, as a firewall
+  // or a partition does: the connect waits, and times out.
+  using tcp = boost::asio::ip::tcp;
+  boost::asio::io_context io;
+  const tcp::endpoint loopback{boost::asio::ip::make_address("127.0.0.1"), 0};
+  tcp::acceptor silent(io, loopback);
+  silent.listen(0);
+  const tcp::endpoint at{loopback.address(), silent.local_endpoint().port()};
+  std::vector<tcp::socket> queued;  // fill the queue; never accepted
+  for (int i = 0; i < 2; ++i) {
+    queued.emplace_back(io, tcp::v4());
+    queued.back().non_blocking(true);
+    boost::system::error_code in_progress;
+    queued.back().connect(at, in_progress);
+  }
+  CurlProviderConfig config;
+  config.base_url = "http://127.0.0.1:" + std::to_string(at.port());
+  config.connect_timeout = 300ms;
+  auto provider = fairlane::make_curl_provider(io, config);
+  REQUIRE(provider.ok());
+  std::vector<ProviderOutcome> done;
+  provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+  for (int i = 0; i < 500 && done.empty(); ++i) io.run_for(10ms);
+  REQUIRE(done.size() == 1);
+  // Nothing was sent: the provider is away, and the page spends no attempt on it.
+  CHECK(expect<outcome::ConnectionError>(done[0]).unreachable);
+  CHECK(done[0].http_status == 0);
 }
 
 TEST_CASE("The key is sent, checked, and appears in no outcome") {
