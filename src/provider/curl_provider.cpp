@@ -22,6 +22,10 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
+// No page's answer comes near it (a page's output is some thousands of tokens): past it the
+// body is not the provider's answer (a wrong URL, a proxy's stream), and is not held.
+constexpr std::size_t kMaxAnswerBytes = std::size_t{8} * 1024 * 1024;
+
 class CurlProvider final : public Provider {
  public:
   CurlProvider(asio::io_context& io, CurlProviderConfig config, std::string api_key)
@@ -70,6 +74,7 @@ class CurlProvider final : public Provider {
     Done done;
     Clock::time_point started;
     char error[CURL_ERROR_SIZE] = {};
+    bool too_large = false;  // its answer passed kMaxAnswerBytes, and was cut off
   };
 
   // A socket curl uses, and what curl wants to hear about it.
@@ -250,7 +255,12 @@ void CurlProvider::act(curl_socket_t fd, int events) {
 }
 
 std::size_t CurlProvider::on_body(char* data, std::size_t size, std::size_t count, void* call) {
-  static_cast<Call*>(call)->response.append(data, size * count);
+  auto* c = static_cast<Call*>(call);
+  if (size * count > kMaxAnswerBytes - c->response.size()) {
+    c->too_large = true;
+    return 0;  // ends the transfer: CURLE_WRITE_ERROR
+  }
+  c->response.append(data, size * count);
   return size * count;
 }
 
@@ -290,7 +300,12 @@ void CurlProvider::finish_done_calls() {
     // Bytes of the request sent: none, and the provider never had the call.
     long sent = 0;
     curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
-    if (result == CURLE_OK) {
+    if (call->too_large) {
+      outcome.kind = outcome::BadResponse{fmt::format(
+          "the answer is larger than {} MB, more than any page's: is --provider-url the "
+          "provider's API?",
+          kMaxAnswerBytes / (std::size_t{1024} * 1024))};
+    } else if (result == CURLE_OK) {
       outcome.kind =
           provider::classify(config_.dialect, outcome.http_status, call->response, outcome.limits);
     } else if (result == CURLE_OPERATION_TIMEDOUT && sent > 0) {

@@ -5,8 +5,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -404,6 +406,43 @@ TEST_CASE("A connect that is never answered is unreachable, not a call that time
   // Nothing was sent: the provider is away, and the page spends no attempt on it.
   CHECK(expect<outcome::ConnectionError>(done[0]).unreachable);
   CHECK(done[0].http_status == 0);
+}
+
+TEST_CASE("An answer larger than any page's is cut off, not held whole") {
+  // Something at the provider's URL that answers 200 with a body without end (a wrong URL,
+  // a proxy's stream): the client stops at its cap, and the call failed saying so.
+  using tcp = boost::asio::ip::tcp;
+  boost::asio::io_context io;
+  tcp::acceptor endless(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  std::optional<tcp::socket> peer;
+  std::size_t written = 0;
+  const std::string chunk(64 * 1024, 'x');
+  std::function<void()> write_more = [&] {
+    boost::asio::async_write(*peer, boost::asio::buffer(chunk),
+                             [&](const boost::system::error_code& error, std::size_t n) {
+                               written += n;
+                               if (!error) write_more();
+                             });
+  };
+  endless.async_accept([&](const boost::system::error_code& error, tcp::socket socket) {
+    REQUIRE_FALSE(error);
+    peer.emplace(std::move(socket));
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n";
+    boost::asio::write(*peer, boost::asio::buffer(head));
+    write_more();
+  });
+  CurlProviderConfig config;
+  config.base_url = "http://127.0.0.1:" + std::to_string(endless.local_endpoint().port());
+  auto provider = fairlane::make_curl_provider(io, config);
+  REQUIRE(provider.ok());
+  std::vector<ProviderOutcome> done;
+  provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (done.empty() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
+  REQUIRE(done.size() == 1);
+  const auto& failed = expect<outcome::BadResponse>(done[0]);
+  CHECK_MESSAGE(failed.why.find("larger than 8 MB") != std::string::npos, failed.why);
+  CHECK(written < std::size_t{64} * 1024 * 1024);  // stopped near the cap, not at the deadline
 }
 
 TEST_CASE("The key is sent, checked, and appears in no outcome") {
