@@ -177,17 +177,18 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
   if (unreachable == nullptr) outage_pauses_ = 0;  // the provider is there
 
   if (answered != nullptr) {
+    refusal_pauses_ = 0;  // the provider takes calls again
     // The lane pays what the provider counted, not what was estimated (DESIGN.md section 4).
     order_.settle(page, settled->used);
     forget(page);
     return CallVerdict{verdict::Complete{}, std::nullopt};
   }
   if (const auto* limited = std::get_if<call::RateLimited>(&end)) {
-    pause_for(limited->retry_after.value_or(config_.default_pause));
+    pause_for_refusal(limited->retry_after);
     return requeue(page, "refusals by the provider's rate limit");
   }
   if (const auto* overloaded = std::get_if<call::Overloaded>(&end)) {
-    pause_for(overloaded->retry_after.value_or(config_.default_pause));
+    pause_for_refusal(overloaded->retry_after);
     return requeue(page, "refusals by the provider's rate limit");
   }
   if (unreachable != nullptr) {
@@ -325,6 +326,19 @@ CallVerdict DispatchPolicy::fail(const QueuedPage& page, std::string reason) {
 void DispatchPolicy::pause_for(Clock::duration d) {
   const Clock::time_point until = clock_.now() + d;
   if (!paused_ || *paused_ < until) paused_ = until;
+}
+
+void DispatchPolicy::pause_for_refusal(std::optional<Clock::duration> retry_after) {
+  if (retry_after && *retry_after > Clock::duration::zero()) {
+    pause_for(*retry_after);  // the provider said when: as given
+    return;
+  }
+  // No hint (or 0, or a date already past, which would be no pause at all): the calls of
+  // one burst come back refused one after another, and the first one's pause covers them;
+  // a pause that ends in another refusal is followed by one twice as long.
+  if (paused_ && *paused_ > clock_.now()) return;
+  pause_for(doubled(config_.default_pause, refusal_pauses_, config_.backoff_max));
+  ++refusal_pauses_;
 }
 
 std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {

@@ -361,6 +361,48 @@ TEST_CASE(
   CHECK(rig.policy.paused_until() == rig.now() + 9s);
 }
 
+TEST_CASE(
+    "Refusals without a Retry-After pause longer each time, doubling to backoff_max, until an "
+    "answer; those of one burst do not double it, and a Retry-After of 0 is no hint") {
+  DispatchPolicyConfig config = config_with();
+  config.backoff_max = 4s;
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 8);
+  // A burst of four, all refused (529 overloaded for minutes, no Retry-After): the first
+  // one's pause covers the others.
+  std::vector<step::Send> out;
+  for (int i = 0; i < 4; ++i) out.push_back(rig.send());
+  (void)rig.end(out[0], call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  for (std::size_t i = 1; i < 4; ++i) (void)rig.end(out[i], call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  // Each pause that ends in another refusal is twice the last, up to backoff_max; a 429 with
+  // Retry-After 0 (or a date already past) counts as none, not as no pause at all.
+  for (const Clock::duration pause : {2s, 4s, 4s}) {
+    rig.clock.advance_to(*rig.policy.paused_until());
+    auto again = rig.send();
+    (void)rig.end(again, call::RateLimited{0s});
+    CHECK(rig.policy.paused_until() == rig.now() + pause);
+  }
+  // An answer: the provider takes calls again, and the next refusal pauses 1 s.
+  rig.clock.advance_to(*rig.policy.paused_until());
+  auto answered = rig.send();
+  CHECK(std::holds_alternative<verdict::Complete>(
+      rig.end(answered, call::Answered{300, 100}).action));
+  auto refused = rig.send();
+  (void)rig.end(refused, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  // A Retry-After the provider gave is kept as given, neither doubled nor counted.
+  rig.clock.advance_to(*rig.policy.paused_until());
+  refused = rig.send();
+  (void)rig.end(refused, call::RateLimited{3s});
+  CHECK(rig.policy.paused_until() == rig.now() + 3s);
+  rig.clock.advance_to(*rig.policy.paused_until());
+  refused = rig.send();
+  (void)rig.end(refused, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 2s);
+}
+
 TEST_CASE("A page refused more than max_requeues times fails, saying how often it came back") {
   Rig rig(kRoomy, config_with(5, 3));
   rig.add(kAlice, 1, 1);

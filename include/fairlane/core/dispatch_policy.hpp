@@ -19,8 +19,10 @@
 // after the settle, so a refund cannot undo them. Then:
 //   Answered         the estimator learns the usage and latency, in the order calls were
 //                    sent (SendOrder); the lane is corrected by (used - estimate); Complete
-//   RateLimited,     ALL dispatch pauses until Retry-After (default_pause when none came);
-//   Overloaded       the page goes back to the head, no attempt spent; Requeue, or Fail
+//   RateLimited,     ALL dispatch pauses until Retry-After; when none came (or 0), for
+//   Overloaded       default_pause x 2^k, k such pauses since the last answer, at most
+//                    backoff_max (a pause still running covers the other refusals of its
+//                    burst); the page goes back to the head, no attempt spent; Requeue, or Fail
 //                    ("gave up after N refusals...") past max_requeues returns
 //   Unreachable      ALL dispatch pauses for backoff_base x 2^k (k outage pauses in a row,
 //                    at most backoff_max; a pause still running covers the other calls that
@@ -233,6 +235,9 @@ class DispatchPolicy {
   Clock::duration jittered_backoff(std::int64_t n);
   CallVerdict fail(const QueuedPage& page, std::string reason);
   void pause_for(Clock::duration d);
+  // A 429/503's pause: its Retry-After, or without one default_pause x 2^k (k such pauses
+  // since the last answer, at most backoff_max), unless a pause is running.
+  void pause_for_refusal(std::optional<Clock::duration> retry_after);
   // Starts an outage pause, unless one is running; returns its length when it did.
   std::optional<Clock::duration> pause_for_outage();
 
@@ -252,7 +257,8 @@ class DispatchPolicy {
   std::multimap<Clock::time_point, QueuedPage> held_;  // by release time, then hold order
   std::optional<Clock::time_point> paused_;
   std::int64_t outage_pauses_ = 0;
-  SendOrder sends_;  // the calls out, in the order they went
+  std::int64_t refusal_pauses_ = 0;  // of 429/503s without a Retry-After, since an answer
+  SendOrder sends_;                  // the calls out, in the order they went
   // Each call out's place in sends_; their count is calls_out().
   std::unordered_map<PageId, std::uint64_t> tickets_;
 };
