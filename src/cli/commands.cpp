@@ -362,12 +362,18 @@ int result(HttpClient& client, const std::string& job, const std::optional<std::
 int cancel(HttpClient& client, const std::string& job, const Output& output) {
   auto reply = client.del("/v1/jobs/" + encode(job));
   if (!reply.ok()) return failed(reply.status(), output);
-  if (reply->status != 202) return refused(reply.value(), job, output);
+  if (reply->status != 200 && reply->status != 202) return refused(reply.value(), job, output);
   auto view = parse_job(reply->body);
   if (!view.ok()) return failed(view.status(), output);
+  if (reply->status == 200) {  // it had ended: nothing was cancelled
+    output.out << fmt::format("{} has already ended ({}): nothing to cancel\n", job,
+                              output.terminal ? for_terminal(view->state) : view->state);
+    return kExitOk;
+  }
+  // The job as the cancel left it: its queued pages are counted cancelled now.
   output.out << fmt::format(
       "cancelled {}: its {} queued pages will not be sent; {} in flight finish; {} done stay\n",
-      job, view->queued, view->in_flight, view->done);
+      job, view->cancelled, view->in_flight, view->done);
   return kExitOk;
 }
 

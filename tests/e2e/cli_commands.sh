@@ -112,9 +112,14 @@ has err "could not be read"
 run 0 enqueue --pages-json <(echo '{"name":"long","pages":['"$(for n in $(seq 20); do printf '"q%d",' "$n"; done | sed 's/,$//')"']}') --key "$bob"
 long=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
 run 0 cancel "$long" --key "$bob"
-has out "cancelled $long"
+has out "cancelled $long: its [1-9][0-9]* queued pages will not be sent"
 view=$(wait_ended "$bob" "$long" 20)
 [[ $(field state <<<"$view") == cancelled ]] || fail "the cancelled job ended as: $view"
+[[ $(grep -o 'its [0-9]* queued' "$out" | grep -o '[0-9]*') == $(count cancelled <<<"$view") ]] ||
+  fail "cancel's count is not the pages cancelled: $(cat "$out") against $view"
+# Cancelled again, once it has ended: nothing to cancel, said as such.
+run 0 cancel "$long" --key "$bob"
+has out "$long has already ended (cancelled): nothing to cancel"
 run 7 watch "$long" --key "$bob"
 has out "cancelled"
 
