@@ -39,6 +39,17 @@ std::string fit(std::string_view text, std::size_t width) {
   return fitted;
 }
 
+// Text from the service (a job's name, a failure's reason, which come from whoever uploaded
+// it and from the provider) for one line of a display: no escape sequence nor control
+// character (for_terminal), and newlines and tabs as spaces, so that a line watch redraws
+// in place stays one line.
+std::string one_line(std::string_view text) {
+  std::string line = for_terminal(text);
+  std::replace_if(
+      line.begin(), line.end(), [](char c) { return c == '\n' || c == '\t'; }, ' ');
+  return line;
+}
+
 }  // namespace
 
 Result<JobStatus> job_from(const json::value& value) {
@@ -125,18 +136,18 @@ std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
     }
     if (!job.eta_revised_at.empty()) {
       where += fmt::format(" (revised to {}: {})", clock_time(job.eta_revised_at),
-                           job.eta_revised_reason);
+                           one_line(job.eta_revised_reason));
     }
   }
   const std::string rate =
       pages_per_min ? fmt::format("{:.1f} pages/min", *pages_per_min) : std::string("- pages/min");
   if (terminal) {
-    return fmt::format("{:<24} {} {:>5}/{:<5} {:>3} failed  {:<28} {}", fit(job.name, 24),
+    return fmt::format("{:<24} {} {:>5}/{:<5} {:>3} failed  {:<28} {}", fit(one_line(job.name), 24),
                        progress_bar(job.done + job.failed, job.total, 24), job.done, job.total,
                        job.failed, where, rate);
   }
-  return fmt::format("{} {}: {}/{} done, {} failed, {}, {}", job.id, job.name, job.done, job.total,
-                     job.failed, where, rate);
+  return fmt::format("{} {}: {}/{} done, {} failed, {}, {}", job.id, one_line(job.name), job.done,
+                     job.total, job.failed, where, rate);
 }
 
 std::string jobs_table(const std::vector<JobStatus>& jobs) {
@@ -145,8 +156,9 @@ std::string jobs_table(const std::vector<JobStatus>& jobs) {
                                 "NAME", "STATE", "DONE/TOTAL", "FAILED", "POSITION", "ETA");
   for (const JobStatus& job : jobs) {
     out += fmt::format("{:<28}  {:<24}  {:<9}  {:>11}  {:>6}  {:>8}  {:>8}\n", job.id,
-                       fit(job.name, 24), job.state, fmt::format("{}/{}", job.done, job.total),
-                       job.failed, job.position ? std::to_string(*job.position) : "-",
+                       fit(one_line(job.name), 24), job.state,
+                       fmt::format("{}/{}", job.done, job.total), job.failed,
+                       job.position ? std::to_string(*job.position) : "-",
                        job.eta_s ? format_duration(*job.eta_s) : "-");
   }
   return out;
@@ -161,8 +173,9 @@ std::string summary(const std::vector<JobSummary>& jobs) {
     const JobStatus& job = s.job;
     tokens += job.input_tokens + job.output_tokens;
     cost += job.cost_usd;
-    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>13}  {:>9}  {:>12}  {:>10}\n", fit(job.name, 24),
-                       job.state, fmt::format("{}/{}", job.done, job.total),
+    out += fmt::format("{:<24}  {:<9}  {:>11}  {:>13}  {:>9}  {:>12}  {:>10}\n",
+                       fit(one_line(job.name), 24), job.state,
+                       fmt::format("{}/{}", job.done, job.total),
                        fmt::format("{}/{}", job.images, job.blank), format_duration(s.seconds),
                        job.input_tokens + job.output_tokens, fmt::format("${:.4f}", job.cost_usd));
   }
@@ -172,8 +185,8 @@ std::string summary(const std::vector<JobSummary>& jobs) {
   }
   for (const JobSummary& s : jobs) {
     if (s.failures.empty()) continue;
-    out += fmt::format("\n{} ({}): {} failed\n", s.job.name, s.job.id, s.failures.size());
-    for (const std::string& failure : s.failures) out += "  " + failure + "\n";
+    out += fmt::format("\n{} ({}): {} failed\n", one_line(s.job.name), s.job.id, s.failures.size());
+    for (const std::string& failure : s.failures) out += "  " + one_line(failure) + "\n";
   }
   return out;
 }

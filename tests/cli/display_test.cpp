@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <string>
 
@@ -75,6 +76,29 @@ TEST_CASE("The jobs table and the summary show each job and the failures with re
   CHECK(s.find("1500") != std::string::npos);
   CHECK(s.find("$0.0045") != std::string::npos);
   CHECK(s.find("page 7: the provider answered 500") != std::string::npos);
+}
+
+TEST_CASE("Names and failures from the service are shown on one line, without escapes") {
+  // A job's name comes from whoever uploaded it, a failure's text from the provider: an
+  // escape sequence would act on the terminal (a title set, lines rewritten), a newline
+  // would break the line that watch redraws in place.
+  auto job = parse_job(kRunning).value();
+  job.name = "evil\x1b]0;pwned\x07\nname\x1b[2A";
+  const std::string bad = "page 7: \x1b[31mred\x1b[0m\nsecond line";
+  for (const bool terminal : {true, false}) {
+    const std::string line = progress_line(job, 30.0, 12.5, terminal);
+    CHECK_MESSAGE(line.find("evil name") != std::string::npos, line);
+    CHECK(line.find('\x1b') == std::string::npos);
+    CHECK(line.find('\n') == std::string::npos);
+  }
+  const std::string table = jobs_table({job});
+  CHECK(table.find("evil name") != std::string::npos);
+  CHECK(table.find('\x1b') == std::string::npos);
+  CHECK(std::count(table.begin(), table.end(), '\n') == 2);  // the header and one row
+  const std::string s = summary({JobSummary{job, 75.0, {bad}}});
+  CHECK(s.find('\x1b') == std::string::npos);
+  CHECK(s.find("page 7: red second line") != std::string::npos);
+  CHECK(s.find("evil name (job_1)") != std::string::npos);
 }
 
 TEST_CASE("The summary counts each job's image and blank pages") {
