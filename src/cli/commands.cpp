@@ -10,7 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
+#include <random>
 #include <thread>
 
 #include "cli/display.hpp"
@@ -77,15 +77,13 @@ int failed(const Status& status, const Output& output) {
   return kExitFailure;
 }
 
-std::optional<std::string> read_file(const std::string& path, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = fmt::format("cannot read {}: check the path and that it is a readable file", path);
-    return std::nullopt;
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return std::move(bytes).str();
+// An upload's Idempotency-Key when none was given: 128 random bits, as hex. Sent again with
+// the same key, an upload the service had accepted gets that job, not a second one.
+std::string new_idempotency_key() {
+  std::random_device random;
+  std::string key;
+  for (int i = 0; i < 4; ++i) key += fmt::format("{:08x}", random());
+  return key;
 }
 
 void print_accepted(const JobStatus& job, std::string_view file, const Output& output) {
@@ -140,13 +138,6 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
   }
   int exit_status = kExitOk;
   for (const Upload& upload : uploads) {
-    std::string error;
-    auto bytes = read_file(upload.path, error);
-    if (!bytes) {
-      output.err << "fairlane: " << error << '\n';
-      exit_status = exit_status == kExitOk ? kExitUsage : exit_status;
-      continue;
-    }
     std::string target = "/v1/jobs";
     std::string separator = "?";
     if (upload.content_type == "application/pdf") {
@@ -160,12 +151,30 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
     }
     if (options.max_tokens)
       target += separator + "max_tokens=" + std::to_string(*options.max_tokens);
-    std::vector<std::string> headers;
-    if (options.idempotency_key) headers.push_back("Idempotency-Key: " + *options.idempotency_key);
-    auto reply = client.post(target, upload.content_type, std::move(*bytes), headers);
+    const std::string key = options.idempotency_key.value_or(new_idempotency_key());
+    auto reply =
+        client.post_file(target, upload.content_type, upload.path, {"Idempotency-Key: " + key});
+    if (!reply.ok() && reply.status().code() == StatusCode::invalid_argument) {
+      output.err << "fairlane: " << reply.status().message() << '\n';  // the file, unread
+      exit_status = exit_status == kExitOk ? kExitUsage : exit_status;
+      continue;
+    }
+    if (!reply.ok() && reply.status().code() == StatusCode::outcome_unknown) {
+      output.err << fmt::format(
+          "fairlane: {}: {}\n  send it again with --idempotency-key {}: if it was accepted, "
+          "that gives its job, not a second one\n",
+          upload.path, reply.status().message(), key);
+      return kExitFailure;
+    }
     if (!reply.ok()) return failed(reply.status(), output);
     if (reply->status != 202) {
       const int code = refused(reply.value(), upload.path, output);
+      if (string_of(error_of(reply.value()), "type") == "outcome_unknown") {
+        output.err << fmt::format(
+            "  send it again with --idempotency-key {}: if it was accepted, that gives its "
+            "job, not a second one\n",
+            key);
+      }
       if (exit_status == kExitOk) exit_status = code;
       continue;
     }

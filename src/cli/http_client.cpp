@@ -10,6 +10,10 @@
 #include <charconv>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
 
 namespace fairlane::cli {
 namespace {
@@ -25,6 +29,13 @@ void global_init() {
 std::size_t append_body(char* data, std::size_t size, std::size_t count, void* user) {
   static_cast<std::string*>(user)->append(data, size * count);
   return size * count;
+}
+
+// A file body's next part, as libcurl asks for it.
+std::size_t read_file_part(char* data, std::size_t size, std::size_t count, void* file) {
+  const std::size_t read = std::fread(data, size, count, static_cast<std::FILE*>(file));
+  if (read < count && std::ferror(static_cast<std::FILE*>(file)) != 0) return CURL_READFUNC_ABORT;
+  return read * size;
 }
 
 // Keeps Retry-After from the headers (delta-seconds; the service sends only those).
@@ -113,9 +124,35 @@ Result<HttpReply> HttpClient::post(std::string_view path, std::string_view conte
   return perform("POST", path, content_type, std::move(body), headers);
 }
 
+Result<HttpReply> HttpClient::post_file(std::string_view path, std::string_view content_type,
+                                        const std::string& file,
+                                        const std::vector<std::string>& headers) {
+  const auto unreadable = [&file] {
+    return Status(
+        StatusCode::invalid_argument,
+        fmt::format("cannot read {}: check the path and that it is a readable file", file));
+  };
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) {
+    // A pipe (`<(...)`, /dev/stdin): its size is not known before it is read, so it is read
+    // whole first.
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return unreadable();
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    return perform("POST", path, content_type, std::move(bytes).str(), headers);
+  }
+  const std::uint64_t size = std::filesystem::file_size(file, error);
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> open(
+      error ? nullptr : std::fopen(file.c_str(), "rb"), &std::fclose);
+  if (!open) return unreadable();
+  return perform("POST", path, content_type, {}, headers, open.get(), size);
+}
+
 Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view path,
                                       std::optional<std::string_view> content_type,
-                                      std::string body, const std::vector<std::string>& headers) {
+                                      std::string body, const std::vector<std::string>& headers,
+                                      std::FILE* file, std::uint64_t file_size) {
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return Status(StatusCode::internal, "libcurl could not start");
   curl_easy_reset(curl);
@@ -123,13 +160,20 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
   HttpReply reply;
   Headers list;
   list.add("Authorization: Bearer " + key_);
-  list.add("Expect:");  // no 100-continue round trip before a large upload
+  // A file's body waits for the 100 Continue when over 1 MB: refused from its headers, it
+  // is never sent. Text bodies are small and go at once.
+  if (file == nullptr) list.add("Expect:");
   if (content_type) list.add("Content-Type: " + std::string(*content_type));
   for (const std::string& header : headers) list.add(header);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list.list);
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
-  if (method == "POST") {
+  if (method == "POST" && file != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_file_part);
+    curl_easy_setopt(curl, CURLOPT_READDATA, file);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(file_size));
+  } else if (method == "POST") {
     curl_easy_setopt(curl, CURLOPT_POST, 1L);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
@@ -143,14 +187,21 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   const CURLcode code = curl_easy_perform(curl);
+  long sent = 0;  // bytes of the request sent: none, and the service never had it
+  curl_easy_getinfo(curl, CURLINFO_REQUEST_SIZE, &sent);
+  const bool maybe_accepted = method == "POST" && sent > 0;
   if (code == CURLE_OPERATION_TIMEDOUT) {
-    return Status(StatusCode::io_error,
-                  fmt::format("{} did not answer within {} s{}", server_,
-                              std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
-                              method == "POST"
-                                  ? ": the upload may have been accepted all the same; look with "
-                                    "`fairlane status` before sending it again"
-                                  : ""));
+    return Status(
+        maybe_accepted ? StatusCode::outcome_unknown : StatusCode::io_error,
+        fmt::format("{} did not answer within {} s{}", server_,
+                    std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                    maybe_accepted ? ": the upload may have been accepted all the same" : ""));
+  }
+  if (code != CURLE_OK && maybe_accepted) {
+    return Status(StatusCode::outcome_unknown,
+                  fmt::format("the connection to {} broke once the upload had gone out ({}): it "
+                              "may have been accepted all the same",
+                              server_, curl_easy_strerror(code)));
   }
   if (code != CURLE_OK) return unreachable(server_, curl_easy_strerror(code));
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,14 +49,26 @@ class HttpClient {
   // `headers`: extra "Name: value" lines.
   Result<HttpReply> post(std::string_view path, std::string_view content_type, std::string body,
                          const std::vector<std::string>& headers = {});
+  // The file's bytes as the body, read as they are sent (never whole in memory; a pipe, whose
+  // size is not known before, is read whole first), after
+  // `Expect: 100-continue` for a body over 1 MB (libcurl's rule): refused from its headers
+  // (no key, too large, busy), nothing of it is sent. A file that cannot be read is
+  // invalid_argument, naming it.
+  Result<HttpReply> post_file(std::string_view path, std::string_view content_type,
+                              const std::string& file,
+                              const std::vector<std::string>& headers = {});
 
   [[nodiscard]] const std::string& server() const { return server_; }
   [[nodiscard]] const std::string& key() const { return key_; }
 
  private:
+  // A POST's body is `body`, or `file` (open, of `file_size` bytes) when given. A POST that
+  // failed once it may have reached the service (a timeout, a connection broken after its
+  // request went out) is outcome_unknown: it may have been accepted.
   Result<HttpReply> perform(std::string_view method, std::string_view path,
                             std::optional<std::string_view> content_type, std::string body,
-                            const std::vector<std::string>& headers);
+                            const std::vector<std::string>& headers, std::FILE* file = nullptr,
+                            std::uint64_t file_size = 0);
 
   const std::string server_;
   const std::string key_;

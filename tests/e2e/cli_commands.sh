@@ -4,6 +4,8 @@
 # summary and rate, result (Markdown, -o, --json; escape sequences kept for a pipe, dropped
 # on a terminal), status, cancel, estimate, watch of an unknown job,
 # a bad key, no key, an unreachable service; and the order flags > FAIRLANE_URL > --config.
+# An upload streams its file after Expect: 100-continue, always with an Idempotency-Key, and
+# one whose answer never came says which key sends it again safely.
 #
 #   cli_commands.sh FAIRLANE FAIRLANE_PROVIDER_SIM FAIRLANE_PDFGEN
 set -euo pipefail
@@ -158,4 +160,75 @@ run 0 status --key "$alice" --config "$work/wrong.toml"
   run 1 status --key "$alice" --config "$work/wrong.toml"
   has err "could not reach the service at http://127.0.0.1:9"
 )
+
+# What an upload sends, seen by a stand-in for the service (fake.py MODE): "refuse" answers
+# 413 from the headers and counts the body's bytes that come within a second; "vanish" reads
+# the whole request and closes without an answer. Either way it writes the request's
+# headers to $work/fake.headers, and the body's bytes it saw to $work/fake.bytes.
+cat >"$work/fake.py" <<'PY'
+import socket, sys
+mode, work = sys.argv[1], sys.argv[2]
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.settimeout(10)
+data = b""
+while b"\r\n\r\n" not in data:
+    data += conn.recv(65536)
+head, body = data.split(b"\r\n\r\n", 1)
+open(work + "/fake.headers", "wb").write(head)
+length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+if mode == "refuse":
+    answer = b'{"error":{"type":"payload_too_large","message":"too large (fake)"}}'
+    conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                 b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+    conn.shutdown(socket.SHUT_WR)
+    conn.settimeout(1)
+    try:
+        while True:
+            more = conn.recv(65536)
+            if not more:
+                break
+            body += more
+    except socket.timeout:
+        pass
+else:
+    while len(body) < length:
+        body += conn.recv(65536)
+open(work + "/fake.bytes", "w").write(str(len(body)))
+conn.close()
+PY
+fake() {
+  coproc fake_server { python3 "$work/fake.py" "$1" "$work"; }
+  fake_pid=$fake_server_PID
+  pids+=("$fake_pid")
+  read -r -u "${fake_server[0]}" fake_port
+}
+head -c 3000000 /dev/urandom >"$work/3mb.pdf"
+# A 3 MB PDF waits for its 100 Continue: refused from its headers, not a byte of it is sent
+# (it was read whole into memory and sent, whatever the answer). Every upload carries an
+# Idempotency-Key, made up when none is given.
+fake refuse
+run 4 enqueue "$work/3mb.pdf" --key "$alice" --server "http://127.0.0.1:$fake_port"
+has err "too large (fake)"
+wait_exit "$fake_pid" 10
+grep -qi '^Expect: 100-continue' "$work/fake.headers" || fail "no Expect: 100-continue: $(cat "$work/fake.headers")"
+[[ $(cat "$work/fake.bytes") == 0 ]] || fail "$(cat "$work/fake.bytes") bytes of a refused body were sent"
+grep -qiE '^Idempotency-Key: [0-9a-f]{32}' "$work/fake.headers" || fail "no Idempotency-Key made up: $(cat "$work/fake.headers")"
+# Sent whole, and no answer: it may have been accepted, so the key to send it again with
+# is given, the one it was sent with.
+fake vanish
+run 1 enqueue "$work/book.pdf" --key "$alice" --server "http://127.0.0.1:$fake_port"
+wait_exit "$fake_pid" 10
+[[ $(cat "$work/fake.bytes") == $(stat -c %s "$work/book.pdf") ]] || fail "the whole PDF was not sent: $(cat "$work/fake.bytes")"
+key=$(grep -i '^Idempotency-Key:' "$work/fake.headers" | cut -d' ' -f2 | tr -d '\r')
+has err "may have been accepted"
+has err "send it again with --idempotency-key $key: if it was accepted"
+# And sent again with it, the service gives the first job, not a second one.
+run 0 enqueue "$work/book.pdf" --key "$alice" --idempotency-key "$key"
+first=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
+run 0 enqueue "$work/book.pdf" --key "$alice" --idempotency-key "$key"
+[[ $(grep -o 'job_[0-9a-f]*' "$out" | head -1) == "$first" ]] || fail "the same key gave another job: $(cat "$out")"
 echo "1 passed, 0 failed"
