@@ -220,6 +220,7 @@ struct EventStreams::Impl {
     std::vector<SseEvent> pending;
     std::string error_body;  // the body of an answer other than 200
     int reconnects = 0;      // in a row, since the last event
+    bool heard = false;      // an event came: the service was there
     std::optional<Clock::time_point> reconnect_at;
   };
 
@@ -348,7 +349,10 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
 
   std::vector<std::pair<std::string, SseEvent>> events;
   for (auto& [job, stream] : d.streams) {
-    if (!stream->pending.empty()) stream->reconnects = 0;
+    if (!stream->pending.empty()) {
+      stream->reconnects = 0;
+      stream->heard = true;
+    }
     for (SseEvent& event : stream->pending) events.emplace_back(job, std::move(event));
     stream->pending.clear();
   }
@@ -387,13 +391,27 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
                                 stream.job, message_of(stream.error_body)));
     }
     // Ended, dropped or refused for now (429) before the caller closed it: open it again
-    // after the retry.
+    // after the retry the service asked for (2 s), doubling with each try in a row up to
+    // 10 s, so that a restart of the service (or a deploy) is ridden out.
+    // A service never heard from (a wrong address, say) is not waited for: only one that
+    // went away is.
+    if (code != CURLE_OK && !stream.heard) return unreachable(d.server, curl_easy_strerror(code));
     if (++stream.reconnects > d.max_reconnects) {
+      if (code == CURLE_OK && status == 429) {
+        d.failed_status = status;
+        return Status(
+            StatusCode::busy,
+            fmt::format("{} refused the live events of {} {} times in a row: {}", d.server,
+                        stream.job, stream.reconnects, message_of(stream.error_body)));
+      }
       return unreachable(
           d.server, code == CURLE_OK ? "the live events keep ending" : curl_easy_strerror(code));
     }
-    stream.reconnect_at =
-        Clock::now() + std::chrono::milliseconds(stream.parser.retry_ms().value_or(2'000));
+    const std::chrono::milliseconds first(stream.parser.retry_ms().value_or(2'000));
+    const std::chrono::milliseconds most = std::max(first, std::chrono::milliseconds(10'000));
+    std::chrono::milliseconds wait = first;
+    for (int i = 1; i < stream.reconnects && wait < most; ++i) wait *= 2;
+    stream.reconnect_at = Clock::now() + std::min(wait, most);
   }
   return events;
 }

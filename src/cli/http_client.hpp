@@ -81,10 +81,12 @@ class HttpClient {
 // SseParser, at most `max_open` at a time (the service allows a user 16): the others wait
 // their turn, each opened as an earlier one is closed. A stream that drops before its job
 // ended, or is answered 429, is opened again after the retry the service asked for (2 s),
-// up to `max_reconnects` times in a row.
+// doubling with each try in a row up to 10 s, up to `max_reconnects` times in a row (12:
+// about 100 s, which a restart of the service fits in); one that never connected fails at
+// once, as the service could not be reached.
 class EventStreams {
  public:
-  EventStreams(std::string server, std::string key, int max_reconnects = 5,
+  EventStreams(std::string server, std::string key, int max_reconnects = 12,
                std::size_t max_open = 8);
   ~EventStreams();
   EventStreams(const EventStreams&) = delete;

@@ -147,6 +147,10 @@ run 0 watch "${ids[@]}" --key "$alice"
 (unset FAIRLANE_KEY; run 5 status)
 run 1 status --key "$alice" --server http://127.0.0.1:9
 has err "could not reach the service at http://127.0.0.1:9"
+# A watch rides out a service that went away (e2e.cli_watch_restart), not one never heard
+# from: a wrong address fails at once, well within `run`'s 60 s.
+run 1 watch "$id" --key "$alice" --server http://127.0.0.1:9
+has err "could not reach the service at http://127.0.0.1:9"
 
 # --server on the command line beats FAIRLANE_URL, which beats the config file, which is
 # read when nothing else says.
