@@ -127,9 +127,18 @@ std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
   } else {
     where = fmt::format("position {}", job.position ? std::to_string(*job.position) : "-");
     if (eta_s) where += fmt::format(", eta {}", format_duration(*eta_s));
-    // The clock time of an RFC 3339 timestamp: "2026-12-01T12:03:04Z" -> "12:03:04".
-    const auto clock_time = [](const std::string& t) {
-      return t.size() >= 19 ? t.substr(11, 8) : t;
+    // An RFC 3339 time (the service's, UTC) on the reader's clock, with its zone:
+    // "2026-12-01T12:03:04Z" -> "14:03:04 EET" two hours east; a time that does not read
+    // as one as it came.
+    const auto clock_time = [](const std::string& t) -> std::string {
+      const auto seconds = epoch_seconds(t);
+      if (!seconds) return t;
+      const auto when = static_cast<std::time_t>(std::floor(*seconds));
+      std::tm local{};
+      if (localtime_r(&when, &local) == nullptr) return t;
+      char text[64];
+      const std::size_t n = std::strftime(text, sizeof text, "%H:%M:%S %Z", &local);
+      return n > 0 ? std::string(text, n) : t;
     };
     if (!job.promised_eta_at.empty()) {
       where += fmt::format(", promised by {}", clock_time(job.promised_eta_at));

@@ -2,8 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+#include <time.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 using namespace fairlane::cli;
@@ -15,6 +20,32 @@ const char* kRunning =
     R"("pages":{"total":100,"queued":60,"in_flight":10,"done":29,"failed":1,"cancelled":0},)"
     R"("position":412,"eta_seconds":37.5,"usage":{"input_tokens":1000,"output_tokens":500,)"
     R"("cost_usd":0.0045},"created_at":"2026-11-29T14:03:07.250Z","finished_at":null})";
+
+// Sets the process's time zone (TZ) for a test's life, then puts the one it found back.
+class Zone {
+ public:
+  explicit Zone(const char* zone) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): tests run on one thread
+    if (const char* was = std::getenv("TZ")) was_ = was;
+    set(zone);
+  }
+  Zone(const Zone&) = delete;
+  Zone& operator=(const Zone&) = delete;
+  ~Zone() { set(was_ ? was_->c_str() : nullptr); }
+
+ private:
+  static void set(const char* zone) {
+    // NOLINTBEGIN(concurrency-mt-unsafe): tests run on one thread
+    if (zone != nullptr) {
+      setenv("TZ", zone, 1);
+    } else {
+      unsetenv("TZ");
+    }
+    tzset();
+    // NOLINTEND(concurrency-mt-unsafe)
+  }
+  std::optional<std::string> was_;
+};
 
 }  // namespace
 
@@ -194,16 +225,32 @@ TEST_CASE("Output for a terminal loses escape sequences and control characters")
 }
 
 TEST_CASE("A progress line shows what the door promised and, once revised, the later finish") {
+  const Zone utc("UTC0");
   auto job = parse_job(kRunning).value();
   job.promised_eta_at = "2026-12-01T12:03:04Z";
   CHECK(progress_line(job, 30.0, 12.5, false) ==
-        "job_1 book.pdf: 29/100 done, 1 failed, position 412, eta 30 s, promised by 12:03:04, "
+        "job_1 book.pdf: 29/100 done, 1 failed, position 412, eta 30 s, promised by 12:03:04 UTC, "
         "12.5 pages/min");
   job.eta_revised_at = "2026-12-01T12:05:00Z";
   job.eta_revised_reason = "more work arrived ahead of this job than expected";
   CHECK(
       progress_line(job, 30.0, 12.5, false)
           .find(
-              "promised by 12:03:04 (revised to 12:05:00: more work arrived ahead of this job than "
+              "promised by 12:03:04 UTC (revised to 12:05:00 UTC: more work arrived ahead of this "
+              "job than "
               "expected)") != std::string::npos);
+}
+
+TEST_CASE("The promised and revised times are the reader's clock, with its zone") {
+  // The service's times are UTC; a user two hours east reads the promise on their own clock.
+  const Zone east("XST-2");
+  auto job = parse_job(kRunning).value();
+  job.promised_eta_at = "2026-12-01T23:03:04.250Z";
+  job.eta_revised_at = "2026-12-01T23:05:00Z";
+  job.eta_revised_reason = "the provider slowed";
+  const std::string line = progress_line(job, 30.0, 12.5, false);
+  CHECK_MESSAGE(line.find("promised by 01:03:04 XST (revised to 01:05:00 XST") != std::string::npos,
+                line);
+  job.promised_eta_at = "not a time";
+  CHECK(progress_line(job, 30.0, 12.5, false).find("promised by not a time") != std::string::npos);
 }
