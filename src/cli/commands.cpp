@@ -236,7 +236,10 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     if (output.terminal) {
       // Redraws the block of lines in place: up to its first line, then each line cleared.
       if (drawn) output.out << fmt::format("\x1b[{}A", order.size());
-      for (const std::string& id : order) output.out << "\r\x1b[2K" << line(id, now) << '\n';
+      const std::size_t columns = output.columns != nullptr ? output.columns() : 0;
+      for (const std::string& id : order) {
+        output.out << "\r\x1b[2K" << cut_to_columns(line(id, now), columns) << '\n';
+      }
       drawn = true;
     }
     output.out.flush();

@@ -33,6 +33,8 @@ struct Output {
   std::ostream& out;
   std::ostream& err;
   bool terminal = false;  // stdout is a terminal: live redraws instead of one line per update
+  // The terminal's width in cells now (0 or null: unknown), asked at every redraw.
+  std::size_t (*columns)() = nullptr;
 };
 
 struct EnqueueOptions {

@@ -159,6 +159,13 @@ std::string progress_line(const JobStatus& job, std::optional<double> eta_s,
                      job.total, job.failed, where, rate);
 }
 
+std::string cut_to_columns(std::string_view line, std::size_t columns) {
+  if (columns == 0 || line.size() < columns) return std::string(line);
+  std::size_t end = columns - 1;
+  while (end > 0 && (static_cast<unsigned char>(line[end]) & 0xC0U) == 0x80U) --end;
+  return std::string(line.substr(0, end));
+}
+
 std::string jobs_table(const std::vector<JobStatus>& jobs) {
   if (jobs.empty()) return "no jobs\n";
   std::string out = fmt::format("{:<28}  {:<24}  {:<9}  {:>11}  {:>6}  {:>8}  {:>8}\n", "ID",

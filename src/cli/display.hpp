@@ -75,6 +75,12 @@ struct JobStatus {
 // that are not controls, UTF-8 included, are kept.
 [[nodiscard]] std::string for_terminal(std::string_view text);
 
+// `line` cut to fit `columns` terminal cells (0: as it is), leaving the last one free: a line
+// watch redraws in place must not wrap, or the redraw climbs too few rows and the screen
+// fills with copies. Cut by bytes, at a UTF-8 character's start: a character takes at most
+// as many cells as it has bytes, so what is left fits.
+[[nodiscard]] std::string cut_to_columns(std::string_view line, std::size_t columns);
+
 // `status`: one row per job, newest first, with aligned columns.
 [[nodiscard]] std::string jobs_table(const std::vector<JobStatus>& jobs);
 

@@ -4,6 +4,7 @@
 // command line itself, with every option and --config's TOML file, is cli::CommandLine
 // (src/cli/app); for --server and --key the order is flags, then the environment (FAIRLANE_URL,
 // FAIRLANE_KEY), then the file.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -28,6 +29,14 @@ using fairlane::cli::kExitUsage;
 int fail(const std::string& message) {
   std::cerr << "fairlane: " << message << '\n';
   return kExitFailure;
+}
+
+// The width of the terminal stdout is, in cells (0 when it is not one, or does not say).
+std::size_t terminal_columns() {
+  winsize size{};
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): ioctl is the only way to ask
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
 }
 
 }  // namespace
@@ -76,7 +85,8 @@ int main(int argc, char** argv) {
       if (const char* env = std::getenv("FAIRLANE_KEY"); env != nullptr && *env != '\0')
         line.key = env;
     }
-    const fairlane::cli::Output output{std::cout, std::cerr, isatty(STDOUT_FILENO) == 1};
+    const fairlane::cli::Output output{std::cout, std::cerr, isatty(STDOUT_FILENO) == 1,
+                                       &terminal_columns};
     const bool client = line.enqueue_command->parsed() || line.watch_command->parsed() ||
                         line.status_command->parsed() || line.result_command->parsed() ||
                         line.cancel_command->parsed() || line.estimate_command->parsed();

@@ -254,3 +254,19 @@ TEST_CASE("The promised and revised times are the reader's clock, with its zone"
   job.promised_eta_at = "not a time";
   CHECK(progress_line(job, 30.0, 12.5, false).find("promised by not a time") != std::string::npos);
 }
+
+TEST_CASE("A line watch redraws is cut to the terminal's width, never inside a character") {
+  CHECK(cut_to_columns("0123456789", 0) == "0123456789");   // width unknown
+  CHECK(cut_to_columns("0123456789", 11) == "0123456789");  // fits
+  CHECK(cut_to_columns("0123456789", 10) == "012345678");   // the last cell left free
+  CHECK(cut_to_columns("0123456789", 5) == "0123");
+  // "caf\xc3\xa9s" is c a f e-acute s: a cut that would split the e-acute leaves it out.
+  CHECK(cut_to_columns("caf\xc3\xa9s", 5) == "caf");
+  CHECK(cut_to_columns("caf\xc3\xa9s", 6) == "caf\xc3\xa9");
+  // On an 80-cell terminal a progress line, 118 cells and more, is cut to 79.
+  auto job = parse_job(kRunning).value();
+  job.promised_eta_at = "2026-12-01T12:03:04Z";
+  const std::string line = progress_line(job, 30.0, 12.5, true);
+  CHECK(line.size() > 80);
+  CHECK(cut_to_columns(line, 80).size() == 79);
+}
