@@ -331,6 +331,9 @@ int status(HttpClient& client, const Output& output) {
     }
   }
   output.out << '\n' << jobs_table(list);
+  if (const auto* o = body.if_object(); o && !string_of(*o, "next_cursor").empty()) {
+    output.out << fmt::format("(your newest {} jobs; there are more)\n", list.size());
+  }
   return kExitOk;
 }
 

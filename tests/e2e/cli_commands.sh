@@ -144,6 +144,14 @@ done
 run 0 watch "${ids[@]}" --key "$alice"
 [[ $(grep -c ': 1/1 done, 0 failed, done' "$out") == 18 ]] ||
   fail "watch did not see all 18 jobs done: $(cat "$out") $(cat "$err")"
+# A user with more jobs than status lists (50) is told there are more.
+carol=$(add_user carol)
+for n in $(seq 51); do upload "$carol" "c$n" "p$n" >/dev/null; done
+run 0 status --key "$carol"
+[[ $(grep -c ' c[0-9]* ' "$out") == 50 ]] || fail "status did not list the newest 50: $(cat "$out")"
+has out "(your newest 50 jobs; there are more)"
+run 0 status --key "$bob"
+! grep -q "there are more" "$out" || fail "status said there are more of bob's few jobs: $(cat "$out")"
 (unset FAIRLANE_KEY; run 5 status)
 run 1 status --key "$alice" --server http://127.0.0.1:9
 has err "could not reach the service at http://127.0.0.1:9"
