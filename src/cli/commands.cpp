@@ -86,6 +86,23 @@ std::string new_idempotency_key() {
   return key;
 }
 
+// POST /v1/jobs with the upload's name (a PDF's, after its file unless --name says; a pages
+// file names itself unless --name says) and --max-tokens.
+std::string upload_target(const std::string& path, std::string_view content_type,
+                          const EnqueueOptions& options) {
+  std::vector<std::string> query;
+  if (content_type == "application/pdf") {
+    query.push_back("name=" +
+                    encode(options.name.value_or(std::filesystem::path(path).filename().string())));
+  } else if (options.name) {
+    query.push_back("name=" + encode(*options.name));
+  }
+  if (options.max_tokens) query.push_back("max_tokens=" + std::to_string(*options.max_tokens));
+  std::string target = "/v1/jobs";
+  for (std::size_t i = 0; i < query.size(); ++i) target += (i == 0 ? "?" : "&") + query[i];
+  return target;
+}
+
 void print_accepted(const JobStatus& job, std::string_view file, const Output& output) {
   output.out << fmt::format("accepted {} as {}: {} pages, position {}, eta {}\n", file, job.id,
                             job.total, job.position ? std::to_string(*job.position) : "-",
@@ -137,20 +154,17 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
     return kExitUsage;
   }
   int exit_status = kExitOk;
-  for (const Upload& upload : uploads) {
-    std::string target = "/v1/jobs";
-    std::string separator = "?";
-    if (upload.content_type == "application/pdf") {
-      const std::string name =
-          options.name.value_or(std::filesystem::path(upload.path).filename().string());
-      target += "?name=" + encode(name);
-      separator = "&";
-    } else if (options.name) {  // a pages file's own "name" wins over it
-      target += "?name=" + encode(*options.name);
-      separator = "&";
+  // The uploads not tried, once one fails in a way that ends the command.
+  const auto not_sent = [&](std::size_t failed_at) {
+    std::string rest;
+    for (std::size_t i = failed_at + 1; i < uploads.size(); ++i) {
+      rest += (rest.empty() ? "" : ", ") + uploads[i].path;
     }
-    if (options.max_tokens)
-      target += separator + "max_tokens=" + std::to_string(*options.max_tokens);
+    if (!rest.empty()) output.err << fmt::format("  not sent: {}\n", rest);
+  };
+  for (std::size_t i = 0; i < uploads.size(); ++i) {
+    const Upload& upload = uploads[i];
+    const std::string target = upload_target(upload.path, upload.content_type, options);
     const std::string key = options.idempotency_key.value_or(new_idempotency_key());
     auto reply =
         client.post_file(target, upload.content_type, upload.path, {"Idempotency-Key: " + key});
@@ -164,9 +178,14 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
           "fairlane: {}: {}\n  send it again with --idempotency-key {}: if it was accepted, "
           "that gives its job, not a second one\n",
           upload.path, reply.status().message(), key);
+      not_sent(i);
       return kExitFailure;
     }
-    if (!reply.ok()) return failed(reply.status(), output);
+    if (!reply.ok()) {
+      output.err << fmt::format("fairlane: {}: {}\n", upload.path, reply.status().message());
+      not_sent(i);
+      return kExitFailure;
+    }
     if (reply->status != 202) {
       const int code = refused(reply.value(), upload.path, output);
       if (string_of(error_of(reply.value()), "type") == "outcome_unknown") {

@@ -155,6 +155,10 @@ run 0 status --key "$bob"
 (unset FAIRLANE_KEY; run 5 status)
 run 1 status --key "$alice" --server http://127.0.0.1:9
 has err "could not reach the service at http://127.0.0.1:9"
+# Of several files, the one the failure met and those never sent are named.
+run 1 enqueue "$work/book.pdf" "$work/fake.pdf" --key "$alice" --server http://127.0.0.1:9
+has err "$work/book.pdf: could not reach the service at http://127.0.0.1:9"
+has err "not sent: $work/fake.pdf"
 # A watch rides out a service that went away (e2e.cli_watch_restart), not one never heard
 # from: a wrong address fails at once, well within `run`'s 60 s.
 run 1 watch "$id" --key "$alice" --server http://127.0.0.1:9
@@ -232,8 +236,9 @@ grep -qiE '^Idempotency-Key: [0-9a-f]{32}' "$work/fake.headers" || fail "no Idem
 # Sent whole, and no answer: it may have been accepted, so the key to send it again with
 # is given, the one it was sent with.
 fake vanish
-run 1 enqueue "$work/book.pdf" --key "$alice" --server "http://127.0.0.1:$fake_port"
+run 1 enqueue "$work/book.pdf" "$work/3mb.pdf" --key "$alice" --server "http://127.0.0.1:$fake_port"
 wait_exit "$fake_pid" 10
+has err "not sent: $work/3mb.pdf"
 [[ $(cat "$work/fake.bytes") == $(stat -c %s "$work/book.pdf") ]] || fail "the whole PDF was not sent: $(cat "$work/fake.bytes")"
 key=$(grep -i '^Idempotency-Key:' "$work/fake.headers" | cut -d' ' -f2 | tr -d '\r')
 has err "may have been accepted"
