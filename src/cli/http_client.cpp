@@ -38,6 +38,14 @@ std::size_t read_file_part(char* data, std::size_t size, std::size_t count, void
   return read * size;
 }
 
+// Where libcurl asks a file body to be read from, to send it again (a kept-alive connection
+// found closed as the upload began).
+int seek_file(void* file, curl_off_t offset, int origin) {
+  return fseeko(static_cast<std::FILE*>(file), static_cast<off_t>(offset), origin) == 0
+             ? CURL_SEEKFUNC_OK
+             : CURL_SEEKFUNC_FAIL;
+}
+
 // Keeps Retry-After from the headers (delta-seconds; the service sends only those).
 std::size_t read_header(char* data, std::size_t size, std::size_t count, void* user) {
   const std::string_view line(data, size * count);
@@ -172,6 +180,8 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
     curl_easy_setopt(curl, CURLOPT_POST, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_file_part);
     curl_easy_setopt(curl, CURLOPT_READDATA, file);
+    curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, seek_file);  // to send it again, from the start
+    curl_easy_setopt(curl, CURLOPT_SEEKDATA, file);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(file_size));
   } else if (method == "POST") {
     curl_easy_setopt(curl, CURLOPT_POST, 1L);
@@ -187,9 +197,13 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   const CURLcode code = curl_easy_perform(curl);
-  long sent = 0;  // bytes of the request sent: none, and the service never had it
-  curl_easy_getinfo(curl, CURLINFO_REQUEST_SIZE, &sent);
-  const bool maybe_accepted = method == "POST" && sent > 0;
+  // The service takes an upload only once it has its whole body: sent whole, and no answer
+  // came, it may have; cut short, it has not.
+  curl_off_t body_sent = 0;
+  curl_easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &body_sent);
+  const std::uint64_t body_size = file != nullptr ? file_size : body.size();
+  const bool maybe_accepted =
+      method == "POST" && body_sent >= 0 && static_cast<std::uint64_t>(body_sent) == body_size;
   if (code == CURLE_OPERATION_TIMEDOUT) {
     return Status(
         maybe_accepted ? StatusCode::outcome_unknown : StatusCode::io_error,
@@ -201,6 +215,12 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
     return Status(StatusCode::outcome_unknown,
                   fmt::format("the connection to {} broke once the upload had gone out ({}): it "
                               "may have been accepted all the same",
+                              server_, curl_easy_strerror(code)));
+  }
+  if (code != CURLE_OK && method == "POST" && body_sent > 0) {
+    return Status(StatusCode::io_error,
+                  fmt::format("the connection to {} broke while the upload was being sent ({}): "
+                              "it was not accepted; send it again",
                               server_, curl_easy_strerror(code)));
   }
   if (code != CURLE_OK) return unreachable(server_, curl_easy_strerror(code));
@@ -220,7 +240,6 @@ struct EventStreams::Impl {
     std::vector<SseEvent> pending;
     std::string error_body;  // the body of an answer other than 200
     int reconnects = 0;      // in a row, since the last event
-    bool heard = false;      // an event came: the service was there
     std::optional<Clock::time_point> reconnect_at;
   };
 
@@ -279,6 +298,7 @@ struct EventStreams::Impl {
   const std::size_t max_open;
   std::deque<std::string> waiting;  // jobs whose stream waits for a free place
   long failed_status = 0;
+  bool heard = false;  // an event came on some stream: the service was there
   CURLM* multi = nullptr;
   std::map<std::string, std::unique_ptr<Stream>> streams;
 };
@@ -351,7 +371,7 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
   for (auto& [job, stream] : d.streams) {
     if (!stream->pending.empty()) {
       stream->reconnects = 0;
-      stream->heard = true;
+      d.heard = true;
     }
     for (SseEvent& event : stream->pending) events.emplace_back(job, std::move(event));
     stream->pending.clear();
@@ -395,7 +415,7 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
     // 10 s, so that a restart of the service (or a deploy) is ridden out.
     // A service never heard from (a wrong address, say) is not waited for: only one that
     // went away is.
-    if (code != CURLE_OK && !stream.heard) return unreachable(d.server, curl_easy_strerror(code));
+    if (code != CURLE_OK && !d.heard) return unreachable(d.server, curl_easy_strerror(code));
     if (++stream.reconnects > d.max_reconnects) {
       if (code == CURLE_OK && status == 429) {
         d.failed_status = status;

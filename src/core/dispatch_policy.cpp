@@ -337,7 +337,9 @@ void DispatchPolicy::pause_for_refusal(std::optional<Clock::duration> retry_afte
   // one burst come back refused one after another, and the first one's pause covers them;
   // a pause that ends in another refusal is followed by one twice as long.
   if (paused_ && *paused_ > clock_.now()) return;
-  pause_for(doubled(config_.default_pause, refusal_pauses_, config_.backoff_max));
+  // At least default_pause, were backoff_max set below it.
+  pause_for(doubled(config_.default_pause, refusal_pauses_,
+                    std::max(config_.backoff_max, config_.default_pause)));
   ++refusal_pauses_;
 }
 

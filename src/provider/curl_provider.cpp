@@ -312,10 +312,12 @@ void CurlProvider::finish_done_calls() {
       outcome.kind = outcome::Timeout{};
     } else {
       const std::string detail = call->error[0] != '\0' ? call->error : curl_easy_strerror(result);
-      // Refused, not found, or a connect that timed out (its SYNs dropped, as by a firewall
-      // or a partition): nothing reached the provider. A reset or a broken connection after
-      // the request went out is not that: the provider may have the call.
-      const bool unreachable = sent == 0 || result == CURLE_COULDNT_CONNECT ||
+      // Refused, not found, or a timeout before a byte was sent (a connect whose SYNs were
+      // dropped, as by a firewall or a partition): nothing reached the provider. A reset or a
+      // broken connection after the request went out is not that: the provider may have the
+      // call. (Nor is a TLS or URL failure: the page fails with it after its attempts.)
+      const bool unreachable = result == CURLE_OPERATION_TIMEDOUT ||  // with nothing sent
+                               result == CURLE_COULDNT_CONNECT ||
                                result == CURLE_COULDNT_RESOLVE_HOST ||
                                result == CURLE_COULDNT_RESOLVE_PROXY;
       outcome.kind = outcome::ConnectionError{detail, unreachable};

@@ -363,7 +363,7 @@ TEST_CASE(
 
 TEST_CASE(
     "Refusals without a Retry-After pause longer each time, doubling to backoff_max, until an "
-    "answer; those of one burst do not double it, and a Retry-After of 0 is no hint") {
+    "answer, not for those of one burst, with a Retry-After of 0 as no hint") {
   DispatchPolicyConfig config = config_with();
   config.backoff_max = 4s;
   Rig rig(kRoomy, config);
@@ -401,6 +401,20 @@ TEST_CASE(
   refused = rig.send();
   (void)rig.end(refused, call::Overloaded{});
   CHECK(rig.policy.paused_until() == rig.now() + 2s);
+}
+
+TEST_CASE("A backoff_max below the default pause does not shorten a refusal's pause") {
+  DispatchPolicyConfig config = config_with();
+  config.backoff_max = 200ms;  // for the failed attempts' backoff
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 2);
+  auto sent = rig.send();
+  (void)rig.end(sent, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  rig.clock.advance(1s);
+  sent = rig.send();
+  (void)rig.end(sent, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
 }
 
 TEST_CASE("A page refused more than max_requeues times fails, saying how often it came back") {

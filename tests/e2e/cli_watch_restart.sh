@@ -22,6 +22,9 @@ id=$(upload "$alice" watched "${pages[@]}")
 FAIRLANE_URL=$base FAIRLANE_KEY=$alice "$fairlane" watch "$id" >"$work/watch.out" 2>"$work/watch.err" &
 watch_pid=$!
 pids+=("$watch_pid")
+# Once the watch has heard from the service (it fails at once on one it never reached).
+for _ in $(seq 100); do grep -q "$id" "$work/watch.out" && break; sleep 0.1; done
+grep -q "$id" "$work/watch.out" || fail "watch showed nothing within 10 s: $(cat "$work/watch.err")"
 pages_done "$alice" "$id" 2 >/dev/null
 kill -KILL "$serve_pid"
 wait_exit "$serve_pid" 10

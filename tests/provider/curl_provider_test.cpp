@@ -387,12 +387,12 @@ TEST_CASE("A connect that is never answered is unreachable, not a call that time
   tcp::acceptor silent(io, loopback);
   silent.listen(0);
   const tcp::endpoint at{loopback.address(), silent.local_endpoint().port()};
-  std::vector<tcp::socket> queued;  // fill the queue; never accepted
+  // Fill the queue; never accepted. Connected asynchronously: a blocking connect whose SYN
+  // is dropped waits for the kernel to give up, two minutes.
+  std::vector<tcp::socket> queued;
   for (int i = 0; i < 2; ++i) {
     queued.emplace_back(io, tcp::v4());
-    queued.back().non_blocking(true);
-    boost::system::error_code in_progress;
-    queued.back().connect(at, in_progress);
+    queued.back().async_connect(at, [](const boost::system::error_code&) {});
   }
   CurlProviderConfig config;
   config.base_url = "http://127.0.0.1:" + std::to_string(at.port());

@@ -72,7 +72,7 @@ struct ClientError {
 struct Timeout {};
 struct ConnectionError {
   std::string detail;
-  // Not a byte of the call was sent (a connect refused or timed out, no such host): the outage
+  // No connection could be made (refused, timed out, no such host): nothing was sent, the outage
   // is the provider's, not the page's.
   bool unreachable = false;
 };
