@@ -173,27 +173,22 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
       exit_status = exit_status == kExitOk ? kExitUsage : exit_status;
       continue;
     }
-    if (!reply.ok() && reply.status().code() == StatusCode::outcome_unknown) {
+    // It may have been accepted: sent again with its key, it cannot be taken twice.
+    const auto resend_hint = [&] {
       output.err << fmt::format(
-          "fairlane: {}: {}\n  send it again with --idempotency-key {}: if it was accepted, "
-          "that gives its job, not a second one\n",
-          upload.path, reply.status().message(), key);
-      not_sent(i);
-      return kExitFailure;
-    }
+          "  send it again with --idempotency-key {}: if it was accepted, that gives its job, "
+          "not a second one\n",
+          key);
+    };
     if (!reply.ok()) {
       output.err << fmt::format("fairlane: {}: {}\n", upload.path, reply.status().message());
+      if (reply.status().code() == StatusCode::outcome_unknown) resend_hint();
       not_sent(i);
       return kExitFailure;
     }
     if (reply->status != 202) {
       const int code = refused(reply.value(), upload.path, output);
-      if (string_of(error_of(reply.value()), "type") == "outcome_unknown") {
-        output.err << fmt::format(
-            "  send it again with --idempotency-key {}: if it was accepted, that gives its "
-            "job, not a second one\n",
-            key);
-      }
+      if (string_of(error_of(reply.value()), "type") == "outcome_unknown") resend_hint();
       if (exit_status == kExitOk) exit_status = code;
       continue;
     }

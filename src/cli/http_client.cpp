@@ -1,5 +1,7 @@
 #include "cli/http_client.hpp"
 
+#include "fairlane/core/backoff.hpp"
+
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -17,6 +19,8 @@
 
 namespace fairlane::cli {
 namespace {
+
+using namespace std::chrono_literals;
 
 using Clock = std::chrono::steady_clock;
 
@@ -428,10 +432,9 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
           d.server, code == CURLE_OK ? "the live events keep ending" : curl_easy_strerror(code));
     }
     const std::chrono::milliseconds first(stream.parser.retry_ms().value_or(2'000));
-    const std::chrono::milliseconds most = std::max(first, std::chrono::milliseconds(10'000));
-    std::chrono::milliseconds wait = first;
-    for (int i = 1; i < stream.reconnects && wait < most; ++i) wait *= 2;
-    stream.reconnect_at = Clock::now() + std::min(wait, most);
+    stream.reconnect_at =
+        Clock::now() + fairlane::doubled(first, stream.reconnects - 1,
+                                         std::max<fairlane::Clock::duration>(first, 10s));
   }
   return events;
 }

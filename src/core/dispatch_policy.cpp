@@ -183,12 +183,10 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     forget(page);
     return CallVerdict{verdict::Complete{}, std::nullopt};
   }
-  if (const auto* limited = std::get_if<call::RateLimited>(&end)) {
-    pause_for_refusal(limited->retry_after);
-    return requeue(page, "refusals by the provider's rate limit");
-  }
-  if (const auto* overloaded = std::get_if<call::Overloaded>(&end)) {
-    pause_for_refusal(overloaded->retry_after);
+  const auto* limited = std::get_if<call::RateLimited>(&end);
+  const auto* overloaded = std::get_if<call::Overloaded>(&end);
+  if (limited != nullptr || overloaded != nullptr) {
+    pause_for_refusal(limited != nullptr ? limited->retry_after : overloaded->retry_after);
     return requeue(page, "refusals by the provider's rate limit");
   }
   if (unreachable != nullptr) {
