@@ -334,10 +334,17 @@ void DispatchPolicy::pause_for_refusal(std::optional<Clock::duration> retry_afte
   // No hint (or 0, or a date already past, which would be no pause at all): the calls of
   // one burst come back refused one after another, and the first one's pause covers them;
   // a pause that ends in another refusal is followed by one twice as long.
-  if (paused_ && *paused_ > clock_.now()) return;
+  const Clock::time_point now = clock_.now();
+  if (paused_ && *paused_ > now) return;
   // At least default_pause, were backoff_max set below it.
-  pause_for(doubled(config_.default_pause, refusal_pauses_,
-                    std::max(config_.backoff_max, config_.default_pause)));
+  const Clock::duration longest = std::max(config_.backoff_max, config_.default_pause);
+  // An overload is one while its refusals follow each other: a refusal more than the
+  // longest pause after the last one ended (nothing was sent, or nothing came back, in
+  // between) starts a new one, however long the old one's pauses had grown.
+  if (refusal_paused_until_ && now - *refusal_paused_until_ > longest) refusal_pauses_ = 0;
+  const Clock::duration pause = doubled(config_.default_pause, refusal_pauses_, longest);
+  pause_for(pause);
+  refusal_paused_until_ = now + pause;
   ++refusal_pauses_;
 }
 

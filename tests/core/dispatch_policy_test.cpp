@@ -403,6 +403,36 @@ TEST_CASE(
   CHECK(rig.policy.paused_until() == rig.now() + 2s);
 }
 
+TEST_CASE(
+    "A refusal after a quiet spell longer than backoff_max pauses the default pause again, "
+    "however long the pauses before it had grown") {
+  DispatchPolicyConfig config = config_with(5, 3);
+  config.backoff_max = 4s;
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 1);
+  // An overload that outlasts the page: its pauses grow to the cap and it gives up.
+  for (const Clock::duration pause : {1s, 2s, 4s}) {
+    auto refused = rig.send();
+    (void)rig.end(refused, call::Overloaded{});
+    CHECK(rig.policy.paused_until() == rig.now() + pause);
+    rig.clock.advance_to(*rig.policy.paused_until());
+  }
+  auto last = rig.send();
+  CHECK(std::holds_alternative<verdict::Fail>(rig.end(last, call::Overloaded{}).action));
+  // Hours later, with nothing sent in between, a new page meets a refusal: a new overload,
+  // paused from the default pause, not the old one's cap.
+  rig.clock.advance(3h);
+  rig.add(kAlice, 2, 2);
+  auto refused = rig.send();
+  (void)rig.end(refused, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 1s);
+  // Within backoff_max of that pause's end the overload is the same one: it doubles.
+  rig.clock.advance_to(*rig.policy.paused_until() + 3s);
+  refused = rig.send();
+  (void)rig.end(refused, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 2s);
+}
+
 TEST_CASE("A backoff_max below the default pause does not shorten a refusal's pause") {
   DispatchPolicyConfig config = config_with();
   config.backoff_max = 200ms;  // for the failed attempts' backoff
