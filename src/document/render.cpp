@@ -5,7 +5,9 @@
 #include <poppler-page.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -21,14 +23,26 @@ double resolution(double width_pt, double height_pt, const RenderOptions& option
 }
 
 double ink_share(const GrayPixels& pixels) {
-  constexpr unsigned char kMidGrey = 128;
+  // How far from its paper a pixel must be to be a mark: more than a scan's noise or a
+  // JPEG's ringing (a few to twenty levels), less than a pencil stroke or a faded copy (a
+  // hundred levels below its paper).
+  constexpr int kContrast = 64;
   if (pixels.width <= 0 || pixels.height <= 0) return 0.0;
-  std::int64_t ink = 0;
+  std::array<std::int64_t, 256> tones{};
   for (std::int64_t y = 0; y < pixels.height; ++y) {
     const unsigned char* row = pixels.data + static_cast<std::size_t>(y) * pixels.stride;
-    ink += std::count_if(row, row + pixels.width, [](unsigned char v) { return v < kMidGrey; });
+    for (std::int64_t x = 0; x < pixels.width; ++x) ++tones[row[x]];
   }
-  return static_cast<double>(ink) / static_cast<double>(pixels.width * pixels.height);
+  // The paper is the median tone: most of a page is paper, whether white, grey or black.
+  const std::int64_t total = pixels.width * pixels.height;
+  std::size_t paper = 0;
+  for (std::int64_t seen = tones[0]; seen * 2 < total;) seen += tones[++paper];
+  std::int64_t ink = 0;
+  for (std::size_t tone = 0; tone < tones.size(); ++tone) {
+    const auto distance = std::abs(static_cast<int>(tone) - static_cast<int>(paper));
+    if (distance > kContrast) ink += tones[tone];
+  }
+  return static_cast<double>(ink) / static_cast<double>(total);
 }
 
 bool is_blank(const GrayPixels& pixels) {

@@ -22,11 +22,14 @@ namespace fairlane::render {
 // less, so that its long edge stays within options.max_long_edge pixels.
 [[nodiscard]] double resolution(double width_pt, double height_pt, const RenderOptions& options);
 
-// The share of pixels darker than mid-grey.
+// The share of pixels that are marks: more than 64 grey levels from the page's paper, its
+// median tone. Measured against the paper, not an absolute grey, so that pencil or a faded
+// copy (grey 150 on 250) is ink and white writing on a black page too; until 2026-12-07 only
+// pixels darker than mid-grey counted, and such a page was dropped as blank.
 [[nodiscard]] double ink_share(const GrayPixels& pixels);
 
-// Whether a rendered page has no ink worth a call: fewer than 1 pixel in 50,000 darker than
-// mid-grey (at 150 DPI, about 40 pixels of a letter-size page: less than one printed digit).
+// Whether a rendered page has no ink worth a call: fewer than 1 pixel in 50,000 of ink
+// (at 150 DPI, about 40 pixels of a letter-size page: less than one printed digit).
 // A page is called blank only when nobody could read anything on it: a false "blank" loses
 // what the page said, a false "ink" costs one call; so the line is drawn low.
 [[nodiscard]] bool is_blank(const GrayPixels& pixels);

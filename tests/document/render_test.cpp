@@ -42,6 +42,27 @@ TEST_CASE("render: pages are drawn at the DPI asked, lowered to keep the long ed
   CHECK(fairlane::render::resolution(0, 0, options) == 150.0);
 }
 
+TEST_CASE("render: faint marks on a page are ink, measured against its paper, not mid-grey") {
+  const std::int64_t width = 500;
+  const std::int64_t height = 400;
+  std::vector<unsigned char> pixels(static_cast<std::size_t>(width * height), 250);
+  const GrayPixels page{pixels.data(), width, height, static_cast<std::size_t>(width)};
+  // Pencil, a faded copy or a thermal fax: strokes of grey 150 on paper of 250, over 1% of
+  // the page. Nothing on it is darker than mid-grey, and a reader sees every stroke.
+  for (std::size_t i = 0; i < pixels.size(); i += 100) pixels[i] = 150;
+  CHECK_FALSE(fairlane::render::is_blank(page));
+  CHECK(fairlane::render::ink_share(page) == doctest::Approx(0.01));
+  // White writing on a black page is ink too; a page of one tone, whatever it is, is not.
+  for (auto& p : pixels) p = 0;
+  CHECK(fairlane::render::is_blank(page));
+  for (std::size_t i = 0; i < pixels.size(); i += 100) pixels[i] = 255;
+  CHECK_FALSE(fairlane::render::is_blank(page));
+  // A scan's noise, a few levels either side of its paper, is not.
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<unsigned char>(230 + i % 21);
+  CHECK(fairlane::render::is_blank(page));
+}
+
 TEST_CASE("render: a page is blank below 1 pixel in 50,000 of ink, not at it") {
   const std::int64_t width = 500;
   const std::int64_t height = 400;  // 200,000 pixels: blank below 4 dark ones

@@ -23,7 +23,8 @@
 //   Overloaded       default_pause x 2^k, k such pauses since the last answer, at most
 //                    backoff_max (a pause still running covers the other refusals of its
 //                    burst; a refusal more than backoff_max after the last pause ended
-//                    starts again from k = 0); the page goes back to the head, no attempt spent; Requeue, or Fail
+//                    starts again from k = 0); the page goes back to the head, no attempt spent;
+//                    Requeue, or Fail
 //                    ("gave up after N refusals...") past max_requeues returns
 //   Unreachable      ALL dispatch pauses for backoff_base x 2^k (k outage pauses in a row,
 //                    at most backoff_max; a pause still running covers the other calls that
@@ -262,7 +263,7 @@ class DispatchPolicy {
   // last of them ended.
   std::int64_t refusal_pauses_ = 0;
   std::optional<Clock::time_point> refusal_paused_until_;
-  SendOrder sends_;                  // the calls out, in the order they went
+  SendOrder sends_;  // the calls out, in the order they went
   // Each call out's place in sends_; their count is calls_out().
   std::unordered_map<PageId, std::uint64_t> tickets_;
 };
