@@ -414,12 +414,12 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
   view.pages.queued = page_count - blank;
   view.pages.done = view.pages.blank = blank;
   view.pages.images = images;
+  view.created_at = from_ms(to_ms(created_at));
   if (blank == page_count) {
     view.state = JobState::done;
     view.finished_at = view.created_at;
   }
   view.max_tokens = request.max_tokens;
-  view.created_at = from_ms(to_ms(created_at));
   view.promised_eta_at = promised_eta_at;
   return EnqueuedJob{std::move(view), true, std::move(lane_pages)};
 }

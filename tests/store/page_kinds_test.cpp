@@ -108,6 +108,9 @@ FAIRLANE_STORE_TEST_CASE("A job whose pages are all blank is done from the start
   const auto job = store->enqueue_job(request).value();
   CHECK(job.pages.empty());
   CHECK(job.job.state == JobState::done);
+  // The view the upload answers with says when, as the stored one does.
+  CHECK(job.job.created_at == wall.now);
+  CHECK(job.job.finished_at == wall.now);
   const auto stored = job_view(*store, job.job.id);
   CHECK(stored.state == JobState::done);
   CHECK(stored.finished_at == wall.now);
