@@ -173,8 +173,15 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }
   follow(outcome.announced);
-  const auto* unreachable = std::get_if<call::Unreachable>(&end);
-  if (unreachable == nullptr) outage_pauses_ = 0;  // the provider is there
+  // Unreachable, or refusing fairlane itself: not the page's fault, the provider's (or the
+  // operator's) outage. Every page would end the same way.
+  const std::string* outage = nullptr;
+  if (const auto* unreachable = std::get_if<call::Unreachable>(&end)) {
+    outage = &unreachable->reason;
+  } else if (const auto* rejected = std::get_if<call::Rejected>(&end)) {
+    outage = &rejected->reason;
+  }
+  if (outage == nullptr) outage_pauses_ = 0;  // the provider is there, and takes fairlane
 
   if (answered != nullptr) {
     refusal_pauses_ = 0;  // the provider takes calls again
@@ -189,12 +196,14 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     pause_for_refusal(limited != nullptr ? limited->retry_after : overloaded->retry_after);
     return requeue(page, "refusals by the provider's rate limit");
   }
-  if (unreachable != nullptr) {
-    // Nothing reached the provider: its outage, not the page's fault. Every page would fail
-    // the same way, so all dispatch waits and no attempt is spent.
+  if (outage != nullptr) {
+    // All dispatch waits and no attempt is spent.
     const std::optional<Clock::duration> pause = pause_for_outage();
     CallVerdict verdict = requeue(
-        page, fmt::format("returns while the provider was unreachable ({})", unreachable->reason));
+        page, fmt::format("returns while the provider was {} ({})",
+                          std::holds_alternative<call::Unreachable>(end) ? "unreachable"
+                                                                         : "refusing fairlane",
+                          *outage));
     verdict.outage_pause = pause;
     return verdict;
   }

@@ -88,6 +88,13 @@ std::string reason_of(const OutcomeKind& kind, int status) {
       kind);
 }
 
+// A 4xx that refuses fairlane itself, not the page: a key refused (401) or without the
+// rights (403), a model or URL that does not exist (404), payment or a proxy's login
+// required (402, 407). Every page would meet the same.
+bool refuses_fairlane(int status) {
+  return status == 401 || status == 402 || status == 403 || status == 404 || status == 407;
+}
+
 // The provider's outcome in the policy's terms: what happened to the call, not how the
 // provider said it. `latency`: from the page leaving its lane to its answer, which is what
 // a page's end waits for (its dispatch's commit and its text's read as well as the call).
@@ -107,7 +114,11 @@ CallOutcome core_outcome(const ProviderOutcome& o, Clock::duration latency) {
         lost && lost->unreachable) {
       return call::Unreachable{std::move(reason)};
     }
-    if (std::holds_alternative<outcome::ClientError>(o.kind)) {
+    if (const auto* refused = std::get_if<outcome::ClientError>(&o.kind)) {
+      if (refuses_fairlane(refused->status)) {
+        return call::Rejected{
+            fmt::format("{}: check --api-key-env, --model and --provider-url", reason)};
+      }
       return call::ClientError{std::move(reason)};
     }
     if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
@@ -366,12 +377,15 @@ void Dispatcher::Impl::handle(const QueuedPage& page, std::int64_t call, Lease& 
   if (std::holds_alternative<outcome::Overloaded>(o.kind)) ++counters.provider_503;
   // The policy settles (or cancels) the lease, then has the buckets follow what the
   // provider's headers announced.
-  const CallVerdict verdict = policy.on_outcome(page, lease, core_outcome(o, clock.now() - taken));
+  const CallOutcome core = core_outcome(o, clock.now() - taken);
+  const CallVerdict verdict = policy.on_outcome(page, lease, core);
   if (verdict.outage_pause) {
     ++counters.outage_pauses;
-    std::cerr << fmt::format("fairlane: {}; dispatch paused for {:.1f} s\n",
-                             reason_of(o.kind, o.http_status),
-                             std::chrono::duration<double>(*verdict.outage_pause).count());
+    const auto* rejected = std::get_if<call::Rejected>(&core.end);
+    std::cerr << fmt::format(
+        "fairlane: {}; dispatch paused for {:.3g} s\n",
+        rejected != nullptr ? rejected->reason : reason_of(o.kind, o.http_status),
+        std::chrono::duration<double>(*verdict.outage_pause).count());
   }
   record(page, call, verdict, std::get_if<outcome::Ok>(&o.kind));
 }

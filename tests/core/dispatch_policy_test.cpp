@@ -638,6 +638,38 @@ TEST_CASE(
   CHECK(rig.policy.calls_out() == 4);
 }
 
+TEST_CASE(
+    "A provider that refuses fairlane itself is an outage: paused, one probe at a time, no "
+    "attempt spent, and a page that never gets through says why") {
+  DispatchPolicyConfig config = config_with(1, 3);  // a page that spent an attempt would fail
+  Rig rig(kRoomy, config);
+  rig.add(kAlice, 1, 4);
+  std::vector<step::Send> out;
+  for (int i = 0; i < 4; ++i) out.push_back(rig.send());
+  const std::string refused = "the provider refused the request with 401 (invalid API key)";
+  CHECK(rig.end(out[0], call::Rejected{refused}).outage_pause == 1s);
+  for (std::size_t i = 1; i < 4; ++i) {
+    CHECK(
+        std::holds_alternative<verdict::Requeue>(rig.end(out[i], call::Rejected{refused}).action));
+  }
+  CHECK(rig.scheduler.size() == 4);
+  CallVerdict v;
+  for (const Clock::duration pause : {2s, 4s}) {
+    rig.clock.advance_to(*rig.policy.paused_until());
+    auto probe = rig.send();
+    CHECK(std::holds_alternative<step::WaitForCall>(rig.policy.next_step()));
+    v = rig.end(probe, call::Rejected{refused});
+    CHECK(v.outage_pause == pause);
+  }
+  rig.clock.advance_to(*rig.policy.paused_until());
+  auto probe = rig.send();
+  v = rig.end(probe, call::Rejected{refused});
+  CHECK(as<verdict::Fail>(v).reason ==
+        "gave up after 4 returns while the provider was refusing "
+        "fairlane (" +
+            refused + ")");
+}
+
 TEST_CASE("Any other outcome ends an outage too: the next pause starts again from backoff_base") {
   Rig rig;
   rig.add(kAlice, 1, 2);

@@ -431,20 +431,53 @@ TEST_CASE("A page too large for a minute's TPM fails at once, naming its size") 
   CHECK(rig.stats().at("requests") == 0);
 }
 
-TEST_CASE("A request the provider refuses as wrong fails its page at once, with the reason") {
+TEST_CASE(
+    "A provider that refuses fairlane's key pauses all dispatch and fails no page: once the key "
+    "is right the backlog goes") {
   sim::Config provider = stand_in(4);
   provider.api_key = "sk-needed";  // the client sends none
-  Rig rig(provider, fairlane_config(4));
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("key.db");
+  Rig rig(provider, fairlane_config(4), db);
   const auto user = rig.user("alice");
   REQUIRE(rig.dispatcher->start().ok());
-  const auto job = rig.enqueue(user, 1, "book");
-  rig.dispatcher->add(job, 1);
-  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
-  const auto page = rig.store->results(job.job.id).value().front();
-  CHECK(page.state == fairlane::PageState::failed);
-  CHECK(page.error == "the provider refused the request with 401 (invalid API key)");
-  CHECK(page.attempts == 0);
-  CHECK(rig.stats().at("unauthorized") == 1);
+  std::vector<fairlane::EnqueuedJob> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(rig.enqueue(user, 20, "book-" + std::to_string(i)));
+    rig.dispatcher->add(jobs.back(), 1);
+  }
+  // Paused after the first burst's refusals (at most the cap, 4), then one call at a time
+  // asks again after each pause, the pauses doubling from 20 ms: not a call for each page.
+  REQUIRE(rig.run_until([&] { return rig.dispatcher->counters().outage_pauses >= 4; }));
+  CHECK(rig.stats().at("unauthorized").as_int64() <= 4 + rig.dispatcher->counters().outage_pauses);
+  CHECK(rig.dispatcher->counters().failed == 0);
+  for (const auto& job : jobs) {
+    const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+    CHECK(view.pages.failed == 0);
+    CHECK(view.state != JobState::failed);
+  }
+  // The operator gives fairlane the key and starts it again: every page is done.
+  bool stopped = false;
+  rig.dispatcher->stop(1s, [&](const fairlane::Status&) { stopped = true; });
+  REQUIRE(rig.run_until([&] { return stopped; }));
+  rig.dispatcher.reset();
+  setenv("FAIRLANE_TEST_DISPATCH_KEY", "sk-needed", 1);
+  fairlane::CurlProviderConfig client;
+  client.base_url = "http://127.0.0.1:" + std::to_string(rig.stand_in_port);
+  client.api_key_env = "FAIRLANE_TEST_DISPATCH_KEY";
+  rig.provider = std::move(fairlane::make_curl_provider(rig.io, client)).value();
+  rig.dispatcher =
+      std::make_unique<Dispatcher>(rig.io, *rig.store, *rig.provider, fairlane_config(4));
+  REQUIRE(rig.dispatcher->start().ok());
+  REQUIRE(rig.run_until([&] {
+    return std::all_of(jobs.begin(), jobs.end(),
+                       [&](const auto& job) { return rig.terminal(job.job.id); });
+  }));
+  for (const auto& job : jobs) {
+    const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+    CHECK(view.state == JobState::done);
+    CHECK(view.pages.done == 20);
+  }
 }
 
 TEST_CASE("The dispatcher, the provider and the store can go while calls are out") {
@@ -763,6 +796,14 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
        "the provider answered 500 (internal)", 0, false},
       {"400", o::ClientError{400, "bad request"}, 400, PageState::failed, 0,
        "the provider refused the request with 400 (bad request)", 0, false},
+      // The provider refuses fairlane itself (its key, its rights, its model or URL): every
+      // page would meet the same, so it is an outage, not this page's failure.
+      {"401", o::ClientError{401, "invalid API key"}, 401, PageState::queued, 0, std::nullopt, 0,
+       true},
+      {"403", o::ClientError{403, "permission denied"}, 403, PageState::queued, 0, std::nullopt, 0,
+       true},
+      {"404", o::ClientError{404, "no such model"}, 404, PageState::queued, 0, std::nullopt, 0,
+       true},
       // A 2xx whose body cannot be read keeps its tokens spent; any other status gives them back.
       {"unreadable 200", o::BadResponse{"not JSON"}, 200, PageState::queued, 1,
        "the provider's answer was unusable: not JSON", 300, false},
@@ -804,7 +845,8 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
     CHECK(counters.requeued == (c.paused ? 1 : 0));
     CHECK(counters.provider_429 == (c.http_status == 429 ? 1 : 0));
     CHECK(counters.provider_503 == (c.http_status == 503 ? 1 : 0));
-    CHECK(counters.outage_pauses == (std::string(c.name) == "unreachable" ? 1 : 0));
+    const bool outage = c.paused && c.http_status != 429 && c.http_status != 503;
+    CHECK(counters.outage_pauses == (outage ? 1 : 0));
     CHECK(dispatcher.held() == static_cast<std::size_t>(c.attempts));
     if (c.attempts > 0) {
       // The backoff's end, on the wall clock, is kept for a restart: within [0, 60 s).

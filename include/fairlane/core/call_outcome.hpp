@@ -6,6 +6,9 @@
 //   RateLimited     429: the account's rate limit; Retry-After when the provider gave one
 //   Overloaded      503 (Anthropic: 529): the provider is over its capacity; the same
 //   Unreachable     no connection could be made (refused, no such host): nothing was sent
+//   Rejected        401, 403, 404: the provider refuses fairlane itself (its key, its rights,
+//                   its model or its URL); every page would meet the same until an operator
+//                   mends it
 //   TransientError  5xx, timeout, reset: the call may succeed if made again
 //   ClientError     4xx other than 429: the request itself is wrong; again would not help
 //   Unreadable      a 2xx whose answer could not be read: it ran and its tokens counted
@@ -40,6 +43,9 @@ struct Overloaded {
 struct Unreachable {
   std::string reason;
 };
+struct Rejected {
+  std::string reason;
+};
 struct TransientError {
   std::string reason;
 };
@@ -51,8 +57,9 @@ struct Unreadable {
 };
 }  // namespace call
 
-using CallEnd = std::variant<call::Answered, call::RateLimited, call::Overloaded, call::Unreachable,
-                             call::TransientError, call::ClientError, call::Unreadable>;
+using CallEnd =
+    std::variant<call::Answered, call::RateLimited, call::Overloaded, call::Unreachable,
+                 call::Rejected, call::TransientError, call::ClientError, call::Unreadable>;
 
 // What the provider said of its limits with an answer; each field absent when it did not.
 struct Announced {

@@ -23,12 +23,12 @@
 //   Overloaded       default_pause x 2^k, k such pauses since the last answer, at most
 //                    backoff_max (a pause still running covers the other refusals of its
 //                    burst; a refusal more than backoff_max after the last pause ended
-//                    starts again from k = 0); the page goes back to the head, no attempt spent;
-//                    Requeue, or Fail
-//                    ("gave up after N refusals...") past max_requeues returns
-//   Unreachable      ALL dispatch pauses for backoff_base x 2^k (k outage pauses in a row,
-//                    at most backoff_max; a pause still running covers the other calls that
-//                    come back unreachable); while the outage lasts one call at a time goes
+//                    starts again from k = 0); the page goes back to the head, no attempt
+//                    spent; Requeue, or Fail ("gave up after N refusals...") past
+//                    max_requeues returns
+//   Unreachable,     an outage: ALL dispatch pauses for backoff_base x 2^k (k outage pauses
+//   Rejected         in a row, at most backoff_max; a pause still running covers the other
+//                    calls that come back so); while the outage lasts one call at a time goes
 //                    out; the page goes back as for a 429 (max_requeues applies); any other
 //                    outcome ends the outage
 //   TransientError,  one attempt spent; below max_attempts the page is held back for a
