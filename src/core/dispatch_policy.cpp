@@ -368,6 +368,16 @@ std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {
   return pause;
 }
 
+std::unordered_map<JobId, Clock::duration> DispatchPolicy::held_back() const {
+  const Clock::time_point now = clock_.now();
+  std::unordered_map<JobId, Clock::duration> held;
+  for (const auto& [release, page] : held_) {
+    Clock::duration& last = held[page.job_id];
+    last = std::max(last, release - now);
+  }
+  return held;
+}
+
 std::vector<JobId> DispatchPolicy::tracked_jobs() const {
   std::vector<JobId> jobs;
   jobs.reserve(job_pages_.size());

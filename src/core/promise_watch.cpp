@@ -42,7 +42,7 @@ double PromiseWatch::slack_s(double promised_s) {
 
 std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const PageOrder& order,
                                           WallTime now, Clock::duration paused_for,
-                                          const Ended& ended) {
+                                          const Ended& ended, const HeldBack& held) {
   const double paused_s = std::max(Seconds(paused_for).count(), 0.0);
   std::vector<Revision> revised;
   while (!due_.empty() && due_.top().at <= now) {
@@ -64,12 +64,24 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const Page
       projected = entry.last_projection >= now ? entry.last_projection
                                                : now + wall_duration(estimator.avg_latency_s());
     }
+    // A page held back for a backoff is in no lane: it goes at its release (or the pause's
+    // end) and answers a call later.
+    bool held_back = false;
+    if (const auto h = held.find(due.job); h != held.end()) {
+      const double goes_s = std::max(Seconds(h->second).count(), paused_s);
+      const WallTime after = now + wall_duration(goes_s + estimator.avg_latency_s());
+      if (after > projected) {
+        projected = after;
+        held_back = true;
+      }
+    }
     const WallTime told = entry.promise.announced_at.value_or(entry.promise.promised_at);
     const double promised_s = Seconds(entry.promise.promised_at - entry.promise.created_at).count();
     if (projected > told + wall_duration(slack_s(promised_s))) {
       const double mu = mu_now(entry.promise, estimator);
-      revised.push_back(Revision{due.job, projected, reason(entry.promise, mu, paused_for),
-                                 entry.promise.mu, mu});
+      revised.push_back(Revision{due.job, projected,
+                                 reason(entry.promise, mu, paused_for, held_back), entry.promise.mu,
+                                 mu});
     }
     schedule(due.job, entry, now, projected);
   }
@@ -89,8 +101,9 @@ double PromiseWatch::mu_now(const WatchedPromise& promise, const Estimator& esti
 }
 
 RevisionReason PromiseWatch::reason(const WatchedPromise& promise, double mu_now,
-                                    Clock::duration paused_for) {
+                                    Clock::duration paused_for, bool held_back) {
   if (paused_for > Clock::duration::zero()) return RevisionReason::dispatch_paused;
+  if (held_back) return RevisionReason::page_retrying;
   if (promise.mu > 0 && mu_now < 0.9 * promise.mu) return RevisionReason::provider_slower;
   return RevisionReason::more_work_ahead;
 }
@@ -99,6 +112,8 @@ const char* to_string(RevisionReason reason) {
   switch (reason) {
     case RevisionReason::dispatch_paused:
       return "dispatch_paused";
+    case RevisionReason::page_retrying:
+      return "page_retrying";
     case RevisionReason::provider_slower:
       return "provider_slower";
     case RevisionReason::more_work_ahead:

@@ -52,9 +52,10 @@ std::vector<JobId> Promises::check() {
   }
   const WallTime now = wall_clock_.now();
   std::vector<JobId> revised;
-  for (const Revision& revision :
-       watch_.check(dispatcher_.estimator(), dispatcher_.order(), now, paused_for,
-                    [this](JobId job, const WatchedPromise&w) { return ended(job, w); })) {
+  for (const Revision& revision : watch_.check(
+           dispatcher_.estimator(), dispatcher_.order(), now, paused_for,
+           [this](JobId job, const WatchedPromise&w) { return ended(job, w); },
+           dispatcher_.policy().held_back())) {
     if (store_.revise_eta(revision.job, revision.finish, reason(revision)).ok()) {
       watch_.announced(revision.job, revision.finish);
       revised.push_back(revision.job);
@@ -69,6 +70,9 @@ std::string Promises::reason(const Revision& revision) const {
     case RevisionReason::dispatch_paused:
       return "the provider asked fairlane to wait (a 429 or 503 with Retry-After), or could "
              "not be reached: all dispatch is paused";
+    case RevisionReason::page_retrying:
+      return "a call for one of its pages failed (the provider's error, or no answer in time): "
+             "the page is tried again after a backoff";
     case RevisionReason::provider_slower:
       return fmt::format(
           "the provider got slower: {:.2f} pages a second now, {:.2f} when this job was "

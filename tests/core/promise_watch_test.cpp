@@ -46,6 +46,8 @@ struct Fixture {
   PromiseWatch watch;
   std::vector<JobId> ended_asked;
   bool has_ended = false;
+  // Pages held back for a backoff: how long until each job's last returns to its lane.
+  PromiseWatch::HeldBack held;
   int elapsed_s = 0;  // of run()
   int sent = 0;
 
@@ -74,11 +76,13 @@ struct Fixture {
   }
 
   std::vector<Revision> check(fairlane::Clock::duration paused_for = {}) {
-    return watch.check(estimator, order, wall.now(), paused_for,
-                       [this](JobId job, const WatchedPromise&) {
-                         ended_asked.push_back(job);
-                         return has_ended;
-                       });
+    return watch.check(
+        estimator, order, wall.now(), paused_for,
+        [this](JobId job, const WatchedPromise&) {
+          ended_asked.push_back(job);
+          return has_ended;
+        },
+        held);
   }
 
   // Sends pages in fair order at the rate, 6.25 a second, and checks once a second for
@@ -146,6 +150,35 @@ TEST_CASE("PromiseWatch: a pause of all dispatch is added and named first") {
   REQUIRE(revised.size() == 1);
   CHECK(revised[0].reason == RevisionReason::dispatch_paused);
   CHECK(f.seconds_from_now(revised[0].finish) == doctest::Approx(11.6 + 2.5).epsilon(1e-6));
+}
+
+TEST_CASE("PromiseWatch: a page held back for a backoff is waited for, and named") {
+  Fixture f;
+  f.add(kA, kJob, 1);  // 1 / 6.25 + 2 = 2.16 s
+  f.promise_as_quoted(kA, kJob);
+  // Its call failed: it is held back 30 s, out of the lanes, for its next attempt. It ends
+  // a call after its release, not a latency from now.
+  (void)f.scheduler.take();
+  f.held[kJob] = 30s;
+  f.clock.advance(1s);
+  auto revised = f.check();
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].reason == RevisionReason::page_retrying);
+  CHECK(f.seconds_from_now(revised[0].finish) == doctest::Approx(32.0));
+  // Beside pages still queued, the later of the two counts: 9 pages end by 1.44 + 2 s, the
+  // held one by 30 + 2 s. A page released sooner than the queue ends changes nothing.
+  Fixture g;
+  g.add(kA, kJob, 9);
+  g.promise_as_quoted(kA, kJob);
+  g.held[kJob] = 500ms;
+  g.clock.advance(1s);
+  CHECK(g.check().empty());
+  g.held[kJob] = 30s;
+  g.clock.advance(1s);
+  revised = g.check();
+  REQUIRE(revised.size() == 1);
+  CHECK(revised[0].reason == RevisionReason::page_retrying);
+  CHECK(g.seconds_from_now(revised[0].finish) == doctest::Approx(32.0));
 }
 
 TEST_CASE("PromiseWatch: a provider slower by a tenth since the promise is named") {
@@ -269,8 +302,8 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for work on
     estimator.record_arrival(++newcomer, 2);
     clock.advance(1s);
     for (; sent < s * 25 / 4 && kept_order.peek() != nullptr; ++sent) kept_order.take();
-    kept_revisions += kept.check(estimator, kept_order, wall.now(), {}, never_ended).size();
-    plain_revisions += plain.check(estimator, fair_order, wall.now(), {}, never_ended).size();
+    kept_revisions += kept.check(estimator, kept_order, wall.now(), {}, never_ended, {}).size();
+    plain_revisions += plain.check(estimator, fair_order, wall.now(), {}, never_ended, {}).size();
   }
   REQUIRE(estimator.competition(100.0) > 0.2);
   // In plain fair order that work would come ahead of her: told so.
@@ -311,8 +344,8 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for newer w
       ++alice_sent;
       alice_last_s = s;
     }
-    kept_revisions += f.watch.check(f.estimator, order, f.wall.now(), {}, never_ended).size();
-    plain_revisions += plain.check(f.estimator, f.order, f.wall.now(), {}, never_ended).size();
+    kept_revisions += f.watch.check(f.estimator, order, f.wall.now(), {}, never_ended, {}).size();
+    plain_revisions += plain.check(f.estimator, f.order, f.wall.now(), {}, never_ended, {}).size();
   }
   CHECK(alice_last_s <= 16);  // sent by 16 s, answered by 18 s: her promise
   CHECK(order.out_of_turn() > 0);

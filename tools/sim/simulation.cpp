@@ -510,8 +510,8 @@ class Run {
       const Book& book = books_[static_cast<std::size_t>(job - 1)];
       return book.ended == book.pages;
     };
-    for (const Revision& revision :
-         promise_watch_.check(estimator_, order(), wall_at(now()), paused_for, ended)) {
+    for (const Revision& revision : promise_watch_.check(estimator_, order(), wall_at(now()),
+                                                         paused_for, ended, policy_.held_back())) {
       promise_watch_.announced(revision.job, revision.finish);
       const Book& book = books_[static_cast<std::size_t>(revision.job - 1)];
       BookResult& result = metrics_.books[*book.result];

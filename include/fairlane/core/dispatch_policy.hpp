@@ -195,6 +195,9 @@ class DispatchPolicy {
   }
   // Pages held back until their backoff ends.
   [[nodiscard]] std::size_t held() const { return held_.size(); }
+  // For each job with pages held back, how long until the last of them returns to its lane
+  // (for PromiseWatch). O(pages held).
+  [[nodiscard]] std::unordered_map<JobId, Clock::duration> held_back() const;
   // Pages known (queued, held or out), and cancelled jobs remembered because some of their
   // pages are still out: bounded by the pages in the lanes and out.
   [[nodiscard]] std::size_t tracked_pages() const { return pages_.size(); }

@@ -6,7 +6,8 @@
 // that gives it its turns) + what is left of a pause of all dispatch. When that passes what
 // was promised (or last announced) by more than the slack, max(2 s, 10% of the promised
 // duration), the job is revised: the later finish, and why. Reasons, in order: dispatch is
-// paused (the provider's Retry-After, or the provider unreachable); the provider is slower
+// paused (the provider's Retry-After, or the provider unreachable); a page of the job is held
+// back for a backoff after a failed call, and ends a call after its release; the provider is slower
 // than when the promise was made (its rate for pages of the size they had then down by a
 // tenth: lower limits, longer calls); otherwise more work arrived ahead of the job than the
 // door expected, or pages use more tokens than they did (work too: the provider allows as
@@ -46,7 +47,12 @@ namespace fairlane {
 class Estimator;
 class PageOrder;
 
-enum class RevisionReason : std::uint8_t { dispatch_paused, provider_slower, more_work_ahead };
+enum class RevisionReason : std::uint8_t {
+  dispatch_paused,
+  page_retrying,
+  provider_slower,
+  more_work_ahead
+};
 
 // A promise being watched.
 struct WatchedPromise {
@@ -71,6 +77,9 @@ class PromiseWatch {
  public:
   // Whether a job with no page queued has ended; an ended job is no longer watched.
   using Ended = std::function<bool(JobId, const WatchedPromise&)>;
+  // For each job with pages held back for a backoff (out of the lanes until their next
+  // attempt: DispatchPolicy::held_back), how long until the last of them returns.
+  using HeldBack = std::unordered_map<JobId, Clock::duration>;
 
   // Watches `job`, promised at `promised_at` (announced later at `announced_at`, if a
   // revision was made before a restart), from `now` on, the provider's pace being what
@@ -79,10 +88,12 @@ class PromiseWatch {
              std::optional<WallTime> announced_at, const Estimator& estimator, WallTime now);
   // Projects the jobs due to be looked at again by `now` as `order` serves them, with
   // `estimator` (over the order's scheduler). `paused_for`: what is left of a pause of all
-  // dispatch. Returns the revisions, which count as told once announced().
+  // dispatch. A job with pages `held` back ends no sooner than a call after the last of them
+  // returns (or the pause ends, if later). Returns the revisions, which count as told once
+  // announced().
   [[nodiscard]] std::vector<Revision> check(const Estimator& estimator, const PageOrder& order,
                                             WallTime now, Clock::duration paused_for,
-                                            const Ended& ended);
+                                            const Ended& ended, const HeldBack& held);
   // A revision was told (stored, pushed): later ones are measured from it.
   void announced(JobId job, WallTime finish);
 
@@ -107,7 +118,7 @@ class PromiseWatch {
   };
 
   [[nodiscard]] static RevisionReason reason(const WatchedPromise& promise, double mu_now,
-                                             Clock::duration paused_for);
+                                             Clock::duration paused_for, bool held_back);
   // The provider's rate now for pages of the size `promise` was made for.
   [[nodiscard]] static double mu_now(const WatchedPromise& promise, const Estimator& estimator);
   // When to look at `entry` again, from `now`, projected to finish at `projected`.
