@@ -88,6 +88,12 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const Page
   return revised;
 }
 
+std::optional<WallTime> PromiseWatch::promised_at(JobId job) const {
+  const auto it = watched_.find(job);
+  if (it == watched_.end()) return std::nullopt;
+  return it->second.promise.promised_at;
+}
+
 void PromiseWatch::announced(JobId job, WallTime finish) {
   const auto it = watched_.find(job);
   if (it == watched_.end()) return;

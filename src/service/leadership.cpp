@@ -183,7 +183,7 @@ void Leadership::notified(std::string_view channel, std::string_view payload) {
   if (channel == kJobEnqueuedChannel) {
     adopt(*job);
   } else if (channel == kJobChangedChannel) {
-    withdraw_if_cancelled(*job);
+    follow_change(*job);
   }
 }
 
@@ -216,7 +216,7 @@ void Leadership::resync() {
   // queued in the store any more, is read once (a job whose pages are all out is too, and
   // left as it is).
   for (const JobId job : dispatcher_.policy().tracked_jobs()) {
-    if (!queued.contains(job)) withdraw_if_cancelled(job);
+    if (!queued.contains(job)) follow_change(job);
   }
 }
 
@@ -234,7 +234,7 @@ void Leadership::adopt(JobId job) {
   if (dispatcher_.add(queued.value(), weight)) router_.watch(queued->job);
 }
 
-void Leadership::withdraw_if_cancelled(JobId job) {
+void Leadership::follow_change(JobId job) {
   // A job it holds no page of has nothing to drop and is not read; one it holds pages of is
   // read at each notification (its own commits notify too, once a job a batch).
   if (!dispatcher_.tracks_job(job)) return;
@@ -246,13 +246,16 @@ void Leadership::withdraw_if_cancelled(JobId job) {
     }
     return;
   }
-  // Only a cancellation is another instance's to write; the job's other changes are this
-  // one's (a page the leader has requeued may still be in flight in the store until its
-  // commit goes through, so "no longer queued" alone would drop it). A cancelled job reads
-  // `running` while a page of it is still out: its cancelled pages say it (only a cancel
-  // cancels a page).
-  if (view->state != JobState::cancelled && view->pages.cancelled == 0) return;
-  dispatcher_.cancelled_elsewhere(view->user_id, job);
+  // Only a cancellation and a promise are another instance's to write; the job's other
+  // changes are this one's (a page the leader has requeued may still be in flight in the
+  // store until its commit goes through, so "no longer queued" alone would drop it). A
+  // cancelled job reads `running` while a page of it is still out: its cancelled pages say
+  // it (only a cancel cancels a page).
+  if (view->state == JobState::cancelled || view->pages.cancelled > 0) {
+    dispatcher_.cancelled_elsewhere(view->user_id, job);
+    return;
+  }
+  router_.promise_moved(view.value());
 }
 
 void Leadership::refresh_view_soon() {

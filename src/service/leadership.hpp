@@ -86,8 +86,9 @@ class Leadership {
   void read_view();
   void adopt(JobId job);
   // A job the leader holds pages of changed elsewhere: if it was cancelled, its pages leave
-  // the lanes (nothing is written: the store has them cancelled already).
-  void withdraw_if_cancelled(JobId job);
+  // the lanes (nothing is written: the store has them cancelled already); if a follower made
+  // its promise again (its promise window closed), the leader keeps the new one.
+  void follow_change(JobId job);
 
   Store& store_;
   ClusterStore& cluster_;

@@ -58,6 +58,10 @@ class Promises {
   std::vector<JobId> check();
 
   [[nodiscard]] std::size_t watched() const { return watch_.watched(); }
+  // What the door promised a watched job (std::nullopt when it is not watched).
+  [[nodiscard]] std::optional<WallTime> promised_at(JobId job) const {
+    return watch_.promised_at(job);
+  }
   [[nodiscard]] PromiseAccuracy accuracy() const;
   [[nodiscard]] const Histogram& ratio() const { return ratio_; }
   [[nodiscard]] const Histogram& lateness() const { return lateness_; }

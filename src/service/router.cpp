@@ -105,6 +105,14 @@ void Router::watch(const JobView& job) {
   if (job.promised_eta_at) promises_.promised(job);
 }
 
+void Router::promise_moved(const JobView& job) {
+  if (!job.promised_eta_at) return;
+  const auto known = promises_.promised_at(job.id);
+  if (!known || *known == *job.promised_eta_at) return;
+  dispatcher_.promise(job);
+  promises_.promised(job);
+}
+
 void Router::tick() {
   close_promise_windows(context_);
   if (!promises_.check().empty()) watchers_.notify();

@@ -102,6 +102,10 @@ class Router {
   // A job another instance accepted (or one a new leader restored), whose promise this
   // instance keeps from now on, as if its door had made it.
   void watch(const JobView& job);
+  // A watched job's promise made again elsewhere (a follower's promise window closing): this
+  // instance keeps the new one, in its order and its watch. A job not watched, or whose
+  // promise did not move, is left as it is.
+  void promise_moved(const JobView& job);
 
   // The tokens a page will reserve: ceil(bytes of prompt and text / 4) + max_tokens.
   [[nodiscard]] std::int64_t estimate_tokens(std::string_view page_text,

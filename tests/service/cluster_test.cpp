@@ -658,6 +658,35 @@ struct BookAndNotes {
 }  // namespace
 
 TEST_CASE(
+    "PostgreSQL: Leadership: a promise a follower made again when its window closed is the one "
+    "the leader watches once notified") {
+  auto home = postgresql();
+  if (!home) return;
+  BookAndNotes two(*home);
+  auto& [cluster, a, b, lead_a, alice, bob, book, notes] = two;
+  // An upload on the follower, promised 30 s by its door, heard of by the leader.
+  auto request = JobRequest{bob, "essay", {PageInput{"essay-p1", 300}}, 100};
+  request.promised_eta_s = 30.0;
+  const auto essay = b.store->enqueue_job(request);
+  REQUIRE(essay.ok());
+  const auto first = essay->job.promised_eta_at;
+  REQUIRE(first.has_value());
+  lead_a.notified(fairlane::kJobEnqueuedChannel, std::to_string(essay->job.id));
+  CHECK(a.router->promises().promised_at(essay->job.id) == first);
+  // Its window closes on the follower with others that came together: promised 12 s later,
+  // the promise its 202 says.
+  const fairlane::WallTime later = *first + 12s;
+  REQUIRE(b.store->set_promise(essay->job.id, later).ok());
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(essay->job.id));
+  CHECK(a.router->promises().promised_at(essay->job.id) == later);
+  // A change that does not move it (the leader's own transitions) leaves it be.
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(essay->job.id));
+  CHECK(a.router->promises().promised_at(essay->job.id) == later);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}
+
+TEST_CASE(
     "PostgreSQL: Leadership: a cancel written on a follower leaves the leader's lanes when the "
     "leader is notified, with nothing dispatched or written") {
   auto home = postgresql();

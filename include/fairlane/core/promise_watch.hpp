@@ -102,6 +102,8 @@ class PromiseWatch {
   [[nodiscard]] static double slack_s(double promised_s);
 
   [[nodiscard]] std::size_t watched() const { return watched_.size(); }
+  // What the door promised a watched job; std::nullopt for a job not watched.
+  [[nodiscard]] std::optional<WallTime> promised_at(JobId job) const;
 
  private:
   struct Entry {
