@@ -22,16 +22,13 @@
 
 #include "fairlane/document/document.hpp"
 #include "fairlane/document/image.hpp"
+#include "reader_answer.hpp"
 #include "refusals.hpp"
 
 namespace fairlane {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Status refused(std::string message) {
-  return Status(StatusCode::invalid_argument, std::move(message));
-}
 
 // A file descriptor, closed with its owner.
 struct Fd {
@@ -46,215 +43,6 @@ struct Fd {
     fd = -1;
   }
 };
-
-Status unreadable_answer() {
-  return Status(StatusCode::internal, "the PDF reader's answer could not be read");
-}
-
-// A refusal line ("refused MESSAGE" or "too_large MESSAGE", the latter for a limit on pages
-// or bytes) as the Status it stands for; nullopt for any other line.
-std::optional<Status> refusal_of(std::string_view line) {
-  if (line.rfind("refused ", 0) == 0) return refused(std::string(line.substr(8)));
-  if (line.rfind("too_large ", 0) == 0) {
-    return Status(StatusCode::payload_too_large, std::string(line.substr(10)));
-  }
-  return std::nullopt;
-}
-
-// The number `text` is, if it is one (digits only).
-std::optional<std::int64_t> number(std::string_view text) {
-  std::int64_t value = 0;
-  const char* first = text.data();
-  const char* last = text.data() + text.size();
-  const auto [end, error] = std::from_chars(first, last, value);
-  if (first == last || error != std::errc() || end != last || value < 0) return std::nullopt;
-  return value;
-}
-
-// `line` cut at its spaces.
-std::vector<std::string_view> words(std::string_view line) {
-  std::vector<std::string_view> out;
-  while (!line.empty()) {
-    const std::size_t space = line.find(' ');
-    out.push_back(line.substr(0, space));
-    if (space == std::string_view::npos) break;
-    line.remove_prefix(space + 1);
-  }
-  return out;
-}
-
-// One page's header line: "text LENGTH", "image MEDIA_TYPE WIDTH HEIGHT LENGTH" or "blank".
-struct PageHeader {
-  PageKind kind = PageKind::blank;
-  std::string_view media_type;
-  std::int64_t width = 0;
-  std::int64_t height = 0;
-  std::int64_t length = 0;  // the bytes that follow the line
-};
-
-std::optional<PageHeader> page_header(std::string_view line) {
-  const std::vector<std::string_view> w = words(line);
-  if (w.size() == 1 && w[0] == "blank") return PageHeader{};
-  if (w.size() == 2 && w[0] == "text") {
-    const auto length = number(w[1]);
-    if (!length) return std::nullopt;
-    return PageHeader{PageKind::text, {}, 0, 0, *length};
-  }
-  if (w.size() == 5 && w[0] == "image" && (w[1] == "image/png" || w[1] == "image/jpeg")) {
-    const auto width = number(w[2]);
-    const auto height = number(w[3]);
-    const auto length = number(w[4]);
-    if (!width || !height || !length || *width == 0 || *height == 0) return std::nullopt;
-    return PageHeader{PageKind::image, w[1], *width, *height, *length};
-  }
-  return std::nullopt;
-}
-
-// The child's answer as it arrives, checked against the limits as it grows, so that no more
-// of it is held than the limits allow: the first line ("ok N" with N within max_pages, or a
-// refusal of at most kMaxLine bytes), then each page's header line (a text within
-// max_page_bytes, an image within max_image_bytes and all images within
-// max_total_image_bytes) before the page's bytes, or a refusal in a page's place (the child
-// found a limit or a damage only at that page), and nothing after the last page.
-class Answer {
- public:
-  explicit Answer(const PdfReading& limits) : limits_(limits) {}
-
-  // Appends bytes from the child; a Status once the answer breaks a limit or cannot be an
-  // answer (read no more of it then).
-  std::optional<Status> add(std::string_view data) {
-    bytes_.append(data);
-    return check();
-  }
-
-  [[nodiscard]] const std::string& bytes() const { return bytes_; }
-
- private:
-  static constexpr std::size_t kMaxLine = 4096;
-
-  // The line that starts at next_, once it is whole.
-  [[nodiscard]] std::optional<std::string_view> line_at_next() const {
-    const std::size_t end = bytes_.find('\n', next_);
-    if (end == std::string::npos) return std::nullopt;
-    return std::string_view(bytes_).substr(next_, end - next_);
-  }
-
-  std::optional<Status> check() {
-    if (!head_read_) {
-      const auto head = line_at_next();
-      if (!head) {
-        if (bytes_.size() > kMaxLine) return unreadable_answer();
-        return std::nullopt;
-      }
-      head_read_ = true;
-      if (head->size() > kMaxLine) return unreadable_answer();
-      if (refusal_of(*head)) {
-        ended_ = true;
-      } else if (head->rfind("ok ", 0) == 0) {
-        const auto count = number(head->substr(3));
-        if (!count) return unreadable_answer();
-        if (limits_.max_pages > 0 && *count > limits_.max_pages) {
-          return refusals::too_many_pages(*count, limits_.max_pages);
-        }
-        pages_ = *count;
-      } else {
-        return unreadable_answer();
-      }
-      next_ += head->size() + 1;
-    }
-    while (!ended_ && pages_read_ < pages_ && next_ < bytes_.size()) {
-      const auto line = line_at_next();
-      if (!line) {
-        if (bytes_.size() - next_ > kMaxLine) return unreadable_answer();
-        return std::nullopt;
-      }
-      if (line->size() > kMaxLine) return unreadable_answer();
-      if (refusal_of(*line)) {
-        ended_ = true;
-        next_ += line->size() + 1;
-        break;
-      }
-      const auto header = page_header(*line);
-      if (!header) return unreadable_answer();
-      ++pages_read_;
-      if (auto over = over_limit(*header)) return over;
-      next_ += line->size() + 1 + static_cast<std::size_t>(header->length);
-    }
-    // Bytes past the end of the last page (or of the refusal) belong to no answer.
-    if ((ended_ || pages_read_ == pages_) && bytes_.size() > next_) return unreadable_answer();
-    return std::nullopt;
-  }
-
-  std::optional<Status> over_limit(const PageHeader& header) {
-    if (header.kind == PageKind::text && limits_.max_page_bytes > 0 &&
-        header.length > limits_.max_page_bytes) {
-      return refusals::page_too_long(pages_read_, header.length, limits_.max_page_bytes);
-    }
-    if (header.kind == PageKind::blank && header.length != 0) return unreadable_answer();
-    if (header.kind == PageKind::image) {
-      if (limits_.max_image_bytes > 0 && header.length > limits_.max_image_bytes) {
-        return refusals::image_too_large(pages_read_, header.length, limits_.max_image_bytes);
-      }
-      image_bytes_ += header.length;
-      if (limits_.max_total_image_bytes > 0 && image_bytes_ > limits_.max_total_image_bytes) {
-        return refusals::images_too_large(pages_read_, limits_.max_total_image_bytes);
-      }
-    }
-    return std::nullopt;
-  }
-
-  PdfReading limits_;
-  std::string bytes_;
-  bool head_read_ = false;
-  bool ended_ = false;            // a refusal ended the answer
-  std::int64_t pages_ = 0;        // announced by "ok N"
-  std::int64_t pages_read_ = 0;   // whose header line has been checked
-  std::int64_t image_bytes_ = 0;  // announced by the image pages' headers so far
-  std::size_t next_ = 0;          // where the next line starts, or the answer ends
-};
-
-// Reads "ok N\n" + N pages (each a header line and its bytes; a refusal line may stand in a
-// page's place), or a refusal line alone. An Answer has checked its form and limits; this
-// also checks that an image is the PNG or JPEG, of the size, that its header says.
-Result<std::vector<DocumentPage>> parse_answer(std::string_view answer) {
-  const auto line_end = answer.find('\n');
-  if (line_end == std::string_view::npos) return Status(StatusCode::internal, "no answer");
-  const std::string_view head = answer.substr(0, line_end);
-  if (auto refusal = refusal_of(head)) return std::move(*refusal);
-  if (head.rfind("ok ", 0) != 0) return Status(StatusCode::internal, "an unknown answer");
-  const auto count = number(head.substr(3));
-  if (!count) return unreadable_answer();
-  std::vector<DocumentPage> pages;
-  pages.reserve(static_cast<std::size_t>(*count));
-  std::size_t at = line_end + 1;
-  for (std::int64_t i = 0; i < *count; ++i) {
-    const auto end = answer.find('\n', at);
-    if (end == std::string_view::npos) return Status(StatusCode::internal, "a cut answer");
-    const std::string_view line = answer.substr(at, end - at);
-    if (auto refusal = refusal_of(line)) return std::move(*refusal);
-    const auto header = page_header(line);
-    if (!header) return unreadable_answer();
-    const auto length = static_cast<std::size_t>(header->length);
-    if (end + 1 + length > answer.size()) return Status(StatusCode::internal, "a cut answer");
-    const std::string_view bytes = answer.substr(end + 1, length);
-    DocumentPage page{header->kind, {}, {}};
-    if (header->kind == PageKind::text) {
-      page.text = std::string(bytes);
-      if (page.text.empty()) page.kind = PageKind::blank;
-    } else if (header->kind == PageKind::image) {
-      const auto announced = read_image_header(bytes);
-      if (!announced || announced->media_type != header->media_type ||
-          announced->width != header->width || announced->height != header->height) {
-        return unreadable_answer();
-      }
-      page.image = PageImage{std::string(header->media_type), header->width, header->height,
-                             std::string(bytes)};
-    }
-    pages.push_back(std::move(page));
-    at = end + 1 + length;
-  }
-  return pages;
-}
 
 }  // namespace
 
@@ -338,7 +126,7 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
   // Sends the PDF and reads the answer at once (the reader may answer before it has read
   // everything, when it refuses), until the answer ends or the time is up.
   const Clock::time_point deadline = Clock::now() + options.timeout;
-  Answer answer(options.reading);
+  reader::ReaderAnswer answer(options.reading);
   std::optional<Status> bad_answer;
   std::size_t sent = 0;
   bool timed_out = false;
@@ -402,19 +190,19 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
   }
   if (bad_answer) return std::move(*bad_answer);
   if (timed_out) {
-    return refused(fmt::format(
+    return refusals::refused(fmt::format(
         "the PDF took longer than {} s to read, more than fairlane allows: it may be damaged or "
         "far too complex; export it again (print to PDF) or split it",
         options.timeout.count() / 1000));
   }
   if (WIFSIGNALED(wait_status) || !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return refused(fmt::format(
+    return refusals::refused(fmt::format(
         "the PDF could not be read within fairlane's limits on time and memory (the reader "
         "ended with {}): it may be damaged or far too complex; export it again or split it",
         WIFSIGNALED(wait_status) ? fmt::format("signal {}", WTERMSIG(wait_status))
                                  : fmt::format("status {}", WEXITSTATUS(wait_status))));
   }
-  auto pages = parse_answer(answer.bytes());
+  auto pages = answer.finish();
   if (!pages.ok()) return pages;
   if (Status checked = check_pages(pages.value(), options.reading.input); !checked.ok()) {
     return checked;

@@ -4,12 +4,18 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "fairlane/core/status.hpp"
 
 namespace fairlane::refusals {
+
+// A PDF refused for what it is (damaged, encrypted, too complex), in the reader's words.
+inline Status refused(std::string message) {
+  return {StatusCode::invalid_argument, std::move(message)};
+}
 
 inline Status too_many_pages(std::int64_t pages, std::int64_t max_pages) {
   return {StatusCode::payload_too_large,
