@@ -131,6 +131,17 @@ class UploadEvents {
   [[nodiscard]] const std::optional<std::optional<std::int64_t>>& max_tokens() const {
     return max_tokens_;
   }
+  // Where a parse stopped, by the pages: the page whose text was being read (its number
+  // from 1: the one begun, or the next), or the last page read in the list; nullopt outside
+  // the list of pages.
+  [[nodiscard]] std::optional<std::size_t> page_being_read() const {
+    if (!in_page()) return std::nullopt;
+    return string_open_ ? count_ : count_ + 1;
+  }
+  [[nodiscard]] std::optional<std::size_t> last_page_read() const {
+    if (!in_page() || count_ == 0) return std::nullopt;
+    return count_;
+  }
   JsonUpload take() { return std::move(upload_); }
 
  private:
@@ -177,6 +188,49 @@ class UploadEvents {
   std::optional<std::optional<std::int64_t>> max_tokens_;
 };
 
+// Whether the body's bytes just before `at` are a \u escape of a UTF-16 surrogate.
+bool after_surrogate_escape(std::string_view body, std::size_t at) {
+  constexpr std::size_t kEscape = 6;  // \uD83D
+  for (std::size_t back = kEscape; back <= kEscape + 2 && back <= at; ++back) {
+    const std::string_view escape = body.substr(at - back, kEscape);
+    if (escape.size() == kEscape && escape[0] == '\\' && escape[1] == 'u' &&
+        (escape[2] == 'd' || escape[2] == 'D') &&
+        std::string_view("89abAB").find(escape[3]) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Why a body that is not JSON is not, where (`at`: the parse stopped there), and in which
+// page, with the remedy when the cause is a known one.
+std::string not_json(std::string_view body, std::size_t at, const error_code& error,
+                     const UploadEvents& events) {
+  const std::size_t byte = at + 1;  // counted from 1, as an editor counts columns
+  if (error == json::error::too_deep) {
+    return fmt::format(
+        "the body nests its lists and objects deeper than 32 levels (byte {}), more than "
+        "fairlane reads: an upload is {{\"pages\": [...]}} with a few fields beside it",
+        byte);
+  }
+  const auto page = events.page_being_read();
+  const std::string where = page ? fmt::format("page {}'s text", *page) : "the body";
+  if (at < body.size() && static_cast<unsigned char>(body[at]) >= 0x80) {
+    return fmt::format("{} is not UTF-8 (byte {} of the body): send the text as UTF-8", where,
+                       byte);
+  }
+  if (error == json::error::illegal_leading_surrogate ||
+      error == json::error::illegal_trailing_surrogate || after_surrogate_escape(body, at)) {
+    return fmt::format(
+        "{} holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone, byte {} of the "
+        "body): an emoji or other character cut in two; send whole characters",
+        where, byte);
+  }
+  const auto last = events.last_page_read();
+  return fmt::format("the body is not valid JSON ({} at byte {}{})", error.message(), byte,
+                     last ? fmt::format(", after page {}", *last) : "");
+}
+
 }  // namespace
 
 std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
@@ -191,10 +245,8 @@ std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
   error_code parse_error;
   const std::size_t read = parser.write_some(false, body.data(), body.size(), parse_error);
   if (!parse_error && read < body.size()) parse_error = json::error::extra_data;
-  if (parse_error) {
-    return invalid(fmt::format("the body is not valid JSON ({})", parse_error.message()));
-  }
   UploadEvents& events = parser.handler();
+  if (parse_error) return invalid(not_json(body, read, parse_error, events));
   if (!events.has_pages()) return invalid("the body needs \"pages\": a list of page texts");
   if (max_pages > 0 && events.pages() > static_cast<std::size_t>(max_pages)) {
     return ApiAnswer{413,
@@ -211,7 +263,10 @@ std::variant<JsonUpload, ApiAnswer> parse_json_upload(std::string_view body,
   }
   if (const auto& refused = events.refused()) {
     if (refused->why == UploadEvents::BadPage::not_text) {
-      return invalid(fmt::format("page {} is not text", refused->page));
+      return invalid(
+          fmt::format("page {} is not text: \"pages\" is a list of the pages' texts, as strings: "
+                      "{{\"pages\": [\"page one\", \"page two\"]}}",
+                      refused->page));
     }
     return invalid(fmt::format(
         "page {} holds a NUL character (\\u0000), which a page's text may not: remove it",

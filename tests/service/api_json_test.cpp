@@ -218,7 +218,24 @@ TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
   CHECK(refusal("{\"pages\": [").second.find("not valid JSON") != std::string::npos);
   CHECK(refusal(R"(["a"])").second.find("\"pages\"") != std::string::npos);
   CHECK(refusal(R"({"pages": "a"})").second.find("\"pages\"") != std::string::npos);
-  CHECK(refusal(R"({"pages": ["a", 2]})").second == "page 2 is not text");
+  CHECK(refusal(R"({"pages": ["a", 2]})").second ==
+        "page 2 is not text: \"pages\" is a list of the pages' texts, as strings: "
+        "{\"pages\": [\"page one\", \"page two\"]}");
+  // Where the JSON breaks, and in which page: text that is not UTF-8 (Latin-1 here), and a
+  // lone UTF-16 surrogate (JavaScript's half of an emoji, cut where a page was cut).
+  CHECK(refusal("{\"pages\": [\"ok\", \"caf\xe9\"]}").second ==
+        "page 2's text is not UTF-8 (byte 22 of the body): send the text as UTF-8");
+  CHECK(refusal(R"({"pages": ["ok", "smile \ud83d"]})").second ==
+        "page 2's text holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone, "
+        "byte 31 of the body): an emoji or other character cut in two; send whole characters");
+  CHECK(refusal(R"({"pages": ["ok" "b"]})").second ==
+        "the body is not valid JSON (syntax error at byte 17, after page 1)");
+  // Nesting deeper than fairlane reads is a limit, said as one.
+  std::string deep =
+      R"({"pages": ["a"], "meta": )" + std::string(40, '[') + std::string(40, ']') + "}";
+  CHECK(refusal(deep).second ==
+        "the body nests its lists and objects deeper than 32 levels (byte 57), more than "
+        "fairlane reads: an upload is {\"pages\": [...]} with a few fields beside it");
   // A NUL no store keeps as text (PostgreSQL's cannot): refused on every store alike.
   CHECK(refusal(R"({"pages": ["a", "b\u0000c"]})").second ==
         "page 2 holds a NUL character (\\u0000), which a page's text may not: remove it");
@@ -256,7 +273,8 @@ TEST_CASE(
       parse_json_upload(R"({"pages": ["a"], "pages": 1})", 1'000, 3)));
   const auto nested = parse_json_upload(R"({"pages": ["a", ["b", "c"]]})", 1'000, 3);
   REQUIRE(std::holds_alternative<ApiAnswer>(nested));
-  CHECK(std::get<ApiAnswer>(nested).body.at("error").at("message") == "page 2 is not text");
+  CHECK(std::string(std::get<ApiAnswer>(nested).body.at("error").at("message").as_string())
+            .starts_with("page 2 is not text"));
   // Past the limit pages are only counted, whatever they hold.
   std::string many = R"({"pages": [)";
   for (int i = 0; i < 100'000; ++i) many += i == 0 ? R"("")" : R"(,"",1,[])";
