@@ -227,7 +227,12 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
                   "the PDF is encrypted: remove the password and upload it again");
   }
   const int page_count = document->pages();
-  if (page_count <= 0) return Status(StatusCode::invalid_argument, "the PDF has no pages");
+  if (page_count <= 0) {
+    // A viewer may still show pages: one that walks the tree does not trust its /Count.
+    return Status(StatusCode::invalid_argument,
+                  "the PDF has no pages (its page tree counts none): if a viewer shows pages in "
+                  "it, its page tree is damaged; export it again (print to PDF) and upload that");
+  }
   if (reading.max_pages > 0 && page_count > reading.max_pages) {
     return refusals::too_many_pages(page_count, reading.max_pages);
   }
@@ -236,7 +241,13 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
   std::int64_t image_bytes = 0;
   for (int i = 0; i < page_count; ++i) {
     const std::unique_ptr<poppler::page> page(document->create_page(i));
-    if (!page) return damaged();
+    if (!page) {
+      return Status(StatusCode::invalid_argument,
+                    fmt::format("page {} of the {} the PDF's page tree counts is missing: its "
+                                "page tree is damaged; export it again (print to PDF) and "
+                                "upload that",
+                                i + 1, page_count));
+    }
     DocumentPage read;
     // Reading order (pdftotext's default): columns come out one after the other and words
     // are separated by single spaces. The physical layout pads with spaces to mimic the

@@ -249,7 +249,21 @@ TEST_CASE("split_pdf: an encrypted PDF is refused with the remedy") {
 TEST_CASE("split_pdf: a PDF with an empty page tree is refused as having no pages") {
   const std::string pdf = write_pdf({});
   CHECK(pdf.find("/Kids [] /Count 0") != std::string::npos);
-  CHECK(refusal(pdf) == "the PDF has no pages");
+  CHECK(refusal(pdf) ==
+        "the PDF has no pages (its page tree counts none): if a viewer shows "
+        "pages in it, its page tree is damaged; export it again (print to PDF) "
+        "and upload that");
+}
+
+TEST_CASE("split_pdf: a page tree that counts more pages than it holds names the missing page") {
+  // A writer's bug, or an edit cut short: /Count says 5, the tree holds 3.
+  std::string pdf = write_pdf({"Page 1 of 3", "Page 2 of 3", "Page 3 of 3"});
+  const auto at = pdf.find("/Count 3");
+  REQUIRE(at != std::string::npos);
+  pdf.replace(at, 8, "/Count 5");  // the same length: the cross-references still hold
+  CHECK(refusal(pdf) ==
+        "page 4 of the 5 the PDF's page tree counts is missing: its page tree "
+        "is damaged; export it again (print to PDF) and upload that");
 }
 
 TEST_CASE("split_pdf: a PDF whose pages have no text at all is refused as needing OCR") {
