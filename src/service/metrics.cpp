@@ -79,8 +79,11 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
         "Places under the in-flight cap held for calls a previous process left at the provider.",
         dispatcher.inherited_in_flight());
   w.one("fairlane_lanes", "gauge", "Users with pages queued.", dispatcher.scheduler().lane_count());
-  w.one("fairlane_dispatch_paused", "gauge", "1 while a provider 429 or 503 pauses dispatch.",
-        dispatcher.paused_until().has_value() ? 1 : 0);
+  w.one(
+      "fairlane_dispatch_paused", "gauge",
+      "1 while a provider 429 or 503, an unreachable provider, or one that refuses fairlane's key, "
+      "pauses dispatch.",
+      dispatcher.paused_until().has_value() ? 1 : 0);
   w.one("fairlane_store_ok", "gauge", "0 while results cannot be committed to the store.",
         dispatcher.store_error().ok() ? 1 : 0);
 
@@ -109,7 +112,9 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
   w.sample("fairlane_provider_throttled_total", c.provider_503, "status=\"503\"");
 
   w.one("fairlane_provider_unreachable_pauses_total", "counter",
-        "Times all dispatch paused because the provider could not be reached.", c.outage_pauses);
+        "Times all dispatch paused because the provider could not be reached, or refused "
+        "fairlane itself (its key, its model or its URL: 401, 402, 403, 404, 407).",
+        c.outage_pauses);
   w.one("fairlane_pages_out_of_turn_total", "counter",
         "Pages sent in the turns of work newer than a promise at risk, to keep it (0 with "
         "--order fair).",

@@ -68,8 +68,8 @@ std::string Promises::reason(const Revision& revision) const {
   const Estimator& estimator = dispatcher_.estimator();
   switch (revision.reason) {
     case RevisionReason::dispatch_paused:
-      return "the provider asked fairlane to wait (a 429 or 503 with Retry-After), or could "
-             "not be reached: all dispatch is paused";
+      return "the provider asked fairlane to wait (a 429 or 503), could not be reached, or "
+             "refused fairlane's key: all dispatch is paused";
     case RevisionReason::page_retrying:
       return "a call for one of its pages failed (the provider's error, or no answer in time): "
              "the page is tried again after a backoff";
