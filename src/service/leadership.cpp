@@ -230,7 +230,10 @@ void Leadership::adopt(JobId job) {
     return;
   }
   auto user = store_.find_user_by_name(queued->job.user_name);
-  const std::int64_t weight = user.ok() ? user->weight : 1;
+  // Unread, the user keeps the weight their lane has (1 for a lane it does not know): a read
+  // that failed once must not cut a weight-5 user to a fifth of their share.
+  const std::int64_t weight =
+      user.ok() ? user->weight : dispatcher_.scheduler().weight(queued->job.user_id);
   if (dispatcher_.add(queued.value(), weight)) router_.watch(queued->job);
 }
 

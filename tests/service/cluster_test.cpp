@@ -22,6 +22,7 @@
 #include "service/leadership.hpp"
 #include "service/router.hpp"
 #include "store/pg.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/loop.hpp"
 #include "support/store.hpp"
 #include "support/store_home.hpp"
@@ -656,6 +657,43 @@ struct BookAndNotes {
 };
 
 }  // namespace
+
+TEST_CASE(
+    "PostgreSQL: Leadership: a job adopted while its user cannot be read leaves the user's weight "
+    "as it was") {
+  auto home = postgresql();
+  if (!home) return;
+  // The leader's store, whose look-up of a user by name fails on demand (a connection lost
+  // for one statement, a timeout).
+  struct UsersUnread final : fairlane::testing::ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    fairlane::Result<fairlane::User> find_user_by_name(std::string_view name) override {
+      if (fail) return fairlane::Status(fairlane::StatusCode::io_error, "not now");
+      return ForwardingStore::find_user_by_name(name);
+    }
+    bool fail = false;
+  };
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto bob = a.store->add_user("bob", 5)->user.id;
+  (void)enqueue(*a.store, bob, 4, "notes");
+  UsersUnread users(home->open());
+  fairlane::service::Leadership lead_a(
+      cluster.io, users, *a.dispatcher, *a.router, a.membership,
+      fairlane::service::LeadershipConfig{.instance = "a", .lease = 60'000ms});
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(a.membership.leading);
+  REQUIRE(a.dispatcher->scheduler().weight(bob) == 5);
+  // Bob's essay, accepted by the follower, heard of while his row cannot be read.
+  const auto essay = enqueue(*b.store, bob, 1, "essay");
+  users.fail = true;
+  lead_a.notified(fairlane::kJobEnqueuedChannel, std::to_string(essay.job.id));
+  CHECK(a.dispatcher->scheduler().lane_length(bob) == 5);  // adopted all the same
+  CHECK(a.dispatcher->scheduler().weight(bob) == 5);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}
 
 TEST_CASE(
     "PostgreSQL: Leadership: a promise a follower made again when its window closed is the one "
