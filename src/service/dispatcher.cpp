@@ -88,11 +88,22 @@ std::string reason_of(const OutcomeKind& kind, int status) {
       kind);
 }
 
-// A 4xx that refuses fairlane itself, not the page: a key refused (401) or without the
-// rights (403), a model or URL that does not exist (404), payment or a proxy's login
-// required (402, 407). Every page would meet the same.
-bool refuses_fairlane(int status) {
-  return status == 401 || status == 402 || status == 403 || status == 404 || status == 407;
+// A 4xx that refuses fairlane itself, never the page: its key (401), its account's payment
+// (402), a proxy's login (407). Every page would meet the same. What the operator should
+// look at, or nullopt for another status. 403 and 404 are not among them: they may be the
+// page's own (a proxy refusing its text, a model that cannot take its image), and an outage
+// for one page would pause every user's for hours.
+std::optional<std::string_view> refusal_of_fairlane(int status) {
+  switch (status) {
+    case 401:
+      return "check the key --api-key-env names";
+    case 402:
+      return "check the provider account's payment";
+    case 407:
+      return "check the proxy's login (libcurl's proxy variables)";
+    default:
+      return std::nullopt;
+  }
 }
 
 // The provider's outcome in the policy's terms: what happened to the call, not how the
@@ -115,10 +126,10 @@ CallOutcome core_outcome(const ProviderOutcome& o, Clock::duration latency) {
       return call::Unreachable{std::move(reason)};
     }
     if (const auto* refused = std::get_if<outcome::ClientError>(&o.kind)) {
-      if (refuses_fairlane(refused->status)) {
-        return call::Rejected{
-            fmt::format("{}: check --api-key-env, --model and --provider-url", reason)};
+      if (const auto what = refusal_of_fairlane(refused->status)) {
+        return call::Rejected{fmt::format("{}: {}", reason, *what)};
       }
+
       return call::ClientError{std::move(reason)};
     }
     if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {

@@ -113,7 +113,7 @@ std::string render_metrics(const Dispatcher& dispatcher, const RefusalCounts& do
 
   w.one("fairlane_provider_unreachable_pauses_total", "counter",
         "Times all dispatch paused because the provider could not be reached, or refused "
-        "fairlane itself (its key, its model or its URL: 401, 402, 403, 404, 407).",
+        "fairlane itself (401, 402, 407: its key, its account, a proxy's login).",
         c.outage_pauses);
   w.one("fairlane_pages_out_of_turn_total", "counter",
         "Pages sent in the turns of work newer than a promise at risk, to keep it (0 with "

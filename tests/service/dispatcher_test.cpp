@@ -796,14 +796,20 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
        "the provider answered 500 (internal)", 0, false},
       {"400", o::ClientError{400, "bad request"}, 400, PageState::failed, 0,
        "the provider refused the request with 400 (bad request)", 0, false},
-      // The provider refuses fairlane itself (its key, its rights, its model or URL): every
+      // The provider refuses fairlane itself (its key, its account, a proxy's login): every
       // page would meet the same, so it is an outage, not this page's failure.
       {"401", o::ClientError{401, "invalid API key"}, 401, PageState::queued, 0, std::nullopt, 0,
        true},
-      {"403", o::ClientError{403, "permission denied"}, 403, PageState::queued, 0, std::nullopt, 0,
+      {"402", o::ClientError{402, "payment required"}, 402, PageState::queued, 0, std::nullopt, 0,
        true},
-      {"404", o::ClientError{404, "no such model"}, 404, PageState::queued, 0, std::nullopt, 0,
+      {"407", o::ClientError{407, "proxy login"}, 407, PageState::queued, 0, std::nullopt, 0,
        true},
+      // 403 and 404 may be the page's own (a proxy refusing its text, a model that takes no
+      // images): its failure, as any other 4xx.
+      {"403", o::ClientError{403, "blocked"}, 403, PageState::failed, 0,
+       "the provider refused the request with 403 (blocked)", 0, false},
+      {"404", o::ClientError{404, "no endpoint takes images"}, 404, PageState::failed, 0,
+       "the provider refused the request with 404 (no endpoint takes images)", 0, false},
       // A 2xx whose body cannot be read keeps its tokens spent; any other status gives them back.
       {"unreadable 200", o::BadResponse{"not JSON"}, 200, PageState::queued, 1,
        "the provider's answer was unusable: not JSON", 300, false},

@@ -6,11 +6,12 @@
 //   RateLimited     429: the account's rate limit; Retry-After when the provider gave one
 //   Overloaded      503 (Anthropic: 529): the provider is over its capacity; the same
 //   Unreachable     no connection could be made (refused, no such host): nothing was sent
-//   Rejected        401, 403, 404: the provider refuses fairlane itself (its key, its rights,
-//                   its model or its URL); every page would meet the same until an operator
-//                   mends it
+//   Rejected        401, 402, 407: the provider refuses fairlane itself (its key, its
+//                   account, a proxy's login); every page would meet the same until an
+//                   operator mends it
 //   TransientError  5xx, timeout, reset: the call may succeed if made again
-//   ClientError     4xx other than 429: the request itself is wrong; again would not help
+//   ClientError     any other 4xx but 408 and 429: the request itself is wrong; again would
+//                   not help
 //   Unreadable      a 2xx whose answer could not be read: it ran and its tokens counted
 //
 // Every reason is a sentence for the page's error ("the provider answered 500 (...)").

@@ -9,8 +9,8 @@
 //   overloaded       503 (Anthropic: 529): the same, retry_after when the provider gave one
 //   server_error     other 5xx: back off and retry the page, up to max_attempts
 //   client_error     4xx (not 429): the request itself is wrong; fail the page, no retry;
-//                    but 401, 402, 403, 404 and 407 refuse fairlane itself (its key, its
-//                    model, its URL): an outage, paused as when unreachable
+//                    but 401, 402 and 407 refuse fairlane itself (its key, its account,
+//                    a proxy's login): an outage, paused as when unreachable
 //   timeout          no answer in time: back off and retry
 //   connection_error reset, broken connection: back off and retry; refused or no such host
 //                    (unreachable): pause all dispatch, page back to the head, no attempt
