@@ -37,10 +37,16 @@ double ink_share(const GrayPixels& pixels) {
   const std::int64_t total = pixels.width * pixels.height;
   std::size_t paper = 0;
   for (std::int64_t seen = tones[0]; seen * 2 < total;) seen += tones[++paper];
+  // On paper darker than light grey (yellowed, recycled, a grey photocopy) faint marks may
+  // be closer to it than that: there a dark mark (below mid-grey) half as far from the
+  // paper counts too, as everything below mid-grey once did.
+  constexpr int kDark = 128;
   std::int64_t ink = 0;
   for (std::size_t tone = 0; tone < tones.size(); ++tone) {
     const auto distance = std::abs(static_cast<int>(tone) - static_cast<int>(paper));
-    if (distance > kContrast) ink += tones[tone];
+    if (distance > kContrast || (static_cast<int>(tone) < kDark && distance > kContrast / 2)) {
+      ink += tones[tone];
+    }
   }
   return static_cast<double>(ink) / static_cast<double>(total);
 }

@@ -57,6 +57,13 @@ TEST_CASE("render: faint marks on a page are ink, measured against its paper, no
   CHECK(fairlane::render::is_blank(page));
   for (std::size_t i = 0; i < pixels.size(); i += 100) pixels[i] = 255;
   CHECK_FALSE(fairlane::render::is_blank(page));
+  // On yellowed paper (180), faded writing at 125 is ink, though within 64 of it; the paper's
+  // own grain is not.
+  for (std::size_t i = 0; i < pixels.size(); ++i) {
+    pixels[i] = static_cast<unsigned char>(i % 100 == 0 ? 125 : 175 + i % 11);
+  }
+  CHECK_FALSE(fairlane::render::is_blank(page));
+  CHECK(fairlane::render::ink_share(page) == doctest::Approx(0.01));
   // A scan's noise, a few levels either side of its paper, is not.
   for (std::size_t i = 0; i < pixels.size(); ++i)
     pixels[i] = static_cast<unsigned char>(230 + i % 21);
