@@ -6,6 +6,7 @@
 
 #include <boost/json/basic_parser_impl.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -202,6 +203,39 @@ bool after_surrogate_escape(std::string_view body, std::size_t at) {
   return false;
 }
 
+// The character a valid UTF-8 sequence at `at` encodes, if there is one there.
+std::optional<char32_t> utf8_at(std::string_view body, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(body[i]); };
+  const unsigned char lead = byte(at);
+  const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+  if (length == 0 || lead > 0xF4 || at + length > body.size()) return std::nullopt;
+  char32_t c = lead & (0x7Fu >> length);
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0u) != 0x80u) return std::nullopt;
+    c = (c << 6) | (byte(at + i) & 0x3Fu);
+  }
+  constexpr char32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < kLeast[length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return std::nullopt;
+  return c;
+}
+
+// What a character out of place in JSON may be, for the message.
+std::string_view looks_like(char32_t c) {
+  switch (c) {
+    case 0xFEFF:
+      return " (a byte order mark, which JSON does not take: send the body without one)";
+    case 0x201C:
+    case 0x201D:
+    case 0x2018:
+    case 0x2019:
+      return " (a typographic quote: JSON's strings are in straight quotes, \")";
+    case 0x00A0:
+      return " (a no-break space: JSON's spaces are plain ones)";
+    default:
+      return "";
+  }
+}
+
 // Why a body that is not JSON is not, where (`at`: the parse stopped there), and in which
 // page, with the remedy when the cause is a known one.
 std::string not_json(std::string_view body, std::size_t at, const error_code& error,
@@ -215,7 +249,14 @@ std::string not_json(std::string_view body, std::size_t at, const error_code& er
   }
   const auto page = events.page_being_read();
   const std::string where = page ? fmt::format("page {}'s text", *page) : "the body";
+  const auto last = events.last_page_read();
+  const std::string after = last ? fmt::format(", after page {}", *last) : "";
   if (at < body.size() && static_cast<unsigned char>(body[at]) >= 0x80) {
+    // UTF-8 a string would have taken: a character JSON takes only inside one.
+    if (const auto c = utf8_at(body, at)) {
+      return fmt::format("the body is not valid JSON: an unexpected U+{:04X} at byte {}{}{}",
+                         static_cast<std::uint32_t>(*c), byte, after, looks_like(*c));
+    }
     return fmt::format("{} is not UTF-8 (byte {} of the body): send the text as UTF-8", where,
                        byte);
   }
@@ -226,9 +267,7 @@ std::string not_json(std::string_view body, std::size_t at, const error_code& er
         "body): an emoji or other character cut in two; send whole characters",
         where, byte);
   }
-  const auto last = events.last_page_read();
-  return fmt::format("the body is not valid JSON ({} at byte {}{})", error.message(), byte,
-                     last ? fmt::format(", after page {}", *last) : "");
+  return fmt::format("the body is not valid JSON ({} at byte {}{})", error.message(), byte, after);
 }
 
 }  // namespace

@@ -228,6 +228,15 @@ TEST_CASE("A bad JSON upload gets a 400 naming what is wrong") {
   CHECK(refusal(R"({"pages": ["ok", "smile \ud83d"]})").second ==
         "page 2's text holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone, "
         "byte 31 of the body): an emoji or other character cut in two; send whole characters");
+  // UTF-8 out of place is named for what it is, not as text that is not UTF-8.
+  CHECK(refusal("\xef\xbb\xbf{\"pages\": [\"a\"]}").second ==
+        "the body is not valid JSON: an unexpected U+FEFF at byte 1 (a byte order mark, which "
+        "JSON does not take: send the body without one)");
+  CHECK(refusal("{\"pages\": [\"a\", \xe2\x80\x9c"
+                "b\xe2\x80\x9d]}")
+            .second ==
+        "the body is not valid JSON: an unexpected U+201C at byte 17, after page 1 (a "
+        "typographic quote: JSON's strings are in straight quotes, \")");
   CHECK(refusal(R"({"pages": ["ok" "b"]})").second ==
         "the body is not valid JSON (syntax error at byte 17, after page 1)");
   // Nesting deeper than fairlane reads is a limit, said as one.
