@@ -193,7 +193,8 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
   const auto* limited = std::get_if<call::RateLimited>(&end);
   const auto* overloaded = std::get_if<call::Overloaded>(&end);
   if (limited != nullptr || overloaded != nullptr) {
-    pause_for_refusal(limited != nullptr ? limited->retry_after : overloaded->retry_after);
+    pause_for_refusal(limited != nullptr ? limited->retry_after : overloaded->retry_after,
+                      clock_.now() - outcome.latency);
     return requeue(page, "refusals by the provider's rate limit");
   }
   if (outage != nullptr) {
@@ -335,26 +336,26 @@ void DispatchPolicy::pause_for(Clock::duration d) {
   if (!paused_ || *paused_ < until) paused_ = until;
 }
 
-void DispatchPolicy::pause_for_refusal(std::optional<Clock::duration> retry_after) {
-  if (retry_after && *retry_after > Clock::duration::zero()) {
-    pause_for(*retry_after);  // the provider said when: as given
-    return;
-  }
-  // No hint (or 0, or a date already past, which would be no pause at all): the calls of
-  // one burst come back refused one after another, and the first one's pause covers them;
-  // a pause that ends in another refusal is followed by one twice as long.
+void DispatchPolicy::pause_for_refusal(std::optional<Clock::duration> retry_after,
+                                       Clock::time_point sent_at) {
   const Clock::time_point now = clock_.now();
-  if (paused_ && *paused_ > now) return;
   // At least default_pause, were backoff_max set below it.
   const Clock::duration longest = std::max(config_.backoff_max, config_.default_pause);
-  // An overload is one while its refusals follow each other: a refusal more than the
-  // longest pause after the last one ended (nothing was sent, or nothing came back, in
-  // between) starts a new one, however long the old one's pauses had grown.
-  if (refusal_paused_until_ && now - *refusal_paused_until_ > longest) refusal_pauses_ = 0;
-  const Clock::duration pause = doubled(config_.default_pause, refusal_pauses_, longest);
-  pause_for(pause);
-  refusal_paused_until_ = now + pause;
-  ++refusal_pauses_;
+  // An overload is one while its refusals follow each other: a call sent more than the
+  // longest pause after the last refusal, and the pause it ran under, ended (nothing was
+  // sent in between) starts a new one, however long the old one's pauses had grown. When
+  // the call went counts, not when its refusal came: a gateway may take a minute to say 503.
+  if (refusal_quiet_from_ && sent_at - *refusal_quiet_from_ > longest) refusal_pauses_ = 0;
+  if (retry_after && *retry_after > Clock::duration::zero()) {
+    pause_for(*retry_after);  // the provider said when: as given
+  } else if (!paused_ || *paused_ <= now) {
+    // No hint (or 0, or a date already past, which would be no pause at all): the calls of
+    // one burst come back refused one after another, and the first one's pause covers
+    // them; a pause that ends in another refusal is followed by one twice as long.
+    pause_for(doubled(config_.default_pause, refusal_pauses_, longest));
+    ++refusal_pauses_;
+  }
+  refusal_quiet_from_ = std::max(now, *paused_);
 }
 
 std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {

@@ -431,6 +431,21 @@ TEST_CASE(
   refused = rig.send();
   (void)rig.end(refused, call::Overloaded{});
   CHECK(rig.policy.paused_until() == rig.now() + 2s);
+  // So is a refusal sent at the pause's end that takes longer than backoff_max to come back
+  // (a gateway's 503 after waiting on its upstream): it is when the call went that counts.
+  rig.clock.advance_to(*rig.policy.paused_until());
+  refused = rig.send();
+  rig.clock.advance(10s);
+  (void)rig.policy.on_outcome(refused.page, refused.lease, CallOutcome{call::Overloaded{}, 10s});
+  CHECK(rig.policy.paused_until() == rig.now() + 4s);
+  // And a pause the provider set (a Retry-After longer than backoff_max) is no quiet spell.
+  rig.clock.advance_to(*rig.policy.paused_until());
+  refused = rig.send();
+  (void)rig.end(refused, call::RateLimited{30s});
+  rig.clock.advance_to(*rig.policy.paused_until());
+  refused = rig.send();
+  (void)rig.end(refused, call::Overloaded{});
+  CHECK(rig.policy.paused_until() == rig.now() + 4s);
 }
 
 TEST_CASE("A backoff_max below the default pause does not shorten a refusal's pause") {

@@ -22,9 +22,9 @@
 //   RateLimited,     ALL dispatch pauses until Retry-After; when none came (or 0), for
 //   Overloaded       default_pause x 2^k, k such pauses since the last answer, at most
 //                    backoff_max (a pause still running covers the other refusals of its
-//                    burst; a refusal more than backoff_max after the last pause ended
-//                    starts again from k = 0); the page goes back to the head, no attempt
-//                    spent; Requeue, or Fail ("gave up after N refusals...") past
+//                    burst; a refusal of a call sent more than backoff_max after the last
+//                    refusal and its pause starts again from k = 0); the page goes back to the
+//                    head, no attempt spent; Requeue, or Fail ("gave up after N refusals...") past
 //                    max_requeues returns
 //   Unreachable,     an outage: ALL dispatch pauses for backoff_base x 2^k (k outage pauses
 //   Rejected         in a row, at most backoff_max; a pause still running covers the other
@@ -242,7 +242,7 @@ class DispatchPolicy {
   void pause_for(Clock::duration d);
   // A 429/503's pause: its Retry-After, or without one default_pause x 2^k (k such pauses
   // since the last answer or quiet spell, at most backoff_max), unless a pause is running.
-  void pause_for_refusal(std::optional<Clock::duration> retry_after);
+  void pause_for_refusal(std::optional<Clock::duration> retry_after, Clock::time_point sent_at);
   // Starts an outage pause, unless one is running; returns its length when it did.
   std::optional<Clock::duration> pause_for_outage();
 
@@ -262,10 +262,10 @@ class DispatchPolicy {
   std::multimap<Clock::time_point, QueuedPage> held_;  // by release time, then hold order
   std::optional<Clock::time_point> paused_;
   std::int64_t outage_pauses_ = 0;
-  // Pauses of 429/503s without a Retry-After since an answer or a quiet spell, and when the
-  // last of them ended.
+  // Pauses of 429/503s without a Retry-After since an answer or a quiet spell; and when the
+  // last refusal came or the pause it ran under ended, the later.
   std::int64_t refusal_pauses_ = 0;
-  std::optional<Clock::time_point> refusal_paused_until_;
+  std::optional<Clock::time_point> refusal_quiet_from_;
   SendOrder sends_;  // the calls out, in the order they went
   // Each call out's place in sends_; their count is calls_out().
   std::unordered_map<PageId, std::uint64_t> tickets_;
