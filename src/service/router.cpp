@@ -108,7 +108,10 @@ void Router::watch(const JobView& job) {
 void Router::promise_moved(const JobView& job) {
   if (!job.promised_eta_at) return;
   const auto known = promises_.promised_at(job.id);
-  if (!known || *known == *job.promised_eta_at) return;
+  // The store keeps a promise to the millisecond; the one this instance's own window made is
+  // watched as it was made.
+  const auto ms = [](WallTime t) { return std::chrono::floor<std::chrono::milliseconds>(t); };
+  if (!known || ms(*known) == ms(*job.promised_eta_at)) return;
   dispatcher_.promise(job);
   promises_.promised(job);
 }

@@ -720,6 +720,14 @@ TEST_CASE(
   // A change that does not move it (the leader's own transitions) leaves it be.
   lead_a.notified(fairlane::kJobChangedChannel, std::to_string(essay->job.id));
   CHECK(a.router->promises().promised_at(essay->job.id) == later);
+  // Nor does the store's millisecond: a promise the leader's own window made, watched to the
+  // microsecond, is the one the store holds to the millisecond.
+  auto own = a.store->job(essay->job.id);
+  REQUIRE(own.ok());
+  own->promised_eta_at = later + 400us;
+  a.router->watch(own.value());
+  lead_a.notified(fairlane::kJobChangedChannel, std::to_string(essay->job.id));
+  CHECK(a.router->promises().promised_at(essay->job.id) == later + 400us);
   a.dispatcher->stop(1s, [](const fairlane::Status&) {});
   lead_a.stop();
 }
