@@ -230,8 +230,9 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
   if (page_count <= 0) {
     // A viewer may still show pages: one that walks the tree does not trust its /Count.
     return Status(StatusCode::invalid_argument,
-                  "the PDF has no pages (its page tree counts none): if a viewer shows pages in "
-                  "it, its page tree is damaged; export it again (print to PDF) and upload that");
+                  "the PDF has no pages that can be counted (its page tree's /Count is 0, "
+                  "missing or out of range): if a viewer shows pages in it, its page tree is "
+                  "damaged; export it again (print to PDF) and upload that");
   }
   if (reading.max_pages > 0 && page_count > reading.max_pages) {
     return refusals::too_many_pages(page_count, reading.max_pages);

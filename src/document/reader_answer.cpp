@@ -135,8 +135,10 @@ std::optional<Status> ReaderAnswer::over_limit(const Pending& page) {
 std::optional<Status> ReaderAnswer::take_page() {
   const Pending page = *std::exchange(pending_, std::nullopt);
   std::string bytes;
-  if (bytes_.size() == page.length) {
-    bytes = std::exchange(bytes_, {});  // the usual case for a large page: no copy
+  if (bytes_.size() == page.length && bytes_.capacity() <= 2 * page.length + kMaxLine) {
+    // The usual case for a large page: no copy. (Not a small page's, left with a larger
+    // one's buffer: that page would hold the buffer as long as it lives.)
+    bytes = std::exchange(bytes_, {});
   } else {
     bytes = bytes_.substr(0, page.length);
     bytes_.erase(0, page.length);

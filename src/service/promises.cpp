@@ -71,8 +71,8 @@ std::string Promises::reason(const Revision& revision) const {
       return "the provider asked fairlane to wait (a 429 or 503), could not be reached, or "
              "refused fairlane's key: all dispatch is paused";
     case RevisionReason::page_retrying:
-      return "a call for one of its pages failed (the provider's error, or no answer in time): "
-             "the page is tried again after a backoff";
+      return "one of its pages waits to be tried again (its call failed, or its text could not "
+             "be read from the store): it goes after a backoff";
     case RevisionReason::provider_slower:
       return fmt::format(
           "the provider got slower: {:.2f} pages a second now, {:.2f} when this job was "

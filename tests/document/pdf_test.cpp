@@ -250,9 +250,9 @@ TEST_CASE("split_pdf: a PDF with an empty page tree is refused as having no page
   const std::string pdf = write_pdf({});
   CHECK(pdf.find("/Kids [] /Count 0") != std::string::npos);
   CHECK(refusal(pdf) ==
-        "the PDF has no pages (its page tree counts none): if a viewer shows "
-        "pages in it, its page tree is damaged; export it again (print to PDF) "
-        "and upload that");
+        "the PDF has no pages that can be counted (its page tree's /Count is 0, missing or out "
+        "of range): if a viewer shows pages in it, its page tree is damaged; export it again "
+        "(print to PDF) and upload that");
 }
 
 TEST_CASE("split_pdf: a page tree that counts more pages than it holds names the missing page") {

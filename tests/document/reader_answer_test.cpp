@@ -55,6 +55,20 @@ TEST_CASE("ReaderAnswer: holds no more of the answer than the page still coming"
   CHECK((*pages)[20].image->bytes == *png);
 }
 
+TEST_CASE("ReaderAnswer: a small page does not keep a large one's buffer") {
+  ReaderAnswer reader(fairlane::PdfReading{});
+  const std::string big(1'000'000, 'x');
+  // The large page and the small one's line come in one read; the small one's bytes alone.
+  CHECK_FALSE(reader.add("ok 2\ntext 1000000\n" + big + "text 3\n"));
+  CHECK_FALSE(reader.add("abc"));
+  auto pages = reader.finish();
+  REQUIRE(pages.ok());
+  REQUIRE(pages->size() == 2);
+  CHECK((*pages)[0].text == big);
+  CHECK((*pages)[1].text == "abc");
+  CHECK((*pages)[1].text.capacity() < 10'000);
+}
+
 TEST_CASE("ReaderAnswer: an answer cut short, or with bytes past its last page, is not one") {
   ReaderAnswer cut(fairlane::PdfReading{});
   CHECK_FALSE(cut.add("ok 2\ntext 3\nabctext 5\nab"));
