@@ -23,9 +23,10 @@ namespace fairlane::render {
 [[nodiscard]] double resolution(double width_pt, double height_pt, const RenderOptions& options);
 
 // The share of pixels that are marks: more than 64 grey levels from the page's paper, its
-// median tone, or darker than mid-grey and more than 32 from it. Measured against the paper, not an absolute grey, so that pencil or a faded
-// copy (grey 150 on 250) is ink and white writing on a black page too; until 2026-12-07 only
-// pixels darker than mid-grey counted, and such a page was dropped as blank.
+// median tone, or darker than mid-grey and more than 32 from it. Measured against the paper, not an
+// absolute grey, so that pencil or a faded copy (grey 150 on 250) is ink and white writing on a
+// black page too; until 2026-12-07 only pixels darker than mid-grey counted, and such a page was
+// dropped as blank.
 [[nodiscard]] double ink_share(const GrayPixels& pixels);
 
 // Whether a rendered page has no ink worth a call: fewer than 1 pixel in 50,000 of ink

@@ -802,8 +802,7 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
        true},
       {"402", o::ClientError{402, "payment required"}, 402, PageState::queued, 0, std::nullopt, 0,
        true},
-      {"407", o::ClientError{407, "proxy login"}, 407, PageState::queued, 0, std::nullopt, 0,
-       true},
+      {"407", o::ClientError{407, "proxy login"}, 407, PageState::queued, 0, std::nullopt, 0, true},
       // 403 and 404 may be the page's own (a proxy refusing its text, a model that takes no
       // images): its failure, as any other 4xx.
       {"403", o::ClientError{403, "blocked"}, 403, PageState::failed, 0,
