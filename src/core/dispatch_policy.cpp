@@ -9,6 +9,22 @@
 #include "fairlane/core/backoff.hpp"
 
 namespace fairlane {
+namespace {
+
+// Unreachable, or refusing fairlane itself: not the page's fault but the provider's (or the
+// operator's) outage, which every page would meet. What it is, in words; nullopt for any
+// other end.
+std::optional<std::string> outage_of(const CallEnd& end) {
+  if (const auto* unreachable = std::get_if<call::Unreachable>(&end)) {
+    return fmt::format("unreachable ({})", unreachable->reason);
+  }
+  if (const auto* rejected = std::get_if<call::Rejected>(&end)) {
+    return fmt::format("refusing fairlane ({})", rejected->reason);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 DispatchPolicy::DispatchPolicy(const Clock& clock, const WallClock& wall_clock, Budget& budget,
                                PageOrder& order, Estimator& estimator, DispatchPolicyConfig config)
@@ -173,15 +189,8 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }
   follow(outcome.announced);
-  // Unreachable, or refusing fairlane itself: not the page's fault, the provider's (or the
-  // operator's) outage. Every page would end the same way.
-  const std::string* outage = nullptr;
-  if (const auto* unreachable = std::get_if<call::Unreachable>(&end)) {
-    outage = &unreachable->reason;
-  } else if (const auto* rejected = std::get_if<call::Rejected>(&end)) {
-    outage = &rejected->reason;
-  }
-  if (outage == nullptr) outage_pauses_ = 0;  // the provider is there, and takes fairlane
+  const std::optional<std::string> outage = outage_of(end);
+  if (!outage) outage_pauses_ = 0;  // the provider is there, and takes fairlane
 
   if (answered != nullptr) {
     refusal_pauses_ = 0;  // the provider takes calls again
@@ -197,14 +206,10 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
                       clock_.now() - outcome.latency);
     return requeue(page, "refusals by the provider's rate limit");
   }
-  if (outage != nullptr) {
+  if (outage) {
     // All dispatch waits and no attempt is spent.
     const std::optional<Clock::duration> pause = pause_for_outage();
-    CallVerdict verdict = requeue(
-        page, fmt::format("returns while the provider was {} ({})",
-                          std::holds_alternative<call::Unreachable>(end) ? "unreachable"
-                                                                         : "refusing fairlane",
-                          *outage));
+    CallVerdict verdict = requeue(page, "returns while the provider was " + *outage);
     verdict.outage_pause = pause;
     return verdict;
   }

@@ -76,6 +76,17 @@ std::string storable_text(std::string_view text) {
   return out;
 }
 
+std::optional<char32_t> first_character(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  const Piece piece = first_piece(text);
+  if (!piece.valid) return std::nullopt;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  // The lead byte's bits below its length marker, then six from each byte after it.
+  char32_t c = piece.size == 1 ? byte(0) : byte(0) & (0x7Fu >> piece.size);
+  for (std::size_t i = 1; i < piece.size; ++i) c = (c << 6) | (byte(i) & 0x3Fu);
+  return c;
+}
+
 bool is_storable_text(std::string_view text) {
   while (!text.empty()) {
     const Piece piece = first_piece(text);

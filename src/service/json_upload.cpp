@@ -13,6 +13,7 @@
 #include <string_view>
 #include <variant>
 
+#include "fairlane/core/text.hpp"
 #include "service/api_json.hpp"
 
 namespace fairlane::service {
@@ -203,22 +204,6 @@ bool after_surrogate_escape(std::string_view body, std::size_t at) {
   return false;
 }
 
-// The character a valid UTF-8 sequence at `at` encodes, if there is one there.
-std::optional<char32_t> utf8_at(std::string_view body, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(body[i]); };
-  const unsigned char lead = byte(at);
-  const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
-  if (length == 0 || lead > 0xF4 || at + length > body.size()) return std::nullopt;
-  char32_t c = lead & (0x7Fu >> length);
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((byte(at + i) & 0xC0u) != 0x80u) return std::nullopt;
-    c = (c << 6) | (byte(at + i) & 0x3Fu);
-  }
-  constexpr char32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (c < kLeast[length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return std::nullopt;
-  return c;
-}
-
 // What a character out of place in JSON may be, for the message.
 std::string_view looks_like(char32_t c) {
   switch (c) {
@@ -253,7 +238,7 @@ std::string not_json(std::string_view body, std::size_t at, const error_code& er
   const std::string after = last ? fmt::format(", after page {}", *last) : "";
   if (at < body.size() && static_cast<unsigned char>(body[at]) >= 0x80) {
     // UTF-8 a string would have taken: a character JSON takes only inside one.
-    if (const auto c = utf8_at(body, at)) {
+    if (const auto c = first_character(body.substr(at))) {
       return fmt::format("the body is not valid JSON: an unexpected U+{:04X} at byte {}{}{}",
                          static_cast<std::uint32_t>(*c), byte, after, looks_like(*c));
     }

@@ -4,6 +4,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,5 +26,9 @@ namespace fairlane {
 
 // Whether `text` is storable as it is: storable_text(text) == text, without the copy.
 [[nodiscard]] bool is_storable_text(std::string_view text);
+
+// The character `text` begins with, when it begins with a valid UTF-8 sequence other than
+// NUL (by the same rules as storable_text); std::nullopt otherwise, or for empty text.
+[[nodiscard]] std::optional<char32_t> first_character(std::string_view text);
 
 }  // namespace fairlane
