@@ -871,23 +871,36 @@ bool Dispatcher::add(const EnqueuedJob& job, std::int64_t weight) {
 
 Status Dispatcher::cancel(UserId user, JobId job) {
   Impl& d = *impl_;
-  // Pages still out (in flight, or held for a backoff) are cancelled when they come back.
-  (void)d.policy.cancel_job(user, job);
   auto committed = std::make_shared<bool>(false);
   d.submit(PageTransition::job_cancelled(job), job,
            [committed](std::int64_t) { *committed = true; });
-  d.signal();
   // Its owner is told: committed now (fully synced, with everything queued before it in
   // the same transaction, after the batch out), not on the group commit's timer. While a
   // batch the store refused is taken apart, a flush commits only its first change (or
   // replaces or drops it, and says so): flushed again until the cancellation's own has
-  // committed, or a flush fails for another reason. Each round moves the queue on.
+  // committed, or a flush fails for another reason. Each round moves the queue on. Nothing
+  // here lets the dispatch loop run, so no page of the job leaves its lane meanwhile.
   Status flushed;
   do {
     flushed = d.flush_now();
     d.note_flush(flushed);
   } while (!*committed && d.commits.pending() > 0 &&
            (flushed.ok() || GroupCommit::refused_for_content(flushed.code())));
+  // Told, and the flush failed: the store refused the cancellation and it was dropped. The
+  // store holds the job as it was, so its pages stay in their lanes: taken out, they would
+  // be dispatched and ended by no one until a restart read them again.
+  if (*committed && !flushed.ok()) {
+    // The service's fault, not the caller's (500, not 400).
+    return Status{StatusCode::internal,
+                  fmt::format("job {} was not cancelled and goes on: the job store refused the "
+                              "cancellation ({}: {}). Tell the service's operator.",
+                              job, to_string(flushed.code()), flushed.message())};
+  }
+  // Committed, or still queued to commit (a flush that failed for a passing reason is
+  // retried): pages still out (in flight, or held for a backoff) are cancelled when they
+  // come back.
+  (void)d.policy.cancel_job(user, job);
+  d.signal();
   if (*committed || !flushed.ok()) return flushed.ok() ? Status{} : flushed;
   return Status{
       StatusCode::internal,

@@ -708,6 +708,35 @@ TEST_CASE(
   CHECK(rig.dispatcher->counters().store_refused == 1);
 }
 
+TEST_CASE("A cancellation the store drops leaves its job running, as the store holds it") {
+  // Jobs' ids count from 1 in a new database: the first job's cancellation is refused, then
+  // dropped. The user is told it failed, and the store still holds the job queued: before,
+  // its pages had already left the lanes, so it was never dispatched nor ended until a
+  // restart read it again.
+  Rig rig(stand_in(4), fairlane_config(4), ":memory:", "",
+          [](std::unique_ptr<fairlane::Store> inner) -> std::unique_ptr<fairlane::Store> {
+            return std::make_unique<RefusesCancelOf>(std::move(inner), 1);
+          });
+  const auto user = rig.user("alice");
+  REQUIRE(rig.dispatcher->start().ok());
+  const auto job = rig.enqueue(user, 8, "book");
+  REQUIRE(job.job.id == 1);
+  rig.dispatcher->add(job, 1);
+  const fairlane::Status cancelled = rig.dispatcher->cancel(user, job.job.id);
+  CHECK(cancelled.code() == fairlane::StatusCode::internal);  // 500: not the caller's fault
+  CHECK(cancelled.message() ==
+        "job 1 was not cancelled and goes on: the job store refused the cancellation "
+        "(invalid_argument: refused for the test; that change is dropped). Tell the service's "
+        "operator.");
+  CHECK(rig.dispatcher->tracks_job(job.job.id));
+  REQUIRE(rig.run_until([&] { return rig.terminal(job.job.id); }));
+  const auto view = fairlane::testing::job_view(*rig.store, job.job.id);
+  CHECK(view.state == JobState::done);
+  CHECK(view.pages.done == 8);
+  CHECK(rig.dispatcher->tracked_pages() == 0);
+  CHECK(rig.dispatcher->cancelled_jobs() == 0);
+}
+
 TEST_CASE("Results that cannot be written wait, are written once when space returns") {
   fairlane::testing::FaultyVfs::install();
   fairlane::testing::TempDir dir;
