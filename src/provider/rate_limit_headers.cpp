@@ -186,24 +186,30 @@ std::optional<Clock::duration> parse_retry_after(std::string_view value, WallTim
                                    std::chrono::seconds(kLongestWait_s));
 }
 
-std::optional<std::int64_t> RateLimitHeaders::tokens_remaining() const {
+namespace {
+
+// The smallest of `field` over the buckets fairlane's tokens bucket follows (see
+// tokens_limit()), keeping only values `kept` lets through.
+template <typename Keep>
+std::optional<std::int64_t> tightest(const RateLimitHeaders& h,
+                                     std::optional<std::int64_t> RateLimitBucket::*field,
+                                     Keep kept) {
   std::optional<std::int64_t> smallest;
-  for (const RateLimitBucket* bucket : {&tokens, &input_tokens, &output_tokens}) {
-    if (bucket->remaining && (!smallest || *bucket->remaining < *smallest)) {
-      smallest = bucket->remaining;
-    }
+  for (const RateLimitBucket* bucket : {&h.tokens, &h.input_tokens}) {
+    const std::optional<std::int64_t>& value = bucket->*field;
+    if (value && kept(*value) && (!smallest || *value < *smallest)) smallest = value;
   }
   return smallest;
 }
 
+}  // namespace
+
+std::optional<std::int64_t> RateLimitHeaders::tokens_remaining() const {
+  return tightest(*this, &RateLimitBucket::remaining, [](std::int64_t) { return true; });
+}
+
 std::optional<std::int64_t> RateLimitHeaders::tokens_limit() const {
-  std::optional<std::int64_t> smallest;
-  for (const RateLimitBucket* bucket : {&tokens, &input_tokens}) {
-    if (bucket->limit && *bucket->limit > 0 && (!smallest || *bucket->limit < *smallest)) {
-      smallest = bucket->limit;
-    }
-  }
-  return smallest;
+  return tightest(*this, &RateLimitBucket::limit, [](std::int64_t limit) { return limit > 0; });
 }
 
 RateLimitHeaders parse_rate_limit_headers(const HeaderList& headers, WallTime now) {

@@ -117,11 +117,28 @@ TEST_CASE("Anthropic's rate-limit headers, as its documentation shows them") {
   CHECK(ms(*parsed.input_tokens.reset) == 1'000);
   CHECK(parsed.output_tokens.remaining == 7'500);
   CHECK(ms(*parsed.output_tokens.reset) == 2'500);
-  CHECK(parsed.tokens_remaining() == 7'500);
-  // The input limit is tighter than the combined one; the output limit is not followed.
+  // The input limit and what is left of it are tighter than the combined ones; the output
+  // limit, and what is left of it, are not followed.
+  CHECK(parsed.tokens_remaining() == 39'000);
   CHECK(parsed.tokens.limit == 48'000);
   CHECK(parsed.output_tokens.limit == 8'000);
   CHECK(parsed.tokens_limit() == 40'000);
+}
+
+TEST_CASE("Anthropic's output tokens left do not hold the tokens bucket (input + output) down") {
+  // As a real answer from Anthropic carries them: the combined limit is the sum of the input
+  // and output ones, and output is a fifth of it. Before, the bucket fairlane reserves input
+  // + max_tokens from was lowered to the output tokens left at every answer, while its
+  // limit followed the input one: a sixth of the account's throughput.
+  const HeaderList headers{{"anthropic-ratelimit-input-tokens-limit", "80000"},
+                           {"anthropic-ratelimit-input-tokens-remaining", "79000"},
+                           {"anthropic-ratelimit-output-tokens-limit", "16000"},
+                           {"anthropic-ratelimit-output-tokens-remaining", "15000"},
+                           {"anthropic-ratelimit-tokens-limit", "96000"},
+                           {"anthropic-ratelimit-tokens-remaining", "94000"}};
+  const auto parsed = parse_rate_limit_headers(headers, kNow);
+  CHECK(parsed.tokens_limit() == 80'000);
+  CHECK(parsed.tokens_remaining() == 79'000);
 }
 
 TEST_CASE("Values that do not parse are left out, not guessed") {

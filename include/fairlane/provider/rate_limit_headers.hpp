@@ -38,7 +38,10 @@ struct RateLimitHeaders {
   // How long to wait before calling again (Retry-After, or retry-after-ms when both came).
   std::optional<Clock::duration> retry_after;
 
-  // The tightest token budget remaining that the provider reported, if any.
+  // What is left of the budgets tokens_limit() follows, the tightest: Anthropic's output
+  // tokens left are not (until 2026-12-07 they were, and held the bucket of input + output
+  // down to the output share, a fifth to a sixth of the account's throughput).
+  // std::nullopt when none was reported.
   [[nodiscard]] std::optional<std::int64_t> tokens_remaining() const;
 
   // The tightest per-minute token limit the provider announced that fairlane's tokens
