@@ -57,6 +57,11 @@ struct Upload {
   bool name_given = false;      // false: a multipart part's filename or the JSON's name may name it
   std::int64_t max_tokens = 0;  // output tokens per page
   std::optional<std::string> idempotency_key;
+  // What the upload is, kept with its job for the key (KeyedJob): its media type and
+  // Content-Length, from the headers (std::nullopt when chunked), and once its body is read,
+  // the SHA-256 of what it held (Document::digest).
+  std::optional<std::string> head = std::nullopt;
+  std::optional<std::string> digest = std::nullopt;
 };
 
 // An upload whose body is read off the io thread (a PDF, raw or as the `file` part of a

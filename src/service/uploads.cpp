@@ -10,6 +10,7 @@
 
 #include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
+#include "store/crypto.hpp"
 
 namespace fairlane::service {
 namespace {
@@ -61,16 +62,70 @@ bool keeps_promises(const RouteContext& context) {
   return m == nullptr || m->leading;
 }
 
-// The first job of a retried upload (same Idempotency-Key), or nullopt.
-std::optional<ApiResponse> uploaded_before(RouteContext& context, const Upload& upload) {
-  if (!upload.idempotency_key) return std::nullopt;
-  // A retried upload gets the first job back, whatever the door would say now.
-  auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
-  if (earlier.ok()) return accepted(context, earlier.value());
-  if (earlier.status().code() != StatusCode::not_found) {
-    return response_for(answer_for(earlier.status()));
+// The SHA-256 of `bytes` in hex, or std::nullopt if OpenSSL failed.
+std::optional<std::string> hex_digest(std::string_view bytes) {
+  const auto digest = store::sha256(bytes);
+  if (!digest) return std::nullopt;
+  std::string hex;
+  hex.reserve(2 * digest->size());
+  for (const unsigned char byte : *digest) fmt::format_to(std::back_inserter(hex), "{:02x}", byte);
+  return hex;
+}
+
+// What an upload is from its headers, for its Idempotency-Key: its media type and
+// Content-Length ("application/pdf 48213"), or std::nullopt when chunked.
+std::optional<std::string> upload_head(const ApiRequest& head) {
+  std::optional<std::uint64_t> bytes = head.announced_bytes;
+  if (!bytes) {
+    if (const auto length = head.header("Content-Length")) {
+      if (const auto n = whole_number(*length); n && *n >= 0) {
+        bytes = static_cast<std::uint64_t>(*n);
+      }
+    }
   }
-  return std::nullopt;
+  if (!bytes) return std::nullopt;
+  return fmt::format("{} {}", media_type(head.header("Content-Type").value_or("")), *bytes);
+}
+
+// 422: the Idempotency-Key came before with another upload, which made `earlier`.
+ApiResponse key_reused(RouteContext& context, std::string_view key, const JobView& earlier) {
+  json::object refusal = error_json(
+      "idempotency_key_reused",
+      fmt::format("the Idempotency-Key \"{}\" came before with another upload, which made job "
+                  "{}: an upload sent again under its key must hold the same bytes. Send this "
+                  "one with a new key",
+                  key, earlier.public_id));
+  refusal["error"].as_object()["job"] = job_object(context, earlier);
+  return json_response(422, refusal);
+}
+
+// For an upload whose Idempotency-Key a job has: what that job's upload was against this one.
+struct KeyAnswer {
+  std::optional<ApiResponse> answer;  // the first job (202), or the key's reuse (422)
+  bool known = false;                 // some job has the key
+};
+
+// The first job of an upload sent again (same Idempotency-Key), or the 422 of the key sent
+// with another upload. The same head (media type and length) is the same upload, known from
+// its headers; another head (a multipart boundary of another length, a chunked body) is
+// known once its body is read, by its `digest`: until then, nothing is answered (`known`
+// says that a job has the key). A job stored with no digest (before 2026-12-07) answers
+// every upload under its key, as then.
+KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
+  if (!upload.idempotency_key) return {};
+  auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
+  if (!earlier.ok()) {
+    if (earlier.status().code() == StatusCode::not_found) return {};
+    return {response_for(answer_for(earlier.status())), false};
+  }
+  const KeyedJob& keyed = earlier.value();
+  // An upload sent again gets the first job back, whatever the door would say now.
+  if (!keyed.upload_digest || (upload.head && upload.head == keyed.upload_head) ||
+      (upload.digest && upload.digest == keyed.upload_digest)) {
+    return {accepted(context, keyed.job), true};
+  }
+  if (upload.digest) return {key_reused(context, *upload.idempotency_key, keyed.job), true};
+  return {std::nullopt, true};
 }
 
 // 413 for a text page past --max-page-kb, naming it.
@@ -112,6 +167,14 @@ ApiResponse committed(RouteContext& context, const EnqueuedJob& enqueued, std::i
   return accepted(context, enqueued.job);
 }
 
+// Whether the job that holds `job`'s Idempotency-Key was made by another upload: both
+// digests known, and not the same. (A store that cannot say is taken to hold this upload.)
+bool another_upload(Store& store, const JobRequest& job) {
+  if (!job.idempotency_key || !job.upload_digest) return false;
+  auto keyed = store.job_by_idempotency_key(job.user_id, *job.idempotency_key);
+  return keyed.ok() && keyed->upload_digest && keyed->upload_digest != job.upload_digest;
+}
+
 // The 400 of a job's name over kMaxJobNameBytes (as stored), if it is.
 std::optional<ApiResponse> name_too_long(std::size_t bytes) {
   if (bytes <= kMaxJobNameBytes) return std::nullopt;
@@ -134,8 +197,14 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   if (auto refusal = page_too_long(config, pages)) return std::move(*refusal);
   // The name comes from ?name=, the JSON or the file's name, in whatever bytes the client
   // sent (a Latin-1 file name, a %00): as every store keeps it.
-  JobRequest job{
-      upload.user, storable_text(upload.name), {}, upload.max_tokens, upload.idempotency_key};
+  JobRequest job{upload.user,
+                 storable_text(upload.name),
+                 {},
+                 upload.max_tokens,
+                 upload.idempotency_key,
+                 std::nullopt,
+                 upload.head,
+                 upload.digest};
   if (auto refusal = name_too_long(job.name.size())) return std::move(*refusal);
   std::vector<std::int64_t> tokens;
   tokens.reserve(pages.size());
@@ -167,8 +236,11 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
                       auto enqueued = store.enqueue_job(job);
                       if (!enqueued.ok())
                         return at_once(response_for(answer_for(enqueued.status())));
+                      // The key taken meanwhile (another instance's commit): by this upload?
+                      const bool reused = !enqueued->created && another_upload(store, job);
                       return [&context, enqueued = std::move(enqueued).value(), weight, door_eta_s,
-                              on_their_way] {
+                              on_their_way, reused, key = job.idempotency_key] {
+                        if (reused) return key_reused(context, key.value_or(""), enqueued.job);
                         return committed(context, enqueued, weight, door_eta_s,
                                          on_their_way != nullptr ? on_their_way->taken() : 0);
                       };
@@ -189,6 +261,7 @@ Result<Document> read_document(std::string_view content_type, std::string body,
     document.filename = std::move(file->filename);
     body = std::move(file->data);
   }
+  document.digest = hex_digest(body);
   const PdfReaderOptions& reader = reading.reader;
   auto pages = reader.command.empty() ? read_pdf(body, reader.reading)
                                       : read_pdf_in_child(body, reader, processes);
@@ -200,6 +273,7 @@ Result<Document> read_document(std::string_view content_type, std::string body,
 UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
                        ReaderProcesses* processes) {
   if (format_of(upload.content_type) == Format::json_pages) {
+    std::optional<std::string> digest = hex_digest(upload.body);
     auto parsed =
         parse_json_upload(upload.body, upload.default_max_tokens, reading.reader.reading.max_pages);
     if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return std::move(*refusal);
@@ -211,7 +285,8 @@ UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
       const PageKind kind = text.empty() ? PageKind::blank : PageKind::text;
       pages.push_back(DocumentPage{kind, std::move(text), std::nullopt});
     }
-    return Document{{}, std::move(fields.name), fields.max_tokens, std::move(pages)};
+    return Document{
+        {}, std::move(fields.name), fields.max_tokens, std::move(pages), std::move(digest)};
   }
   return upload_read(
       read_document(upload.content_type, std::move(upload.body), reading, processes));
@@ -253,9 +328,13 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   if (const auto name = param(head, "name")) {
     if (auto refusal = name_too_long(storable_text(*name).size())) return refusal;
   }
-  // A retried upload gets its first job, with no need of the body.
-  const Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};
-  if (auto earlier = uploaded_before(context, retried)) return earlier;
+  // An upload sent again gets its first job, with no need of the body when its head is the
+  // first's; with another head, its body decides, and the door has nothing to say to it.
+  Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};
+  retried.head = upload_head(head);
+  KeyAnswer earlier = uploaded_before(context, retried);
+  if (earlier.answer) return std::move(earlier.answer);
+  if (earlier.known) return std::nullopt;
   // Refused at once, before any body is read, if even a one-page upload would be.
   const DoorDecision decision = context.dispatcher.door().estimate(
       user.id, 1, estimate_tokens(context, "", max_tokens_of(context, head)));
@@ -338,6 +417,7 @@ ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request
                 false,
                 max_tokens_of(context, request),
                 request.header("Idempotency-Key")};
+  upload.head = upload_head(request);
   if (auto name = param(request, "name"); name && !name->empty()) {
     upload.name = *name;
     upload.name_given = true;
@@ -359,11 +439,16 @@ ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request
 
 ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRead read,
                           const Quota* on_their_way) {
-  // The same upload may have been retried and committed while this one was being read.
-  if (auto earlier = uploaded_before(context, upload)) return std::move(*earlier);
+  // The same upload may have been sent again and committed while this one was being read;
+  // or this is an upload sent again under its key, whose head said nothing (see
+  // uploaded_before), or another upload under the same key.
+  Upload named = upload;
+  if (auto* document = std::get_if<Document>(&read)) named.digest = document->digest;
+  if (KeyAnswer earlier = uploaded_before(context, named); earlier.answer) {
+    return std::move(*earlier.answer);
+  }
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
   auto& document = std::get<Document>(read);
-  Upload named = upload;
   // A JSON body's name wins (an empty one is none, as an empty ?name= is); a multipart
   // part's file name only when ?name= said none.
   if (document.name && !document.name->empty()) named.name = std::move(*document.name);

@@ -37,12 +37,15 @@
 namespace fairlane::service {
 
 // What an upload's body held: the multipart part's file name (empty for a raw PDF), the JSON's
-// own name and max_tokens, and the text of each page.
+// own name and max_tokens, the text of each page, and the SHA-256 (hex) of what was read: the
+// PDF's bytes (raw, or the multipart part's) or the JSON body; std::nullopt only if OpenSSL
+// failed.
 struct Document {
   std::string filename;
   std::optional<std::string> name;
   std::optional<std::int64_t> max_tokens;
   std::vector<DocumentPage> pages;
+  std::optional<std::string> digest = std::nullopt;
 };
 
 // How uploaded PDFs are read.

@@ -70,11 +70,11 @@ struct PgSql {
       " job AS ("
       "  INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count,"
       "                    queued, done, created_at, finished_at, promised_eta_at, image_pages,"
-      "                    blank_pages)"
+      "                    blank_pages, upload_head, upload_digest)"
       "  SELECT $1::text, $2::bigint, $3::text, $4::bigint, $5::text, $6::bigint,"
       "         $6::bigint - $9::bigint, $9::bigint, $7::bigint,"
       "         CASE WHEN $6::bigint = $9::bigint THEN $7::bigint END, $8::bigint, $10::bigint,"
-      "         $9::bigint"
+      "         $9::bigint, $18::text, $19::text"
       "  FROM lane"
       "  ON CONFLICT (user_id, idempotency_key) DO NOTHING"
       "  RETURNING id),"
@@ -108,7 +108,8 @@ struct PgSql {
       " SELECT job.id, u.name, p.id, p.seq FROM notified job JOIN users u ON u.id = $2::bigint"
       " LEFT JOIN page_rows p ON p.kind <> 'blank' ORDER BY p.seq";
   static constexpr std::string_view job_by_idempotency_key =
-      "SELECT id FROM jobs WHERE user_id = $1::bigint AND idempotency_key = $2::text";
+      "SELECT id, upload_head, upload_digest FROM jobs"
+      " WHERE user_id = $1::bigint AND idempotency_key = $2::text";
   static constexpr std::string_view job_by_id =
       "SELECT " FAIRLANE_PG_JOB_VIEW "WHERE j.id = $1::bigint";
   static constexpr std::string_view jobs_by_ids =

@@ -326,6 +326,8 @@ Result<EnqueuedJob> PgStore::enqueue_job(const JobRequest& request) {
       pg::Param::int64_array(widths),
       pg::Param::int64_array(heights),
       pg::Param::bytes_array(images),
+      request.upload_head ? pg::Param::text(*request.upload_head) : pg::Param::null(),
+      request.upload_digest ? pg::Param::text(*request.upload_digest) : pg::Param::null(),
   };
   auto rows = write(PgSql::enqueue_job, params, "enqueueing a job");
   if (!rows.ok()) {
@@ -477,12 +479,22 @@ Result<JobList> PgStore::jobs_of(UserId user, std::size_t limit,
   return page;
 }
 
-Result<JobView> PgStore::job_by_idempotency_key(UserId user, std::string_view key) {
+Result<KeyedJob> PgStore::job_by_idempotency_key(UserId user, std::string_view key) {
   const std::array params{pg::Param::int64(user), pg::Param::text(key)};
   auto found = read(PgSql::job_by_idempotency_key, params, "looking up the idempotency key");
   if (!found.ok()) return found.status();
   if (found->size() == 0) return Status{StatusCode::not_found, "no job with this idempotency key"};
-  return job(found->int64(0, 0));
+  KeyedJob keyed;
+  const auto optional_text = [&](int column) -> std::optional<std::string> {
+    if (found->is_null(0, column)) return std::nullopt;
+    return std::string(found->text(0, column));
+  };
+  keyed.upload_head = optional_text(1);
+  keyed.upload_digest = optional_text(2);
+  auto view = job(found->int64(0, 0));
+  if (!view.ok()) return view.status();
+  keyed.job = std::move(view).value();
+  return keyed;
 }
 
 Result<std::vector<PageResult>> PgStore::results(JobId job) {

@@ -62,7 +62,7 @@ class PgStore final : public Store, public ClusterStore {
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
-  Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
+  Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override;
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<PageCall> page_call(PageId page) override;
   Status set_weight(std::string_view name, std::int64_t weight) override;

@@ -29,12 +29,14 @@ struct Sql {
   static constexpr std::string_view user_by_id = "SELECT id, name, weight FROM users WHERE id = ?1";
   static constexpr std::string_view set_weight = "UPDATE users SET weight = ?2 WHERE name = ?1";
   static constexpr std::string_view job_by_idempotency_key =
-      "SELECT id FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
+      "SELECT id, upload_head, upload_digest FROM jobs WHERE user_id = ?1 AND idempotency_key = ?2";
   static constexpr std::string_view insert_job =
       // Blank pages (?9) are done from the start; a job of nothing else has finished.
       "INSERT INTO jobs (public_id, user_id, name, max_tokens, idempotency_key, page_count, "
-      "queued, done, created_at, finished_at, promised_eta_at, image_pages, blank_pages) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 - ?9, ?9, ?7, iif(?6 = ?9, ?7, NULL), ?8, ?10, ?9)";
+      "queued, done, created_at, finished_at, promised_eta_at, image_pages, blank_pages, "
+      "upload_head, upload_digest) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6 - ?9, ?9, ?7, iif(?6 = ?9, ?7, NULL), ?8, ?10, ?9, ?11, "
+      "?12)";
   static constexpr std::string_view revise_eta =
       "UPDATE jobs SET eta_revised_at = ?2, eta_revised_reason = ?3 WHERE id = ?1";
   static constexpr std::string_view set_promise =

@@ -149,6 +149,10 @@ Statement& Statement::bind(int index, const std::optional<std::int64_t>& value) 
   return value ? bind(index, *value) : bind(index, std::nullopt);
 }
 
+Statement& Statement::bind_text(int index, const std::optional<std::string>& text) {
+  return text ? bind(index, std::string_view(*text)) : bind(index, std::nullopt);
+}
+
 Statement& Statement::bind_blob(int index, const void* data, int size) {
   check_bind(sqlite3_bind_blob(stmt_, index, data, size, SQLITE_TRANSIENT));
   return *this;

@@ -71,6 +71,8 @@ class Statement {
   Statement& bind(int index, std::string_view text);
   Statement& bind(int index, std::nullopt_t);
   Statement& bind(int index, const std::optional<std::int64_t>& value);
+  // Text, or NULL for std::nullopt.
+  Statement& bind_text(int index, const std::optional<std::string>& text);
   Statement& bind_blob(int index, const void* data, int size);
 
   // SQLITE_ROW, SQLITE_DONE, or an error code; a bind that failed is that error, and the

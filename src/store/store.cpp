@@ -62,7 +62,7 @@ class SqliteStore final : public Store {
   Result<JobView> job_of(std::string_view public_id, UserId owner) override;
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
-  Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override;
+  Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override;
   Result<std::vector<PageResult>> results(JobId job) override;
   Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
@@ -369,18 +369,14 @@ Result<EnqueuedJob> SqliteStore::enqueue_job_unnoted(const JobRequest& request) 
     Use insert(insert_job_);
     insert->bind(1, "job_" + *public_suffix).bind(2, request.user_id).bind(3, request.name);
     insert->bind(4, request.max_tokens);
-    if (request.idempotency_key) {
-      insert->bind(5, *request.idempotency_key);
-    } else {
-      insert->bind(5, std::nullopt);
-    }
-    insert->bind(6, page_count).bind(7, to_ms(created_at));
+    insert->bind_text(5, request.idempotency_key).bind(6, page_count).bind(7, to_ms(created_at));
     if (promised_eta_at) {
       insert->bind(8, to_ms(*promised_eta_at));
     } else {
       insert->bind(8, std::nullopt);
     }
     insert->bind(9, blank).bind(10, images);
+    insert->bind_text(11, request.upload_head).bind_text(12, request.upload_digest);
     if (const int rc = insert->run(); rc != SQLITE_DONE) return db_.error(rc, "writing the job");
     job_id = db_.last_insert_rowid();
   }
@@ -729,8 +725,9 @@ Result<JobList> SqliteStore::jobs_of(UserId user, std::size_t limit,
   return page;
 }
 
-Result<JobView> SqliteStore::job_by_idempotency_key(UserId user, std::string_view key) {
+Result<KeyedJob> SqliteStore::job_by_idempotency_key(UserId user, std::string_view key) {
   JobId earlier = 0;
+  KeyedJob keyed;
   {
     Use find(job_by_idempotency_key_);
     find->bind(1, user).bind(2, key);
@@ -740,8 +737,13 @@ Result<JobView> SqliteStore::job_by_idempotency_key(UserId user, std::string_vie
     }
     if (rc != SQLITE_ROW) return db_.error(rc, "looking up the idempotency key");
     earlier = find->int64(0);
+    keyed.upload_head = find->optional_text(1);
+    keyed.upload_digest = find->optional_text(2);
   }
-  return job(earlier);
+  auto view = job(earlier);
+  if (!view.ok()) return view.status();
+  keyed.job = std::move(view).value();
+  return keyed;
 }
 
 Result<std::vector<PageResult>> SqliteStore::results(JobId job) {

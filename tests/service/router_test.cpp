@@ -261,12 +261,86 @@ TEST_CASE("A retried upload with the same Idempotency-Key gets the first job bac
   Api api;
   const std::vector<std::pair<std::string, std::string>> key{{"Idempotency-Key", "upload-7"}};
   const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3), key);
-  const auto again = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(5), key);
+  const auto again = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3), key);
   CHECK(first.status == 202);
   CHECK(again.status == 202);
   CHECK(Api::body(again).at("id") == Api::body(first).at("id"));
   CHECK(Api::body(again).at("pages").at("total") == 3);
   CHECK(api.dispatcher->scheduler().size() == 3);
+}
+
+TEST_CASE("An Idempotency-Key sent again with another upload is refused, naming the first job") {
+  // A script that uses one key a night ("nightly") sends another book under it. Before, the
+  // second book was answered 202 with the first book's job, and never read.
+  Api api;
+  const std::vector<std::pair<std::string, std::string>> key{{"Idempotency-Key", "nightly"}};
+  const auto first = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(3), key);
+  REQUIRE(first.status == 202);
+  const auto other = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(5), key);
+  CHECK(other.status == 422);
+  const auto error = Api::body(other).at("error").as_object();
+  CHECK(error.at("type") == "idempotency_key_reused");
+  CHECK(error.at("job").at("id") == Api::body(first).at("id"));
+  CHECK(std::string(error.at("message").as_string())
+            .ends_with("which made job " + std::string(Api::body(first).at("id").as_string()) +
+                       ": an upload sent again under its key must hold the same bytes. Send "
+                       "this one with a new key"));
+  CHECK(api.dispatcher->scheduler().size() == 3);
+  // Another user's key is theirs: the same one makes Bob a job.
+  CHECK(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(5), key).status == 202);
+}
+
+TEST_CASE("A PDF sent again under its key is told from another by its head, then its bytes") {
+  Api api;
+  const std::string book = fairlane::write_pdf({"One.", "Two."});
+  const std::string other = fairlane::write_pdf({"Another book, of other pages."});
+  REQUIRE(book.size() != other.size());
+  const auto headers = [](const std::string& body, bool chunked) {
+    std::vector<std::pair<std::string, std::string>> h{{"Content-Type", "application/pdf"},
+                                                       {"Idempotency-Key", "book-1"}};
+    if (!chunked) h.emplace_back("Content-Length", std::to_string(body.size()));
+    return h;
+  };
+  // Read and finished as the transport does.
+  const auto finish = [&](const ApiResponse& pending) {
+    REQUIRE(pending.document.has_value());
+    return api.router->finish_upload(
+        pending.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                      pending.document->content_type, pending.document->body)));
+  };
+  const auto first = finish(api.send("POST", "/v1/jobs", api.alice, book, headers(book, false)));
+  REQUIRE(first.status == 202);
+  const auto id = Api::body(first).at("id");
+
+  // The same head: the first job, from the headers, with no body read.
+  const auto again = api.send("POST", "/v1/jobs", api.alice, book, headers(book, false));
+  CHECK_FALSE(again.document.has_value());
+  CHECK(again.status == 202);
+  CHECK(Api::body(again).at("id") == id);
+  // Another length, or none (chunked): the body is read, and its bytes decide.
+  for (const bool chunked : {false, true}) {
+    CAPTURE(chunked);
+    const auto refused =
+        finish(api.send("POST", "/v1/jobs", api.alice, other, headers(other, chunked)));
+    CHECK(refused.status == 422);
+    CHECK(Api::body(refused).at("error").at("job").at("id") == id);
+  }
+  const auto same_chunked =
+      finish(api.send("POST", "/v1/jobs", api.alice, book, headers(book, true)));
+  CHECK(same_chunked.status == 202);
+  CHECK(Api::body(same_chunked).at("id") == id);
+  // The same file in a multipart body (another head): the same upload.
+  const std::string multipart =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"book.pdf\"\r\n"
+      "Content-Type: application/pdf\r\n\r\n" +
+      book + "\r\n--XyZ--\r\n";
+  const auto as_part = finish(api.send("POST", "/v1/jobs", api.alice, multipart,
+                                       {{"Content-Type", "multipart/form-data; boundary=XyZ"},
+                                        {"Idempotency-Key", "book-1"},
+                                        {"Content-Length", std::to_string(multipart.size())}}));
+  CHECK(as_part.status == 202);
+  CHECK(Api::body(as_part).at("id") == id);
+  CHECK(api.dispatcher->scheduler().size() == 2);
 }
 
 TEST_CASE("A user sees only their own jobs: another's is 404") {

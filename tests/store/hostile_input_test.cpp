@@ -52,8 +52,8 @@ FAIRLANE_STORE_TEST_CASE(
     // Found again by its idempotency key, and by nobody else's.
     auto again = store->job_by_idempotency_key(alice, text);
     REQUIRE(again.ok());
-    CHECK(again->id == enqueued->job.id);
-    CHECK(again->name == text);
+    CHECK(again->job.id == enqueued->job.id);
+    CHECK(again->job.name == text);
     CHECK(store->job_by_idempotency_key(bob, text).status().code() == StatusCode::not_found);
     // The text a call is sent, and the output and error a page keeps.
     const auto first = enqueued->pages[0].page_id;

@@ -330,7 +330,7 @@ TEST_CASE("PostgreSQL: PgStore reads jobs by public id, lists them newest first,
   CHECK(f.store->jobs_of(ann.user.id, 10, "job_nope").status().code() ==
         StatusCode::invalid_argument);
 
-  CHECK(f.store->job_by_idempotency_key(ann.user.id, "k1")->public_id == ids[1]);
+  CHECK(f.store->job_by_idempotency_key(ann.user.id, "k1")->job.public_id == ids[1]);
   CHECK(f.store->job_by_idempotency_key(bo.user.id, "k1").status().code() == StatusCode::not_found);
 }
 

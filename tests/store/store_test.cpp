@@ -186,6 +186,35 @@ FAIRLANE_STORE_TEST_CASE("A repeated idempotency key returns the first job uncha
   CHECK(f.store->jobs_of(f.alice, 10)->jobs.size() == 2);
 }
 
+FAIRLANE_STORE_TEST_CASE("What an upload under a key was comes back with its job", sqlite_memory) {
+  Fixture f(home);
+  fairlane::JobRequest request{
+      f.alice, "book.pdf", {fairlane::PageInput{"page", 10}}, 200, "upload-1"};
+  request.upload_head = "application/pdf 48213";
+  request.upload_digest = std::string(64, 'a');
+  const auto first = f.store->enqueue_job(request);
+  REQUIRE(first.ok());
+  const auto keyed = f.store->job_by_idempotency_key(f.alice, "upload-1");
+  REQUIRE(keyed.ok());
+  CHECK(keyed->job.public_id == first->job.public_id);
+  CHECK(keyed->upload_head == "application/pdf 48213");
+  CHECK(keyed->upload_digest == std::string(64, 'a'));
+  // Chunked (no head), or stored without either: std::nullopt, not "".
+  request.idempotency_key = "upload-2";
+  request.upload_head.reset();
+  REQUIRE(f.store->enqueue_job(request).ok());
+  const auto chunked = f.store->job_by_idempotency_key(f.alice, "upload-2");
+  REQUIRE(chunked.ok());
+  CHECK_FALSE(chunked->upload_head);
+  CHECK(chunked->upload_digest == std::string(64, 'a'));
+  const auto bare = enqueue(*f.store, f.alice, 1, "old.pdf", "upload-3");
+  const auto old = f.store->job_by_idempotency_key(f.alice, "upload-3");
+  REQUIRE(old.ok());
+  CHECK(old->job.public_id == bare.job.public_id);
+  CHECK_FALSE(old->upload_head);
+  CHECK_FALSE(old->upload_digest);
+}
+
 FAIRLANE_STORE_TEST_CASE(
     "A job's promise is written with it, and set again in its place, durably and only its own",
     sqlite_memory) {

@@ -52,7 +52,7 @@ class ForwardingStore : public Store {
                           std::optional<std::string_view> cursor) override {
     return inner_->jobs_of(user, limit, cursor);
   }
-  Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) override {
+  Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override {
     return inner_->job_by_idempotency_key(user, key);
   }
   Result<std::vector<PageResult>> results(JobId job) override { return inner_->results(job); }

@@ -86,6 +86,19 @@ struct JobRequest {
   std::optional<std::string> idempotency_key = {};
   // Seconds from acceptance to the finish the door promised (stored as promised_eta_at).
   std::optional<double> promised_eta_s = {};
+  // What the upload was, kept for its idempotency key (KeyedJob): its media type and
+  // Content-Length (std::nullopt when chunked), and the SHA-256 of what it held.
+  std::optional<std::string> upload_head = {};
+  std::optional<std::string> upload_digest = {};
+};
+
+// A job found by its upload's Idempotency-Key, with what that upload was (JobRequest's
+// upload_head and upload_digest; both std::nullopt for a job stored without them, before
+// 2026-12-07 or without a key).
+struct KeyedJob {
+  JobView job;
+  std::optional<std::string> upload_head;
+  std::optional<std::string> upload_digest;
 };
 
 struct EnqueuedJob {
@@ -222,8 +235,9 @@ class Store {
   // next_cursor.
   virtual Result<JobList> jobs_of(UserId user, std::size_t limit,
                                   std::optional<std::string_view> cursor = std::nullopt) = 0;
-  // The job `user` enqueued with this idempotency key; not_found when there is none.
-  virtual Result<JobView> job_by_idempotency_key(UserId user, std::string_view key) = 0;
+  // The job `user` enqueued with this idempotency key, and what its upload was; not_found
+  // when there is none.
+  virtual Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) = 0;
   // The job's pages in order, with their output or error.
   virtual Result<std::vector<PageResult>> results(JobId job) = 0;
   // The page's text and its job's max_tokens; not_found for an unknown page.
