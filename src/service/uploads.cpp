@@ -72,17 +72,20 @@ std::optional<std::string> hex_digest(std::string_view bytes) {
   return hex;
 }
 
+// The body's length as its headers announce it: the transport's, or the Content-Length;
+// std::nullopt when chunked, or a Content-Length this cannot read.
+std::optional<std::uint64_t> announced_length(const ApiRequest& head) {
+  if (head.announced_bytes) return head.announced_bytes;
+  if (const auto length = head.header("Content-Length")) {
+    if (const auto n = whole_number(*length); n && *n >= 0) return static_cast<std::uint64_t>(*n);
+  }
+  return std::nullopt;
+}
+
 // What an upload is from its headers, for its Idempotency-Key: its media type and
 // Content-Length ("application/pdf 48213"), or std::nullopt when chunked.
 std::optional<std::string> upload_head(const ApiRequest& head) {
-  std::optional<std::uint64_t> bytes = head.announced_bytes;
-  if (!bytes) {
-    if (const auto length = head.header("Content-Length")) {
-      if (const auto n = whole_number(*length); n && *n >= 0) {
-        bytes = static_cast<std::uint64_t>(*n);
-      }
-    }
-  }
+  const std::optional<std::uint64_t> bytes = announced_length(head);
   if (!bytes) return std::nullopt;
   return fmt::format("{} {}", media_type(head.header("Content-Type").value_or("")), *bytes);
 }
@@ -377,13 +380,9 @@ std::variant<std::shared_ptr<const void>, ApiResponse> take_body_bytes(Quota& by
                                                                        std::size_t max_body_bytes) {
   // Chunked, or a Content-Length this cannot read: as large as a body may grow.
   std::uint64_t announced = max_body_bytes;
-  if (head.announced_bytes) {
-    announced = *head.announced_bytes;
-  } else if (const auto length = head.header("Content-Length")) {
-    if (const auto n = whole_number(*length); n && *n >= 0) {
-      announced = static_cast<std::uint64_t>(*n);
-    }
-  } else if (!head.header("Transfer-Encoding")) {
+  if (const auto length = announced_length(head)) {
+    announced = *length;
+  } else if (!head.header("Content-Length") && !head.header("Transfer-Encoding")) {
     announced = 0;
   }
   // (The transport refuses a body over max_body_bytes before this.)
