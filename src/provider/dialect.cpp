@@ -172,12 +172,61 @@ std::string error_detail(std::string_view body) {
   return storable_prefix(body);
 }
 
+namespace {
+
+// The string at error.<field> of an error body (both dialects put their error there), or "".
+std::string error_field(std::string_view body, std::string_view field) {
+  boost::system::error_code error;
+  const json::value root = json::parse(body, error);
+  if (error || !root.is_object()) return {};
+  const json::value* e = root.as_object().if_contains("error");
+  if (e == nullptr || !e->is_object()) return {};
+  const json::value* value = e->as_object().if_contains(field);
+  if (value == nullptr || !value->is_string()) return {};
+  return std::string(value->as_string());
+}
+
+// What the operator should check when the provider refuses fairlane itself, never the page:
+// its key (401), its account's payment (402), a proxy's login (407); OpenAI's 429 of an
+// account out of quota (error.code "insufficient_quota": no wait helps, and its pages are
+// not the cause); Anthropic's 400 of an account out of credit. Empty for anything else. 403
+// and 404 are not among them: they may be the page's own (a proxy refusing its text, a
+// model that cannot take its image), and an outage for one page would pause every user's.
+std::string remedy_for(int status, std::string_view body) {
+  switch (status) {
+    case 401:
+      return "check the key --api-key-env names";
+    case 402:
+      return "check the provider account's payment";
+    case 407:
+      return "check the proxy's login (libcurl's proxy variables)";
+    case 429:
+      if (error_field(body, "code") == "insufficient_quota" ||
+          error_field(body, "type") == "insufficient_quota") {
+        return "the provider account has no quota left: check its plan and billing";
+      }
+      return {};
+    case 400:
+      if (error_field(body, "message").starts_with("Your credit balance is too low")) {
+        return "the provider account has no credit left: check its plan and billing";
+      }
+      return {};
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 OutcomeKind classify(Dialect dialect, int status, std::string_view body,
                      const RateLimitHeaders& limits) {
   if (status >= 200 && status < 300) {
     auto answer = parse_answer(dialect, body);
     if (!answer.ok()) return outcome::BadResponse{answer.status().message()};
     return std::move(answer).value();
+  }
+  if (std::string remedy = remedy_for(status, body); !remedy.empty()) {
+    return outcome::ClientError{status, error_detail(body), std::move(remedy)};
   }
   if (status == 429) return outcome::RateLimited{limits.retry_after};
   if (status == 503 || status == 529) return outcome::Overloaded{limits.retry_after};

@@ -88,24 +88,6 @@ std::string reason_of(const OutcomeKind& kind, int status) {
       kind);
 }
 
-// A 4xx that refuses fairlane itself, never the page: its key (401), its account's payment
-// (402), a proxy's login (407). Every page would meet the same. What the operator should
-// look at, or nullopt for another status. 403 and 404 are not among them: they may be the
-// page's own (a proxy refusing its text, a model that cannot take its image), and an outage
-// for one page would pause every user's for hours.
-std::optional<std::string_view> refusal_of_fairlane(int status) {
-  switch (status) {
-    case 401:
-      return "check the key --api-key-env names";
-    case 402:
-      return "check the provider account's payment";
-    case 407:
-      return "check the proxy's login (libcurl's proxy variables)";
-    default:
-      return std::nullopt;
-  }
-}
-
 // The provider's outcome in the policy's terms: what happened to the call, not how the
 // provider said it. `latency`: from the page leaving its lane to its answer, which is what
 // a page's end waits for (its dispatch's commit and its text's read as well as the call).
@@ -126,10 +108,10 @@ CallOutcome core_outcome(const ProviderOutcome& o, Clock::duration latency) {
       return call::Unreachable{std::move(reason)};
     }
     if (const auto* refused = std::get_if<outcome::ClientError>(&o.kind)) {
-      if (const auto what = refusal_of_fairlane(refused->status)) {
-        return call::Rejected{fmt::format("{}: {}", reason, *what)};
+      // A refusal of fairlane itself (provider::classify): every page would meet it.
+      if (!refused->remedy.empty()) {
+        return call::Rejected{fmt::format("{}: {}", reason, refused->remedy)};
       }
-
       return call::ClientError{std::move(reason)};
     }
     if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {

@@ -135,13 +135,48 @@ TEST_CASE("Statuses map to outcomes") {
   const OutcomeKind server = is(500, R"({"error":{"message":"boom"}})");
   REQUIRE(std::holds_alternative<outcome::ServerError>(server));
   CHECK(std::get<outcome::ServerError>(server).detail == "boom");
-  const OutcomeKind client = is(401, "invalid key");
+  const OutcomeKind client = is(400, R"({"error":{"message":"max_tokens is too large"}})");
   REQUIRE(std::holds_alternative<outcome::ClientError>(client));
-  CHECK(std::get<outcome::ClientError>(client).status == 401);
-  CHECK(std::get<outcome::ClientError>(client).detail == "invalid key");
+  CHECK(std::get<outcome::ClientError>(client).status == 400);
+  CHECK(std::get<outcome::ClientError>(client).detail == "max_tokens is too large");
+  CHECK(std::get<outcome::ClientError>(client).remedy.empty());  // the page's own
   CHECK(std::holds_alternative<outcome::BadResponse>(is(200, "not json")));
   CHECK(fairlane::outcome_name(is(200, "not json")) == "bad_response");
   CHECK(fairlane::outcome_name(limited) == "rate_limited");
+}
+
+TEST_CASE("A refusal of fairlane itself, not of the page, names what the operator should check") {
+  const RateLimitHeaders limits;
+  const auto remedy = [&](Dialect dialect, int status, std::string_view body) {
+    const OutcomeKind kind = provider::classify(dialect, status, body, limits);
+    const auto* refused = std::get_if<outcome::ClientError>(&kind);
+    return refused != nullptr ? refused->remedy : std::string("(not a refusal)");
+  };
+  CHECK(remedy(Dialect::openai, 401, "invalid key") == "check the key --api-key-env names");
+  CHECK(remedy(Dialect::anthropic, 402, "") == "check the provider account's payment");
+  CHECK(remedy(Dialect::openai, 407, "") == "check the proxy's login (libcurl's proxy variables)");
+  // OpenAI's account out of quota is a 429 that no wait helps. Before, it was a rate limit:
+  // every page was put back 100 times, each pause a minute, then failed as "gave up after
+  // 101 refusals by the provider's rate limit", never naming the quota.
+  const std::string out_of_quota =
+      R"({"error":{"message":"You exceeded your current quota, please check your plan and )"
+      R"(billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})";
+  CHECK(remedy(Dialect::openai, 429, out_of_quota) ==
+        "the provider account has no quota left: check its plan and billing");
+  CHECK(
+      std::get<outcome::ClientError>(provider::classify(Dialect::openai, 429, out_of_quota, limits))
+          .detail.starts_with("You exceeded your current quota"));
+  // Anthropic's account out of credit is a 400. Before, every page of every user failed.
+  CHECK(remedy(Dialect::anthropic, 400,
+               R"({"type":"error","error":{"type":"invalid_request_error","message":"Your )"
+               R"(credit balance is too low to access the Anthropic API. Please go to Plans )"
+               R"(& Billing to upgrade or purchase credits."}})") ==
+        "the provider account has no credit left: check its plan and billing");
+  // A rate limit is a rate limit; 403 and 404 may be the page's own.
+  CHECK(remedy(Dialect::openai, 429, R"({"error":{"code":"rate_limit_exceeded"}})") ==
+        "(not a refusal)");
+  CHECK(remedy(Dialect::openai, 403, "blocked").empty());
+  CHECK(remedy(Dialect::openai, 404, "no such model").empty());
 }
 
 TEST_CASE("Text no database takes as it is, in an answer or an error, comes out storable") {

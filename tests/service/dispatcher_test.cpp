@@ -827,11 +827,15 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
        "the provider refused the request with 400 (bad request)", 0, false},
       // The provider refuses fairlane itself (its key, its account, a proxy's login): every
       // page would meet the same, so it is an outage, not this page's failure.
-      {"401", o::ClientError{401, "invalid API key"}, 401, PageState::queued, 0, std::nullopt, 0,
-       true},
-      {"402", o::ClientError{402, "payment required"}, 402, PageState::queued, 0, std::nullopt, 0,
-       true},
-      {"407", o::ClientError{407, "proxy login"}, 407, PageState::queued, 0, std::nullopt, 0, true},
+      // (provider::classify tells them apart, and names what to check.)
+      {"401", o::ClientError{401, "invalid API key", "check the key"}, 401, PageState::queued, 0,
+       std::nullopt, 0, true},
+      {"402", o::ClientError{402, "payment required", "check the payment"}, 402, PageState::queued,
+       0, std::nullopt, 0, true},
+      {"407", o::ClientError{407, "proxy login", "check the proxy"}, 407, PageState::queued, 0,
+       std::nullopt, 0, true},
+      {"429 out of quota", o::ClientError{429, "You exceeded your current quota", "check billing"},
+       429, PageState::queued, 0, std::nullopt, 0, true},
       // 403 and 404 may be the page's own (a proxy refusing its text, a model that takes no
       // images): its failure, as any other 4xx.
       {"403", o::ClientError{403, "blocked"}, 403, PageState::failed, 0,
@@ -877,9 +881,12 @@ TEST_CASE("Each provider outcome reaches the store as the policy decided") {
     CHECK(counters.failed == (c.state == PageState::failed ? 1 : 0));
     CHECK(counters.retried == c.attempts);
     CHECK(counters.requeued == (c.paused ? 1 : 0));
-    CHECK(counters.provider_429 == (c.http_status == 429 ? 1 : 0));
-    CHECK(counters.provider_503 == (c.http_status == 503 ? 1 : 0));
-    const bool outage = c.paused && c.http_status != 429 && c.http_status != 503;
+    // (An account out of quota is a 429 that is no rate limit: an outage.)
+    const bool limited = std::holds_alternative<o::RateLimited>(c.kind);
+    const bool overloaded = std::holds_alternative<o::Overloaded>(c.kind);
+    CHECK(counters.provider_429 == (limited ? 1 : 0));
+    CHECK(counters.provider_503 == (overloaded ? 1 : 0));
+    const bool outage = c.paused && !limited && !overloaded;
     CHECK(counters.outage_pauses == (outage ? 1 : 0));
     CHECK(dispatcher.held() == static_cast<std::size_t>(c.attempts));
     if (c.attempts > 0) {

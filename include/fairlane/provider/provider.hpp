@@ -70,6 +70,10 @@ struct ServerError {
 struct ClientError {
   int status = 0;
   std::string detail;
+  // When the refusal is of fairlane itself, never the page's (its key, its account's quota,
+  // credit or payment, a proxy's login), and every page would meet it: what the operator
+  // should check. Empty for a refusal of the page (classify() tells them apart).
+  std::string remedy = {};
 };
 struct Timeout {};
 struct ConnectionError {
