@@ -328,6 +328,28 @@ void CurlProvider::finish_done_calls() {
   }
 }
 
+// --provider-url as calls are made to it: without the slashes at its end (the dialect's
+// path begins with one). Refused: a URL of another scheme than http or https (libcurl would
+// guess one), and one ending in /v1, as OpenAI's clients write their base URL (the dialect's
+// path begins with /v1 too: every call would go to /v1/v1/...).
+Result<std::string> provider_base_url(std::string_view url) {
+  if (!url.starts_with("http://") && !url.starts_with("https://")) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("--provider-url {} is not an http:// or https:// URL: give one, "
+                              "such as http://127.0.0.1:9000",
+                              url));
+  }
+  std::string_view base = url;
+  while (base.ends_with('/')) base.remove_suffix(1);
+  if (base.ends_with("/v1")) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("--provider-url {} ends in /v1, and fairlane adds "
+                              "/v1/chat/completions or /v1/messages itself: give {}",
+                              url, base.substr(0, base.size() - 3)));
+  }
+  return std::string(base);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io,
@@ -338,6 +360,8 @@ Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io
     return Status(StatusCode::invalid_argument,
                   "the provider has no URL: give --provider-url (e.g. http://127.0.0.1:9000)");
   }
+  auto base_url = provider_base_url(config.base_url);
+  if (!base_url.ok()) return base_url.status();
   std::string key;
   if (!config.api_key_env.empty()) {
     // Read once, when the provider is made; fairlane never sets its environment.
@@ -351,7 +375,9 @@ Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io
     }
     key = value;
   }
-  return std::unique_ptr<Provider>(new CurlProvider(io, config, std::move(key)));
+  CurlProviderConfig taken = config;
+  taken.base_url = std::move(base_url).value();
+  return std::unique_ptr<Provider>(new CurlProvider(io, taken, std::move(key)));
 }
 
 }  // namespace fairlane

@@ -30,12 +30,13 @@ namespace {
 
 // A stand-in and a client on one io_context.
 struct Rig {
+  // `url_tail` follows the stand-in's address in --provider-url.
   explicit Rig(sim::Config config, Dialect dialect = Dialect::openai,
-               CurlProviderConfig client = {})
+               CurlProviderConfig client = {}, const std::string& url_tail = "")
       : server(io, std::move(config)) {
     auto port = server.listen("127.0.0.1", 0);
     REQUIRE(port.ok());
-    client.base_url = "http://127.0.0.1:" + std::to_string(port.value());
+    client.base_url = "http://127.0.0.1:" + std::to_string(port.value()) + url_tail;
     client.dialect = dialect;
     auto made = fairlane::make_curl_provider(io, client);
     REQUIRE_MESSAGE(made.ok(), made.status().message());
@@ -473,6 +474,33 @@ TEST_CASE("The key is sent, checked, and appears in no outcome") {
   const auto refused = fairlane::make_curl_provider(io, missing);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("FAIRLANE_TEST_UNSET_KEY_VARIABLE") != std::string::npos);
+}
+
+TEST_CASE("A provider URL with a slash at its end is taken, one ending in /v1 is refused") {
+  // Before, http://host:port/ was called at //v1/chat/completions (404 for every page), and
+  // https://api.openai.com/v1, as OPENAI_BASE_URL is written, at /v1/v1/... (the same).
+  for (const std::string tail : {"/", "//"}) {
+    CAPTURE(tail);
+    Rig rig(quick(), Dialect::openai, {}, tail);
+    expect<outcome::Ok>(rig.calls(1)[0]);
+  }
+  boost::asio::io_context io;
+  const auto refusal = [&](const std::string& url) {
+    CurlProviderConfig config;
+    config.base_url = url;
+    const auto made = fairlane::make_curl_provider(io, config);
+    return made.ok() ? std::string("(taken)") : made.status().message();
+  };
+  CHECK(refusal("https://api.openai.com/v1") ==
+        "--provider-url https://api.openai.com/v1 ends in /v1, and fairlane adds "
+        "/v1/chat/completions or /v1/messages itself: give https://api.openai.com");
+  CHECK(refusal("https://api.anthropic.com/v1/") ==
+        "--provider-url https://api.anthropic.com/v1/ ends in /v1, and fairlane adds "
+        "/v1/chat/completions or /v1/messages itself: give https://api.anthropic.com");
+  CHECK(refusal("127.0.0.1:9000") ==
+        "--provider-url 127.0.0.1:9000 is not an http:// or https:// URL: give one, such as "
+        "http://127.0.0.1:9000");
+  CHECK(refusal("https://gateway.example/openai") == "(taken)");
 }
 
 TEST_CASE("What the stand-in bills is what the client was told") {
