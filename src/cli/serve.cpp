@@ -1,5 +1,6 @@
 #include "cli/serve.hpp"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 
 #include <boost/asio.hpp>
@@ -75,12 +76,25 @@ fairlane::Result<std::vector<std::unique_ptr<fairlane::Store>>> open_more(const 
   return stores;
 }
 
-// A thousand connections need a thousand descriptors: the soft limit raised to the hard.
-void raise_file_limit() {
+// A thousand connections need a thousand descriptors: the soft limit raised to the hard. A
+// hard limit below what the flags ask for is said at start (the calls out and the stores'
+// files need theirs too): past it, connections wait unaccepted.
+void raise_file_limit(const ServeOptions& o) {
   rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  if (files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
+    getrlimit(RLIMIT_NOFILE, &files);
+  }
+  constexpr std::int64_t kOwnFiles = 64;  // the stores, the readers' pipes, the log, ...
+  const std::int64_t wanted = o.max_connections + o.max_in_flight + kOwnFiles;
+  if (files.rlim_cur != RLIM_INFINITY && static_cast<std::int64_t>(files.rlim_cur) < wanted) {
+    std::cerr << fmt::format(
+        "fairlane: the open-file limit is {}, below the {} that --max-connections ({}) and "
+        "--max-in-flight ({}) may need: raise it (ulimit -n, LimitNOFILE=) or lower them; "
+        "past it, connections wait unaccepted\n",
+        files.rlim_cur, wanted, o.max_connections, o.max_in_flight);
   }
 }
 
@@ -207,7 +221,7 @@ int serve(const ServeOptions& o) {
               << "'\n";
     return kExitUsage;
   }
-  raise_file_limit();
+  raise_file_limit(o);
   // Before any thread starts: it reads the admin key's variable.
   auto routes = router_config(o, *dialect);
 

@@ -56,8 +56,10 @@ ApiRequest api_request(const http::request_parser<http::string_body>& parser) {
   return api;
 }
 
-http::response<http::string_body> to_beast(const ApiResponse& r, unsigned version,
-                                           bool keep_alive) {
+// `head_only`: the answer to a HEAD, its headers as a GET's (its Content-Length included),
+// and no body (RFC 9110, 9.3.2).
+http::response<http::string_body> to_beast(const ApiResponse& r, unsigned version, bool keep_alive,
+                                           bool head_only = false) {
   http::response<http::string_body> response{static_cast<http::status>(r.status), version};
   response.set(http::field::server, "fairlane");
   if (!r.content_type.empty()) response.set(http::field::content_type, r.content_type);
@@ -65,6 +67,7 @@ http::response<http::string_body> to_beast(const ApiResponse& r, unsigned versio
   response.keep_alive(keep_alive);
   response.body() = r.body;
   response.prepare_payload();
+  if (head_only) response.body().clear();
   return response;
 }
 
@@ -194,6 +197,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   void tell_answered();
 
   awaitable<void> accept_loop(std::shared_ptr<Impl> self);
+  bool accept_failing = false;  // since the last accept that worked
   // Answers 503 to a connection past max_connections, without waiting, and closes it.
   void refuse_connection(tcp::socket& socket) const;
   // The answer to a read that failed for a reason the client should hear (a body or headers
@@ -306,8 +310,22 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
         co_await acceptor->async_accept(asio::redirect_error(use_awaitable, error));
     if (error) {
       if (error == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+      // Out of descriptors (EMFILE, ENFILE) or memory: the connection stays in the backlog
+      // and the listener readable, so accepting again at once would spin the io thread,
+      // which also dispatches. Said once a spell, and tried again every 100 ms.
+      if (!accept_failing) {
+        std::cerr << fmt::format(
+            "fairlane: accepting connections failed ({}): raise the open-file limit (ulimit -n, "
+            "LimitNOFILE=) or lower --max-connections; trying again every 100 ms\n",
+            error.message());
+      }
+      accept_failing = true;
+      asio::steady_timer pause(io, std::chrono::milliseconds(100));
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, error));
       continue;
     }
+    if (accept_failing) std::cerr << "fairlane: accepting connections again\n";
+    accept_failing = false;
     if (open >= limits.max_connections) {
       // Bounded: a client beyond the cap is turned away at once, with a 503 if its socket
       // takes the few bytes now (never waiting for it), so it knows why.
@@ -414,6 +432,9 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     const unsigned version = parser.get().version();
     const bool keep_alive = parser.get().keep_alive();
     ApiRequest api = api_request(parser);
+    // A HEAD is routed as the GET it asks about; its answer goes without the body.
+    const bool head_only = api.method == "HEAD";
+    if (head_only) api.method = "GET";
     auto admitted = router.admit(api);
     // An upload counts as on its way, with its body's bytes, from its headers until its
     // body (and a document's pages) has been read.
@@ -424,7 +445,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     if (auto* answer = std::get_if<ApiResponse>(&admitted)) {
       const bool reusable = keep_alive && parser.is_done();
       tell_operator(*answer);
-      auto response = to_beast(*answer, version, reusable);
+      auto response = to_beast(*answer, version, reusable, head_only);
       co_await write_message(*stream, response, limits.write_timeout, error);
       body_unread = !error && !parser.is_done();
       if (error || !reusable) break;
@@ -489,6 +510,8 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       co_await hold.async_wait(asio::redirect_error(use_awaitable, ignored));
       answer = router.close_promise(*answer.promise_hold);
     }
+    // A HEAD of a live-event stream is told the stream's headers, and no stream is opened.
+    if (head_only) answer.events.reset();
     if (answer.events) {
       const bool reusable = co_await stream_events(*stream, router, *answer.events, version,
                                                    keep_alive, limits, stopped);
@@ -496,7 +519,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       continue;
     }
     tell_operator(answer);
-    auto response = to_beast(answer, version, keep_alive);
+    auto response = to_beast(answer, version, keep_alive, head_only);
     co_await write_message(*stream, response, limits.write_timeout, error);
     if (error || !keep_alive) break;
   }

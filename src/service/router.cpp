@@ -135,7 +135,7 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   const auto target = target_of(head);
   if (!target) return bad_target();
   // Open: the probes of an orchestrator, which carry no key.
-  if (auto probe = routes::probe(context_, target->path)) return std::move(*probe);
+  if (auto probe = routes::probe(context_, head.method, target->path)) return std::move(*probe);
 
   // Everything else needs a key: a user's, or the admin's.
   auto authenticated = auth_.authenticate(head, is_ui(*target, head));
@@ -197,7 +197,9 @@ ApiResponse Router::handle(ApiRequest request) {
 ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
   const auto target = target_of(request);
   if (!target) return bad_target();
-  if (auto probe = routes::probe(context_, target->path)) return std::move(*probe);
+  if (auto probe = routes::probe(context_, request.method, target->path)) {
+    return std::move(*probe);
+  }
   const std::string& path = target->path;
   const std::string& method = request.method;
 

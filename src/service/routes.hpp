@@ -108,8 +108,10 @@ using ReadThen = std::function<ApiResponse()>;
 
 namespace routes {
 
-// GET /healthz and /readyz, which need no key; nullopt for any other path.
-[[nodiscard]] std::optional<ApiResponse> probe(RouteContext& context, std::string_view path);
+// GET /healthz and /readyz, which need no key (405 for another method; the transport
+// routes a HEAD as a GET); nullopt for any other path.
+[[nodiscard]] std::optional<ApiResponse> probe(RouteContext& context, std::string_view method,
+                                               std::string_view path);
 
 // POST /v1/users (the admin's).
 [[nodiscard]] ApiResponse add_user(RouteContext& context, const ApiRequest& request);
