@@ -112,8 +112,8 @@ Status malformed(std::string_view what, std::string_view field) {
 
 }  // namespace
 
-Result<MultipartFile> multipart_file(std::string_view content_type_header, std::string body,
-                                     std::string_view field) {
+Result<std::string> multipart_boundary(std::string_view content_type_header,
+                                       std::string_view field) {
   const HeaderValue content_type = parse_header_value(content_type_header);
   if (!iequals(content_type.value, "multipart/form-data")) {
     return Status(StatusCode::invalid_argument,
@@ -128,7 +128,14 @@ Result<MultipartFile> multipart_file(std::string_view content_type_header, std::
                               "as -F {}=@book.pdf, which sets it",
                               field));
   }
-  const std::string dash_boundary = "--" + std::string(*boundary);
+  return std::string(*boundary);
+}
+
+Result<MultipartFile> multipart_file(std::string_view content_type_header, std::string body,
+                                     std::string_view field) {
+  const auto boundary = multipart_boundary(content_type_header, field);
+  if (!boundary.ok()) return boundary.status();
+  const std::string dash_boundary = "--" + *boundary;
   const std::string_view view(body);
 
   // The first delimiter: at the very start, or at the start of a line after a preamble.

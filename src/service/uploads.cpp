@@ -307,11 +307,18 @@ UploadRead upload_read(Result<Document> document) {
 
 std::optional<ApiResponse> check_upload_headers(RouteContext& context, const ApiRequest& head,
                                                 const User& user) {
-  if (format_of(head.header("Content-Type").value_or("")) == Format::unsupported) {
+  const std::string content_type = head.header("Content-Type").value_or("");
+  if (format_of(content_type) == Format::unsupported) {
     return error_response(415, "unsupported_media_type",
                           "send a PDF as application/pdf (the raw file) or multipart/form-data (a "
                           "part named file), or the pages' text as application/json: "
                           "{\"name\": ..., \"pages\": [\"text\", ...]}");
+  }
+  // A multipart body cannot be read without its boundary: refused before it is received.
+  if (media_type(content_type) == "multipart/form-data") {
+    if (auto boundary = multipart_boundary(content_type); !boundary.ok()) {
+      return error_response(400, "invalid_document", boundary.status().message());
+    }
   }
   if (const auto text = param(head, "max_tokens")) {
     const auto n = whole_number(*text);

@@ -722,6 +722,20 @@ TEST_CASE("A multipart upload is named after its file, unless ?name= says otherw
   }
 }
 
+TEST_CASE("A multipart upload without a boundary is refused from its headers, before its body") {
+  // A hand-written client that sends "multipart/form-data" alone. Before, its whole body
+  // (up to --max-body-mb) was received, and a reading slot taken, for the same 400.
+  Api api;
+  const auto answer = api.send("POST", "/v1/jobs", api.alice, "--x\r\n...",
+                               {{"Content-Type", "multipart/form-data"}});
+  CHECK_FALSE(answer.document.has_value());
+  CHECK(answer.status == 400);
+  CHECK(Api::body(answer).at("error").at("type") == "invalid_document");
+  CHECK(Api::body(answer).at("error").at("message") ==
+        "the upload's Content-Type has no boundary parameter: send the PDF as -F "
+        "file=@book.pdf, which sets it");
+}
+
 TEST_CASE("Unreadable documents get 400 invalid_document with the reason, and nothing is queued") {
   Api api;
   const std::string pdf = fairlane::write_pdf({"Some text."});

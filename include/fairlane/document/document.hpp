@@ -111,4 +111,10 @@ struct MultipartFile {
                                                    std::string body,
                                                    std::string_view field = "file");
 
+// What multipart_file() refuses of the Content-Type alone (not multipart/form-data, or no
+// boundary), with the same sentence; the boundary otherwise. For the headers of an upload,
+// before its body is read.
+[[nodiscard]] Result<std::string> multipart_boundary(std::string_view content_type_header,
+                                                     std::string_view field = "file");
+
 }  // namespace fairlane
