@@ -270,20 +270,8 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
                           .value_or(std::chrono::duration<double>(Clock::now() - start).count())
                     : 0.0;
     if (s.job.failed > 0) {
-      auto reply = client.get("/v1/jobs/" + id + "/result");
-      if (reply.ok() && reply->status == 200) {
-        const json::value result = parse_or_null(reply->body);
-        if (const auto* pages =
-                result.is_object() ? result.as_object().if_contains("pages") : nullptr;
-            pages && pages->is_array()) {
-          for (const json::value& page : pages->as_array()) {
-            const json::object& p = page.as_object();
-            if (string_of(p, "state") != "failed") continue;
-            s.failures.push_back(fmt::format("page {}: {}", p.at("page").to_number<std::int64_t>(),
-                                             string_of(p, "error")));
-          }
-        }
-      }
+      auto reply = client.get("/v1/jobs/" + encode(id) + "/result");
+      if (reply.ok() && reply->status == 200) s.failures = failed_pages(parse_or_null(reply->body));
     }
     summaries.push_back(std::move(s));
   }

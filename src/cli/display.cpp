@@ -39,10 +39,8 @@ std::string fit(std::string_view text, std::size_t width) {
   return fitted;
 }
 
-// Text from the service (a job's name, a failure's reason, which come from whoever uploaded
-// it and from the provider) for one line of a display: no escape sequence nor control
-// character (for_terminal), and newlines and tabs as spaces, so that a line watch redraws
-// in place stays one line.
+}  // namespace
+
 std::string one_line(std::string_view text) {
   std::string line = for_terminal(text);
   std::replace_if(
@@ -50,7 +48,26 @@ std::string one_line(std::string_view text) {
   return line;
 }
 
-}  // namespace
+std::vector<std::string> failed_pages(const json::value& result) {
+  std::vector<std::string> failures;
+  const json::object* o = result.if_object();
+  const json::value* pages = o != nullptr ? o->if_contains("pages") : nullptr;
+  if (pages == nullptr || !pages->is_array()) return failures;
+  for (const json::value& page : pages->as_array()) {
+    const json::object* p = page.if_object();
+    if (p == nullptr) continue;
+    const json::value* state = p->if_contains("state");
+    if (state == nullptr || !state->is_string() || state->as_string() != "failed") continue;
+    const json::value* number = p->if_contains("page");
+    const json::value* error = p->if_contains("error");
+    failures.push_back(fmt::format(
+        "page {}: {}",
+        number != nullptr && number->is_int64() ? std::to_string(number->as_int64()) : "?",
+        error != nullptr && error->is_string() ? std::string(error->as_string())
+                                               : std::string("(no reason given)")));
+  }
+  return failures;
+}
 
 Result<JobStatus> job_from(const json::value& value) {
   const json::object* o = value.if_object();

@@ -75,6 +75,12 @@ struct JobStatus {
 // that are not controls, UTF-8 included, are kept.
 [[nodiscard]] std::string for_terminal(std::string_view text);
 
+// Text from the service (a job's name, a failure's reason, which come from whoever uploaded
+// it and from the provider) for one line of a display: no escape sequence nor control
+// character (for_terminal), and newlines and tabs as spaces, so that a line watch redraws
+// in place stays one line.
+[[nodiscard]] std::string one_line(std::string_view text);
+
 // `line` cut to fit `columns` terminal cells (0: as it is), leaving the last one free: a line
 // watch redraws in place must not wrap, or the redraw climbs too few rows and the screen
 // fills with copies. Cut by bytes, at a UTF-8 character's start: a character takes at most
@@ -92,6 +98,11 @@ struct JobSummary {
   std::vector<std::string> failures;  // "page 7: the provider answered 500 five times"
 };
 [[nodiscard]] std::string summary(const std::vector<JobSummary>& jobs);
+
+// The failed pages of a result (GET /v1/jobs/{id}/result) as "page N: reason" lines, in its
+// order. Read defensively: an entry that is not an object is skipped, a page number or a
+// reason of another type reads as "?" or "(no reason given)"; not a result, none.
+[[nodiscard]] std::vector<std::string> failed_pages(const boost::json::value& result);
 
 // A result (GET /v1/jobs/{id}/result) as Markdown: a title, then each page under
 // "## Page N", its output, or its state and error when it has none.

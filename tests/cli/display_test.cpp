@@ -161,6 +161,21 @@ TEST_CASE("A result reads as Markdown, pages in order, failures marked") {
         "# book.pdf\n\n## Page 1\n\nHello.\n\n## Page 2\n\n_failed: timed out_\n");
 }
 
+TEST_CASE("The failed pages of a result are read whatever its shape") {
+  const auto result = boost::json::parse(
+      R"({"pages":[{"page":1,"state":"done"},{"page":2,"state":"failed","error":"timed out"},)"
+      R"(7,"text",null,{"state":"failed"},{"page":"4","state":"failed","error":17},)"
+      R"({"page":5,"state":["failed"]}]})");
+  // Until 2026-12-07 an entry that was not an object, or a page without a number, threw out
+  // of the summary at the end of a watch.
+  CHECK(failed_pages(result) == std::vector<std::string>{"page 2: timed out",
+                                                         "page ?: (no reason given)",
+                                                         "page ?: (no reason given)"});
+  CHECK(failed_pages(boost::json::parse(R"({"pages":{"page":1}})")).empty());
+  CHECK(failed_pages(boost::json::parse("[1,2]")).empty());
+  CHECK(failed_pages(nullptr).empty());
+}
+
 TEST_CASE("Seconds between two of the API's times") {
   CHECK(seconds_between("2026-11-29T14:03:07.250Z", "2026-11-29T14:04:08.750Z") ==
         doctest::Approx(61.5));
