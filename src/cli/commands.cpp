@@ -203,7 +203,8 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
 int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output& output) {
   struct Watched {
     std::optional<JobStatus> job;
-    Clock::time_point event_at;  // when its last event came
+    Clock::time_point event_at;                    // when its last event came
+    std::optional<EventStreams::Refusal> refused;  // its stream was refused: not watched
   };
   std::map<std::string, Watched> watched;
   std::map<std::string, std::string> last_event;
@@ -217,7 +218,11 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
   }
   const auto line = [&](const std::string& id, Clock::time_point now) {
     const Watched& w = watched.at(id);
-    if (!w.job) return fmt::format("{}: waiting for its first event", id);
+    if (w.refused) {
+      return fmt::format("{}: the service answered {}: {}", one_line(id), w.refused->status,
+                         one_line(w.refused->message));
+    }
+    if (!w.job) return fmt::format("{}: waiting for its first event", one_line(id));
     std::optional<double> eta = w.job->eta_s;
     if (eta) eta = std::max(*eta - std::chrono::duration<double>(now - w.event_at).count(), 0.0);
     // Pages done since the upload, over the time until now or, once ended, until its end.
@@ -228,13 +233,19 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
   const Clock::time_point start = Clock::now();
   bool drawn = false;
   while (streams.open() > 0) {
-    auto events = streams.poll(std::chrono::milliseconds(output.terminal ? 250 : 1'000));
-    if (!events.ok()) {
-      output.err << "fairlane: " << events.status().message() << '\n';
+    auto polled = streams.poll(std::chrono::milliseconds(output.terminal ? 250 : 1'000));
+    if (!polled.ok()) {
+      output.err << "fairlane: " << polled.status().message() << '\n';
       return streams.failed_status() != 0 ? exit_code_for(streams.failed_status()) : kExitFailure;
     }
     const Clock::time_point now = Clock::now();
-    for (auto& [id, event] : events.value()) {
+    // A job the service refused (a typo, another user's): only its own watch ends.
+    for (EventStreams::Refusal& refusal : polled->refused) {
+      const std::string id = refusal.job;
+      watched[id].refused = std::move(refusal);
+      if (!output.terminal) output.out << line(id, now) << '\n';
+    }
+    for (auto& [id, event] : polled->events) {
       if (event.type != "job") continue;
       // A stream opened again starts with the job as it is: not news if nothing changed.
       if (last_event[id] == event.data) continue;
@@ -261,9 +272,24 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
 
   std::vector<JobSummary> summaries;
   bool all_done = true;
+  long refused_status = 0;  // the first refusal's, by the jobs' order
   for (const std::string& id : order) {
+    const Watched& w = watched.at(id);
     JobSummary s;
-    s.job = *watched.at(id).job;
+    if (w.refused || !w.job) {
+      // Never watched: a row of its own, the reason among the failures.
+      s.job.id = id;
+      s.job.name = id;
+      s.job.state = w.refused && w.refused->status == 404 ? "not found" : "refused";
+      s.failures.push_back(w.refused ? fmt::format("the service answered {}: {}", w.refused->status,
+                                                   w.refused->message)
+                                     : std::string("no event came"));
+      if (refused_status == 0) refused_status = w.refused ? w.refused->status : 0;
+      all_done = false;
+      summaries.push_back(std::move(s));
+      continue;
+    }
+    s.job = *w.job;
     all_done = all_done && s.job.state == "done";
     s.seconds = s.job.finished_at
                     ? seconds_between(s.job.created_at, *s.job.finished_at)
@@ -276,6 +302,7 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
     summaries.push_back(std::move(s));
   }
   output.out << '\n' << summary(summaries);
+  if (refused_status != 0) return exit_code_for(refused_status);
   return all_done ? kExitOk : kExitJobFailed;
 }
 

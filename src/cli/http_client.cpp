@@ -52,21 +52,8 @@ int seek_file(void* file, curl_off_t offset, int origin) {
 
 // Keeps Retry-After from the headers (delta-seconds; the service sends only those).
 std::size_t read_header(char* data, std::size_t size, std::size_t count, void* user) {
-  const std::string_view line(data, size * count);
-  constexpr std::string_view kName = "retry-after:";
-  if (line.size() > kName.size()) {
-    std::string lower(line.substr(0, kName.size()));
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (lower == kName) {
-      std::string_view value = line.substr(kName.size());
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      std::int64_t seconds = 0;
-      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-      if (error == std::errc()) static_cast<HttpReply*>(user)->retry_after_s = seconds;
-    }
+  if (const auto seconds = retry_after_of(std::string_view(data, size * count))) {
+    static_cast<HttpReply*>(user)->retry_after_s = seconds;
   }
   return size * count;
 }
@@ -100,6 +87,27 @@ std::string message_of(std::string_view body) {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> retry_after_of(std::string_view line) {
+  constexpr std::string_view kName = "retry-after:";
+  if (line.size() <= kName.size()) return std::nullopt;
+  std::string lower(line.substr(0, kName.size()));
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower != kName) return std::nullopt;
+  std::string_view value = line.substr(kName.size());
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ' ||
+                            value.back() == '\t')) {
+    value.remove_suffix(1);
+  }
+  std::int64_t seconds = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (error != std::errc() || end != value.data() + value.size() || seconds < 0) {
+    return std::nullopt;
+  }
+  return seconds;
+}
 
 Status unreachable(std::string_view server, std::string_view why) {
   return Status(StatusCode::io_error,
@@ -242,8 +250,9 @@ struct EventStreams::Impl {
     Headers headers;
     SseParser parser;
     std::vector<SseEvent> pending;
-    std::string error_body;  // the body of an answer other than 200
-    int reconnects = 0;      // in a row, since the last event
+    std::string error_body;                     // the body of an answer other than 200
+    std::optional<std::int64_t> retry_after_s;  // the answer's Retry-After
+    int reconnects = 0;                         // in a row, since the last event
     std::optional<Clock::time_point> reconnect_at;
   };
 
@@ -270,9 +279,17 @@ struct EventStreams::Impl {
     return size * count;
   }
 
+  static std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
+    if (const auto seconds = retry_after_of(std::string_view(data, size * count))) {
+      static_cast<Stream*>(user)->retry_after_s = seconds;
+    }
+    return size * count;
+  }
+
   void attach(Stream& stream) {
     stream.handle = curl_easy_init();
     stream.error_body.clear();
+    stream.retry_after_s.reset();
     stream.parser = SseParser{};
     stream.headers.clear();
     stream.headers.add("Authorization: Bearer " + key);
@@ -281,6 +298,8 @@ struct EventStreams::Impl {
     curl_easy_setopt(stream.handle, CURLOPT_HTTPHEADER, stream.headers.list);
     curl_easy_setopt(stream.handle, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(stream.handle, CURLOPT_WRITEDATA, &stream);
+    curl_easy_setopt(stream.handle, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(stream.handle, CURLOPT_HEADERDATA, &stream);
     curl_easy_setopt(stream.handle, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
     curl_easy_setopt(stream.handle, CURLOPT_NOSIGNAL, 1L);
     // A stream that stays silent for a minute (heartbeats come every 15 s) is dead.
@@ -351,8 +370,7 @@ long EventStreams::failed_status() const {
   return impl_->failed_status;
 }
 
-Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
-    std::chrono::milliseconds timeout) {
+Result<EventStreams::Polled> EventStreams::poll(std::chrono::milliseconds timeout) {
   Impl& d = *impl_;
   const Clock::time_point now = Clock::now();
   // Streams due to reconnect are opened again; the wait ends at the next one due.
@@ -371,13 +389,13 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
                   nullptr);
   curl_multi_perform(d.multi, &running);
 
-  std::vector<std::pair<std::string, SseEvent>> events;
+  Polled polled;
   for (auto& [job, stream] : d.streams) {
     if (!stream->pending.empty()) {
       stream->reconnects = 0;
       d.heard = true;
     }
-    for (SseEvent& event : stream->pending) events.emplace_back(job, std::move(event));
+    for (SseEvent& event : stream->pending) polled.events.emplace_back(job, std::move(event));
     stream->pending.clear();
   }
   int left = 0;
@@ -390,7 +408,7 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
     Impl::Stream& stream = *it->second;
     long status = 0;
     curl_easy_getinfo(stream.handle, CURLINFO_RESPONSE_CODE, &status);
-    const CURLcode code = message->data.result;
+    CURLcode code = message->data.result;
     d.detach(stream);
     if (code == CURLE_OK && status == 204) {
       // The job had ended: no stream, which tells a client not to reconnect. Its last state
@@ -398,45 +416,55 @@ Result<std::vector<std::pair<std::string, SseEvent>>> EventStreams::poll(
       auto job =
           HttpClient(d.server, d.key)
               .get("/v1/jobs/" + boost::urls::encode(stream.job, boost::urls::unreserved_chars));
-      if (!job.ok()) return job.status();
-      if (job->status == 200) {
-        events.emplace_back(stream.job, SseEvent{"job", job->body});
+      if (job.ok() && job->status == 200) {
+        polled.events.emplace_back(stream.job, SseEvent{"job", job->body});
         continue;
       }
-      status = job->status;
-      stream.error_body = job->body;
+      if (job.ok()) {
+        status = job->status;
+        stream.error_body = job->body;
+        stream.retry_after_s = job->retry_after_s;
+      } else {
+        code = CURLE_COULDNT_CONNECT;  // gone between the two requests: as a stream dropped
+      }
     }
-    if (code == CURLE_OK && status != 200 && status != 429) {
-      d.failed_status = status;
-      return Status(status == 404   ? StatusCode::not_found
-                    : status == 401 ? StatusCode::invalid_argument
-                                    : StatusCode::io_error,
-                    fmt::format("{} answered {} for the events of {}: {}", d.server, status,
-                                stream.job, message_of(stream.error_body)));
+    // A service restarting, at its connection limit, or behind a proxy that cannot reach it
+    // (502, 503, 504), or one that timed the request out (408), may give a stream on the next
+    // try; any other answer will not, and ends this job's watch only.
+    const bool answered = code == CURLE_OK && status != 200;
+    const bool try_again = status == 408 || status == 429 || status >= 500;
+    if (answered && !try_again) {
+      polled.refused.push_back(Refusal{stream.job, status, message_of(stream.error_body)});
+      close(std::string(stream.job));
+      continue;
     }
-    // Ended, dropped or refused for now (429) before the caller closed it: open it again
-    // after the retry the service asked for (2 s), doubling with each try in a row up to
-    // 10 s, so that a restart of the service (or a deploy) is ridden out.
-    // A service never heard from (a wrong address, say) is not waited for: only one that
-    // went away is.
+    // Ended, dropped or refused for now before the caller closed it: open it again after
+    // the retry the service asked for (2 s), doubling with each try in a row up to 10 s, so
+    // that a restart of the service (or a deploy) is ridden out, and never before the
+    // answer's Retry-After. A service never heard from (a wrong address, say) is not waited
+    // for: only one that went away is.
     if (code != CURLE_OK && !d.heard) return unreachable(d.server, curl_easy_strerror(code));
     if (++stream.reconnects > d.max_reconnects) {
-      if (code == CURLE_OK && status == 429) {
+      if (answered) {
         d.failed_status = status;
         return Status(
-            StatusCode::busy,
-            fmt::format("{} refused the live events of {} {} times in a row: {}", d.server,
-                        stream.job, stream.reconnects, message_of(stream.error_body)));
+            status == 429 || status == 503 ? StatusCode::busy : StatusCode::io_error,
+            fmt::format("{} answered {} for the live events of {} {} times in a row: {}", d.server,
+                        status, stream.job, stream.reconnects, message_of(stream.error_body)));
       }
       return unreachable(
           d.server, code == CURLE_OK ? "the live events keep ending" : curl_easy_strerror(code));
     }
     const std::chrono::milliseconds first(stream.parser.retry_ms().value_or(2'000));
-    stream.reconnect_at =
-        Clock::now() + fairlane::doubled(first, stream.reconnects - 1,
-                                         std::max<fairlane::Clock::duration>(first, 10s));
+    Clock::duration wait = fairlane::doubled(first, stream.reconnects - 1,
+                                             std::max<fairlane::Clock::duration>(first, 10s));
+    if (answered && stream.retry_after_s) {
+      wait = std::max<Clock::duration>(
+          wait, std::chrono::seconds(std::min<std::int64_t>(*stream.retry_after_s, 600)));
+    }
+    stream.reconnect_at = Clock::now() + wait;
   }
-  return events;
+  return polled;
 }
 
 }  // namespace fairlane::cli

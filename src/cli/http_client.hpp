@@ -80,10 +80,13 @@ class HttpClient {
 // The live events of several jobs at once: one GET /v1/jobs/{id}/events each, read with
 // SseParser, at most `max_open` at a time (the service allows a user 16): the others wait
 // their turn, each opened as an earlier one is closed. A stream that drops before its job
-// ended, or is answered 429, is opened again after the retry the service asked for (2 s),
-// doubling with each try in a row up to 10 s, up to `max_reconnects` times in a row (12:
-// about 100 s, which a restart of the service fits in); one that never connected fails at
-// once, as the service could not be reached.
+// ended, or is answered 429, 408 or 5xx (a restart, a service at its connection limit, a
+// proxy in front of it), is opened again after the retry the service asked for (2 s),
+// doubling with each try in a row up to 10 s, and never before the answer's Retry-After
+// (delta-seconds, at most 10 minutes), up to `max_reconnects` times in a row (12: about
+// 100 s, which a restart of the service fits in); one that never connected fails at once,
+// as the service could not be reached. A stream refused for its job (404: no such job, 401,
+// 403) ends that job's watch only.
 class EventStreams {
  public:
   EventStreams(std::string server, std::string key, int max_reconnects = 12,
@@ -94,17 +97,30 @@ class EventStreams {
 
   void watch(const std::string& job_id);
 
-  // Waits up to `timeout` for events; returns those that came as (job id, event).
-  // A stream the service ended is closed; one answered with an error (404, 401) fails
-  // with the service's message. A job that had ended when its stream was asked for (204)
-  // gives one event, the job as GET /v1/jobs/{id} shows it.
-  Result<std::vector<std::pair<std::string, SseEvent>>> poll(std::chrono::milliseconds timeout);
+  // A stream the service refused for its job: 404 (no such job, or not yours), 401, 403, or
+  // any other answer that is neither a stream nor worth trying again. It is closed.
+  struct Refusal {
+    std::string job;
+    long status = 0;
+    std::string message;  // the service's
+  };
+  struct Polled {
+    std::vector<std::pair<std::string, SseEvent>> events;  // (job id, event), as they came
+    std::vector<Refusal> refused;
+  };
+
+  // Waits up to `timeout` for events; returns those that came, and the streams refused. A
+  // stream the service ended is closed. A job that had ended when its stream was asked for
+  // (204) gives one event, the job as GET /v1/jobs/{id} shows it. Fails only when the
+  // service cannot be reached, or has not given a stream for `max_reconnects` tries in a
+  // row: then no stream can go on.
+  Result<Polled> poll(std::chrono::milliseconds timeout);
 
   // Streams not closed yet: open, waiting to reconnect, or waiting their turn.
   [[nodiscard]] std::size_t open() const;
 
-  // The HTTP status of the answer that made poll() fail (404, 401...); 0 when it was not an
-  // answer (the service unreachable).
+  // The HTTP status of the last answer when poll() failed after it (429, 503 or 502 in a
+  // row); 0 when it was not an answer (the service unreachable).
   [[nodiscard]] long failed_status() const;
 
   // Called by a stream that ended normally; watch() of another job may follow.
@@ -114,6 +130,10 @@ class EventStreams {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Retry-After's delta-seconds in a header line ("Retry-After: 5\r\n", any case), or nothing
+// for another header or another form (an HTTP-date).
+[[nodiscard]] std::optional<std::int64_t> retry_after_of(std::string_view header_line);
 
 // "could not reach the service at URL (why): is `fairlane serve` running there? ...".
 [[nodiscard]] Status unreachable(std::string_view server, std::string_view why);
