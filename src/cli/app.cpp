@@ -346,8 +346,9 @@ CommandLine::CommandLine()
       ->add_option("--max-tokens", enqueue.max_tokens,
                    "Output tokens asked per page (default the service's)")
       ->check(CLI::Range(1, 1'000'000));
-  enqueue_command->add_option("--idempotency-key", enqueue.idempotency_key,
-                              "Makes a retried upload return the first job");
+  enqueue_command->add_option(
+      "--idempotency-key", enqueue.idempotency_key,
+      "Makes a retried upload return the first job (1 to 255 bytes of UTF-8 text)");
   enqueue_command->add_flag("--watch", watch_after, "Follow the jobs until they end");
 
   watch_command =

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
@@ -14,6 +15,8 @@
 #include <thread>
 
 #include "cli/display.hpp"
+#include "fairlane/core/text.hpp"
+#include "fairlane/store/store.hpp"
 
 namespace fairlane::cli {
 namespace {
@@ -131,6 +134,30 @@ int exit_code_for(long http_status) {
   }
 }
 
+std::optional<std::string> idempotency_key_problem(std::string_view key) {
+  std::string why;
+  if (key.empty()) {
+    why = "it is empty";
+  } else if (key.size() > kMaxIdempotencyKeyBytes) {
+    why = fmt::format("it has {} bytes", key.size());
+  } else if (std::any_of(key.begin(), key.end(), [](char c) {
+               return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+             })) {
+    why = "it holds a control character";
+  } else if (!is_storable_text(key)) {
+    why = "it is not UTF-8";
+  } else if (key.find_first_not_of(' ') == std::string_view::npos) {
+    why = "it is only spaces";
+  } else {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "--idempotency-key is 1 to {} bytes of UTF-8 text without control characters, not only "
+      "spaces, and {}: pass another, such as the output of uuidgen, or leave the flag out to "
+      "have one made up",
+      kMaxIdempotencyKeyBytes, why);
+}
+
 int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& output,
             std::vector<std::string>& accepted) {
   struct Upload {
@@ -152,6 +179,12 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
     output.err << "fairlane: --idempotency-key names one upload (the same key would give every "
                   "file the first one's job): upload the files one by one\n";
     return kExitUsage;
+  }
+  if (options.idempotency_key) {
+    if (const auto problem = idempotency_key_problem(*options.idempotency_key)) {
+      output.err << "fairlane: " << *problem << '\n';
+      return kExitUsage;
+    }
   }
   int exit_status = kExitOk;
   // The uploads not tried, once one fails in a way that ends the command.

@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/http_client.hpp"
@@ -44,6 +45,12 @@ struct EnqueueOptions {
   std::optional<std::int64_t> max_tokens;
   std::optional<std::string> idempotency_key;
 };
+
+// What is wrong with an --idempotency-key, as a sentence naming the remedy; nothing when it
+// is what the service takes (1 to 255 bytes of UTF-8 text without control characters) and
+// not only spaces. An empty or blank key would not be sent at all: libcurl drops a header
+// with nothing after its colon.
+[[nodiscard]] std::optional<std::string> idempotency_key_problem(std::string_view key);
 
 // Uploads each file; prints the door's answer for each. `accepted` gets the jobs' ids.
 int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& output,

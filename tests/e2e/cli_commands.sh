@@ -133,6 +133,13 @@ run 5 status --key fl_wrong
 has err "not known"
 run 5 watch "$id" --key fl_wrong
 run 2 enqueue "$work/book.pdf" "$work/book.pdf" --idempotency-key same --key "$alice"
+# An empty or blank key would not be sent at all (libcurl drops a header with nothing after
+# its colon), so an upload sent again with it could be taken twice; one the service would
+# refuse (over 255 bytes, a control character) is refused before anything is sent.
+for bad in "" "   " "$(head -c 256 /dev/zero | tr '\0' k)" $'tab\there'; do
+  run 2 enqueue "$work/book.pdf" --idempotency-key "$bad" --key "$alice"
+  has err "--idempotency-key is 1 to 255 bytes of UTF-8 text"
+done
 
 # More jobs than the 16 live streams a user may hold: watch takes them a few at a time.
 ids=()
