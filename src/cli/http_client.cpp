@@ -210,12 +210,15 @@ Result<HttpReply> HttpClient::perform(std::string_view method, std::string_view 
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   const CURLcode code = curl_easy_perform(curl);
   // The service takes an upload only once it has its whole body: sent whole, and no answer
-  // came, it may have; cut short, it has not.
+  // came, it may have; cut short, or never sent (no connection: a 0-byte body counts as
+  // whole before any), it has not.
+  long request_sent = 0;  // the request's head, in bytes
+  curl_easy_getinfo(curl, CURLINFO_REQUEST_SIZE, &request_sent);
   curl_off_t body_sent = 0;
   curl_easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &body_sent);
   const std::uint64_t body_size = file != nullptr ? file_size : body.size();
-  const bool maybe_accepted =
-      method == "POST" && body_sent >= 0 && static_cast<std::uint64_t>(body_sent) == body_size;
+  const bool maybe_accepted = method == "POST" && request_sent > 0 && body_sent >= 0 &&
+                              static_cast<std::uint64_t>(body_sent) == body_size;
   if (code == CURLE_OPERATION_TIMEDOUT) {
     return Status(
         maybe_accepted ? StatusCode::outcome_unknown : StatusCode::io_error,

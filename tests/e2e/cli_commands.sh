@@ -166,6 +166,12 @@ has err "could not reach the service at http://127.0.0.1:9"
 run 1 enqueue "$work/book.pdf" "$work/fake.pdf" --key "$alice" --server http://127.0.0.1:9
 has err "$work/book.pdf: could not reach the service at http://127.0.0.1:9"
 has err "not sent: $work/fake.pdf"
+# An empty file's whole body (0 bytes) is "sent" before any connection: a service never
+# reached cannot have accepted it (until 2026-12-07 the command said it may have).
+: >"$work/empty.pdf"
+run 1 enqueue "$work/empty.pdf" --key "$alice" --server http://127.0.0.1:9
+has err "$work/empty.pdf: could not reach the service at http://127.0.0.1:9"
+! grep -q "may have been accepted\|idempotency-key" "$err" || fail "an upload never sent may have been accepted: $(cat "$err")"
 # A watch rides out a service that went away (e2e.cli_watch_restart), not one never heard
 # from: a wrong address fails at once, well within `run`'s 60 s.
 run 1 watch "$id" --key "$alice" --server http://127.0.0.1:9
