@@ -109,7 +109,9 @@ CommandLine::CommandLine()
   app.allow_config_extras(false);
 
   serve_command = app.add_subcommand("serve", "Run the service: the API and the dispatcher");
-  serve_command->add_option("--listen", serve.listen, "ADDRESS:PORT to listen on (port 0: any)")
+  serve_command
+      ->add_option("--listen", serve.listen,
+                   "IP:PORT to listen on, such as 127.0.0.1:8080 or [::1]:8080 (port 0: any)")
       ->capture_default_str()
       ->check(not_empty());
   serve_command->add_option("--db", serve.db, "The SQLite database (PostgreSQL: not yet)")

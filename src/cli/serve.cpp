@@ -210,9 +210,8 @@ void stop(Service& s) {
 
 int serve(const ServeOptions& o) {
   const auto listen = listen_address(o.listen);
-  if (!listen) {
-    std::cerr << "fairlane: --listen takes ADDRESS:PORT, such as 127.0.0.1:8080, not '" << o.listen
-              << "'\n";
+  if (!listen.ok()) {
+    std::cerr << "fairlane: " << listen.status().message() << '\n';
     return kExitUsage;
   }
   const auto dialect = fairlane::dialect_from(o.provider_dialect);
@@ -243,7 +242,7 @@ int serve(const ServeOptions& o) {
   signals.async_wait([&s](const boost::system::error_code& error, int) {
     if (!error) stop(s);
   });
-  std::cout << "listening on http://" << listen->address << ':' << bound.value() << std::endl;
+  std::cout << "listening on http://" << listen->url_host() << ':' << bound.value() << std::endl;
   s.io.run();
   return s.exit_status;
 }

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/ip/address.hpp>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <exception>
 #include <iostream>
+#include <string_view>
 
 #include "cli/commands.hpp"
 
@@ -27,17 +29,54 @@ std::chrono::milliseconds millis(double seconds) {
 
 }  // namespace
 
-std::optional<ListenAddress> listen_address(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  int port = -1;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    return std::nullopt;
+std::string ListenAddress::url_host() const {
+  return address.find(':') != std::string::npos ? "[" + address + "]" : address;
+}
+
+fairlane::Result<ListenAddress> listen_address(const std::string& listen) {
+  const auto wrong = [&listen](std::string_view what) {
+    return Status(StatusCode::invalid_argument,
+                  fmt::format("--listen takes IP:PORT, not '{}': {}", listen, what));
+  };
+  constexpr std::string_view kUseAnIp =
+      "use an IP address, such as 127.0.0.1:8080 or [::1]:8080 (0.0.0.0 or [::] for every "
+      "interface)";
+  std::string host;
+  std::string_view port;
+  if (!listen.empty() && listen.front() == '[') {
+    const auto close = listen.find(']');
+    if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
+      return wrong(fmt::format("an IPv6 address in brackets is followed by :PORT; {}", kUseAnIp));
+    }
+    host = listen.substr(1, close - 1);
+    port = std::string_view(listen).substr(close + 2);
+  } else {
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) {
+      return wrong("it names no port: add a port of digits, 0 to 65535 (0: any free one)");
+    }
+    host = listen.substr(0, colon);
+    port = std::string_view(listen).substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return wrong(fmt::format("an IPv6 address goes in brackets; {}", kUseAnIp));
+    }
   }
-  if (port < 0 || port > 65535) return std::nullopt;
-  return ListenAddress{listen.substr(0, colon), static_cast<std::uint16_t>(port)};
+  // Digits only: std::stoi read "80x" as 80, and took " 80" and "+80".
+  unsigned number = 0;
+  const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
+  if (port.empty() || error != std::errc() || end != port.data() + port.size() || number > 65535) {
+    return wrong("it needs a port of digits, 0 to 65535 (0: any free one)");
+  }
+  boost::system::error_code not_ip;
+  const auto ip = boost::asio::ip::make_address(host, not_ip);
+  if (not_ip) {
+    return wrong(fmt::format("'{}' is not an IP address (host names are not looked up); {}", host,
+                             kUseAnIp));
+  }
+  if (listen.front() == '[' && !ip.is_v6()) {
+    return wrong(fmt::format("brackets hold an IPv6 address; {}", kUseAnIp));
+  }
+  return ListenAddress{host, static_cast<std::uint16_t>(number)};
 }
 
 std::string instance_id(const ServeOptions& o) {

@@ -17,14 +17,20 @@
 
 namespace fairlane::cli {
 
-// --listen's ADDRESS:PORT.
+// --listen's IP:PORT.
 struct ListenAddress {
-  std::string address;
-  std::uint16_t port = 0;
+  std::string address;     // an IP address as written, IPv6 without its brackets
+  std::uint16_t port = 0;  // 0: any free port
+
+  // The address as a URL's host: IPv6 in brackets.
+  [[nodiscard]] std::string url_host() const;
 };
 
-// --listen's ADDRESS:PORT, or nothing when it names no port.
-std::optional<ListenAddress> listen_address(const std::string& listen);
+// --listen's IP:PORT ("127.0.0.1:8080", "[::1]:8080"): an IPv4 address, or an IPv6 one in
+// brackets, and a port of digits only, 0 to 65535. Anything else (a host name such as
+// localhost, a port with more after it) is invalid_argument, naming what is wrong and what
+// to write instead.
+fairlane::Result<ListenAddress> listen_address(const std::string& listen);
 
 // --instance, or the host's name and this process's id: unique among the instances of a
 // cluster, and new at every start (a restarted leader is a new instance).
