@@ -114,7 +114,9 @@ CommandLine::CommandLine()
                    "IP:PORT to listen on, such as 127.0.0.1:8080 or [::1]:8080 (port 0: any)")
       ->capture_default_str()
       ->check(not_empty());
-  serve_command->add_option("--db", serve.db, "The SQLite database (PostgreSQL: not yet)")
+  serve_command
+      ->add_option("--db", serve.db,
+                   "The SQLite database, or a postgresql:// URI (a cluster's shared database)")
       ->capture_default_str()
       ->check(not_empty());
   serve_command
