@@ -6,12 +6,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string_view>
@@ -63,6 +65,35 @@ std::optional<double> epoch_s(const json::object& job, std::string_view field) {
   const auto t = date + std::chrono::hours{hour} + std::chrono::minutes{minute} +
                  std::chrono::seconds{second} + std::chrono::milliseconds{ms};
   return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// The last `count` lines of a file, on one line (" / " between them, at most 600 bytes), for
+// an error in the report's table; "" when it cannot be read.
+std::string last_lines(const std::filesystem::path& file, std::size_t count) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    lines.push_back(std::move(line));
+    if (lines.size() > count) lines.erase(lines.begin());
+  }
+  std::string joined;
+  for (const std::string& line : lines) joined += (joined.empty() ? "" : " / ") + line;
+  std::replace(joined.begin(), joined.end(), '|', '/');  // a Markdown table's cell
+  if (joined.size() > 600) joined = "..." + joined.substr(joined.size() - 600);
+  return joined;
+}
+
+// An error answer's message ({"error":{"message"}}), or the body's start.
+std::string answer_message(std::string_view body) {
+  boost::system::error_code error;
+  const json::value value = json::parse(body, error);
+  const json::value* e =
+      !error && value.is_object() ? value.as_object().if_contains("error") : nullptr;
+  const json::value* m =
+      e != nullptr && e->is_object() ? e->as_object().if_contains("message") : nullptr;
+  if (m != nullptr && m->is_string()) return std::string(m->as_string());
+  return std::string(body.substr(0, 200));
 }
 
 // `to` - `from` of a job object's two times, when it has both.
@@ -151,6 +182,8 @@ CaseResult run_fairlane(const LabConfig& config) {
                                    (dir / "serve.log").string(),
                                    false,
                                    {"FAIRLANE_ADMIN_KEY=lab-admin-key"}});
+  // The folder goes at the end, unless the case could not run: then its log is kept, for
+  // the error names it.
   const auto finish = [&] {
     service.stop(std::chrono::seconds(5));
     read_stand_in_stats(stats(), config, result);
@@ -158,11 +191,13 @@ CaseResult run_fairlane(const LabConfig& config) {
     io.stop();
     io_thread.join();
     std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
+    if (result.error.empty()) std::filesystem::remove_all(dir, ignored);
   };
+  const std::string log = (dir / "serve.log").string();
   if (!base) {
-    result.error =
-        fmt::format("fairlane serve did not start (its log: {})", (dir / "serve.log").string());
+    const std::string said = last_lines(log, 5);
+    result.error = fmt::format("fairlane serve did not start{} (its log, kept: {})",
+                               said.empty() ? "" : ": " + said, log);
     finish();
     return result;
   }
@@ -174,12 +209,25 @@ CaseResult run_fairlane(const LabConfig& config) {
   for (int user = 0; user < config.ramp.back(); ++user) {
     auto reply = admin.post("/v1/users", "application/json",
                             fmt::format(R"({{"name":"user-{}"}})", user + 1));
-    if (!reply.ok() || reply->status != 201) {
-      result.error = "could not add the lab's users";
+    boost::system::error_code error;
+    const json::value answer = reply.ok() ? json::parse(reply->body, error) : json::value();
+    const json::value* key =
+        !error && answer.is_object() ? answer.as_object().if_contains("key") : nullptr;
+    if (!reply.ok() || reply->status != 201 || key == nullptr || !key->is_string()) {
+      result.error = fmt::format("could not add the lab's users: {} (the service's log, kept: {})",
+                                 !reply.ok() ? reply.status().message()
+                                 : reply->status != 201
+                                     ? fmt::format("POST /v1/users answered {}: {}", reply->status,
+                                                   answer_message(reply->body))
+                                     : fmt::format("POST /v1/users answered 201 without a key: {}",
+                                                   reply->body.substr(0, 200)),
+                                 log);
+      std::replace(result.error.begin(), result.error.end(), '|', '/');
+      std::replace(result.error.begin(), result.error.end(), '\n', ' ');
       finish();
       return result;
     }
-    keys.emplace_back(json::parse(reply->body).at("key").as_string());
+    keys.emplace_back(key->as_string());
     users.push_back(std::make_unique<cli::HttpClient>(*base, keys.back()));
   }
   // The books' bodies, made before the clock starts too.
