@@ -3,7 +3,9 @@
 # - a serve that does not start: the error quotes its log's last lines and names the log,
 #   which is kept (until 2026-12-07 the error named a log in a folder then deleted);
 # - a service that refuses to add the lab's users: the error gives its status and message
-#   (until 2026-12-07: "could not add the lab's users", no more).
+#   (until 2026-12-07: "could not add the lab's users", no more);
+# - a report that cannot be written: exit 1 naming the file (until 2026-12-07 exit 0, the
+#   report lost), and an --out that cannot be a folder is said before any case runs.
 #
 #   errors.sh FAIRLANE_LAB
 set -euo pipefail
@@ -60,4 +62,14 @@ log=$(grep -o "/[^ ]*/serve\.log" "$work/refusing.out" | head -1)
 [[ -n $log && -f $log ]] || fail "the log named ($log) is not there: $(cat "$work/refusing.out")"
 rm -rf "$(dirname "$log")"
 
+# A report that cannot be written (report.md is a folder): exit 1, naming it.
+mkdir -p "$work/blocked/report.md"
+run_lab 1 blocked --case 1 --out "$work/blocked"
+grep -q "cannot write $work/blocked/report.md" "$work/blocked.err" ||
+  fail "the unwritten report is not named: $(cat "$work/blocked.err")"
+# An --out that is a file: said at once, before any case runs.
+touch "$work/a-file"
+run_lab 1 file --case 1 --out "$work/a-file"
+grep -q "cannot make the folder $work/a-file" "$work/file.err" || fail "the bad --out is not named: $(cat "$work/file.err")"
+grep -q "running" "$work/file.err" && fail "a case ran before the bad --out was said: $(cat "$work/file.err")"
 echo "1 passed, 0 failed"

@@ -68,6 +68,12 @@ int main(int argc, char** argv) try {
     config.ramp = ramp;
   }
   if (cases.empty()) cases = {1, 2, 3, 4, 5};
+  // The report's folder, made before the cases run (minutes): a bad --out is said at once.
+  if (std::error_code error; !std::filesystem::create_directories(out, error) && error) {
+    std::cerr << "fairlane-lab: cannot make the folder " << out << " for the report ("
+              << error.message() << "): pass another --out\n";
+    return 1;
+  }
   // Case 2 opens a connection per page: thousands of descriptors.
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
@@ -83,12 +89,26 @@ int main(int argc, char** argv) try {
   }
   const std::string report = fairlane::lab::markdown(results, config);
   std::cout << report;
-  std::filesystem::create_directories(out);
-  std::ofstream(std::filesystem::path(out) / "report.md") << report;
-  std::ofstream(std::filesystem::path(out) / "chart.svg")
-      << fairlane::lab::svg_chart(results, config);
-  std::cerr << "fairlane-lab: wrote " << out << "/report.md and " << out << "/chart.svg\n";
   int status = 0;
+  // Each file checked once closed: a full disk shows only when the data is flushed.
+  const auto write = [&status](const std::filesystem::path& file, const std::string& text) {
+    std::ofstream stream(file, std::ios::binary);
+    stream << text;
+    stream.close();
+    if (stream.fail()) {
+      std::cerr << "fairlane-lab: cannot write " << file.string()
+                << ": check that its folder is writable and the disk has room\n";
+      status = 1;
+      return false;
+    }
+    return true;
+  };
+  const bool wrote_report = write(std::filesystem::path(out) / "report.md", report);
+  const bool wrote_chart =
+      write(std::filesystem::path(out) / "chart.svg", fairlane::lab::svg_chart(results, config));
+  if (wrote_report && wrote_chart) {
+    std::cerr << "fairlane-lab: wrote " << out << "/report.md and " << out << "/chart.svg\n";
+  }
   for (const auto& r : results) {
     if (!r.error.empty()) status = 1;
     if (!check || !r.error.empty()) continue;
