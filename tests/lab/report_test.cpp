@@ -4,6 +4,7 @@
 #include <string>
 
 #include "lab.hpp"
+#include "lab_internal.hpp"
 
 using namespace fairlane::lab;
 
@@ -113,4 +114,29 @@ TEST_CASE("Lab: a book's time as the service measured it wins over the lab's own
   const std::string md = markdown({r}, config);
   INFO(md);
   CHECK(md.find("| -10.0% / 0.0% / 0.0% | 0 of 2 (0.0%) |") != std::string::npos);
+}
+
+TEST_CASE("Lab: a run without a full minute has no busiest minute, shown as -") {
+  LabConfig config;  // 300,000 tokens a minute
+  CaseResult r;
+  r.which = Case::one_at_a_time;
+  // The stand-in's first and last minutes are partial: two minutes hold no full one. Until
+  // 2026-12-07 the report said "busiest full minute 0.0% of the TPM limit".
+  read_stand_in_stats(R"({"requests":2,"per_minute":[{"input_tokens":9000,"output_tokens":1000},)"
+                      R"({"input_tokens":5000,"output_tokens":500}]})",
+                      config, r);
+  CHECK_FALSE(r.busiest_minute_utilisation.has_value());
+  const std::string md = markdown({r}, config);
+  INFO(md);
+  CHECK(md.find("busiest full minute -;") != std::string::npos);
+  CHECK(md.find("0.0% of the TPM limit") == std::string::npos);
+
+  // Three minutes: the middle one is full, 150,000 tokens of 300,000.
+  read_stand_in_stats(R"({"per_minute":[{"input_tokens":1},)"
+                      R"({"input_tokens":100000,"output_tokens":50000},{"input_tokens":1}]})",
+                      config, r);
+  REQUIRE(r.busiest_minute_utilisation.has_value());
+  CHECK(*r.busiest_minute_utilisation == doctest::Approx(0.5));
+  CHECK(markdown({r}, config).find("busiest full minute 50.0% of the TPM limit;") !=
+        std::string::npos);
 }

@@ -304,20 +304,23 @@ void read_stand_in_stats(const std::string& json, const LabConfig& config, CaseR
   result.spend_usd = number("cost_usd");
   // The busiest full minute's tokens over the limit (minutes are the stand-in's own; the
   // first and the last are partial).
-  if (const auto* series = o.if_contains("per_minute"); series && series->is_array()) {
+  result.busiest_minute_utilisation.reset();
+  const auto limit = static_cast<double>(config.per_minute(config.tokens_per_minute));
+  if (const auto* series = o.if_contains("per_minute");
+      series && series->is_array() && series->as_array().size() >= 3 && limit > 0) {
     const auto& minutes = series->as_array();
     double best = 0;
     for (std::size_t i = 1; i + 1 < minutes.size(); ++i) {
-      const auto& m = minutes[i].as_object();
+      const auto* m = minutes[i].if_object();
+      if (m == nullptr) continue;
       double tokens = 0;
       for (const char* key : {"input_tokens", "output_tokens"}) {
-        if (const auto* v = m.if_contains(key); v && v->is_number())
+        if (const auto* v = m->if_contains(key); v && v->is_number())
           tokens += v->to_number<double>();
       }
       best = std::max(best, tokens);
     }
-    const auto limit = static_cast<double>(config.per_minute(config.tokens_per_minute));
-    result.busiest_minute_utilisation = limit > 0 ? best / limit : 0;
+    result.busiest_minute_utilisation = best / limit;
   }
 }
 

@@ -119,8 +119,9 @@ struct CaseResult {
   double spend_usd = 0;
   std::int64_t client_retries = 0;         // case 5: attempts begun again after the client timeout
   std::int64_t retried_after_refusal = 0;  // case 5: calls sent again after a 429 or 503
-  // The busiest full minute's billed tokens over the TPM limit (0 if no full minute).
-  double busiest_minute_utilisation = 0;
+  // The busiest full minute's billed tokens over the TPM limit; none when the run had no
+  // full minute (the stand-in's first and last are partial) or no TPM limit.
+  std::optional<double> busiest_minute_utilisation;
   std::string error;  // set when the case could not be run at all
 };
 

@@ -191,10 +191,12 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
     if (!r.error.empty()) continue;
     out += fmt::format(
         "- {}: {} calls reached the provider, {} answered 429, {} answered 503; "
-        "busiest full minute {:.1f}% of the TPM limit; {:.1f} s{}.",
+        "busiest full minute {}; {:.1f} s{}.",
         case_name(r.which), r.provider_requests, r.provider_429, r.provider_503,
-        100.0 * r.busiest_minute_utilisation, r.duration_s,
-        r.cut_short ? " (cut short at the deadline)" : "");
+        r.busiest_minute_utilisation
+            ? fmt::format("{:.1f}% of the TPM limit", 100.0 * *r.busiest_minute_utilisation)
+            : std::string("-"),
+        r.duration_s, r.cut_short ? " (cut short at the deadline)" : "");
     if (r.which == Case::client_pool) {
       std::vector<double> ended;
       for (const BookRecord& book : r.books) {
