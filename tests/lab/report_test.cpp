@@ -140,3 +140,49 @@ TEST_CASE("Lab: a run without a full minute has no busiest minute, shown as -") 
   CHECK(markdown({r}, config).find("busiest full minute 50.0% of the TPM limit;") !=
         std::string::npos);
 }
+
+TEST_CASE("Lab: an upload's answer decides its book's fate, busy only when the door said so") {
+  const std::string busy = R"({"error":{"type":"busy","message":"the queue is long"}})";
+  const std::string read_only = R"({"error":{"type":"read_only","message":"the disk is full"}})";
+  CHECK(upload_fate(202, R"({"id":"job_1"})") == Fate::pending);  // accepted: its pages go on
+  CHECK(upload_fate(503, busy) == Fate::door_busy);
+  // Until 2026-12-07 every 503 was the door's busy, and every other answer marked the pages
+  // failed, counted as dying at the provider although none was sent.
+  CHECK(upload_fate(503, read_only) == Fate::upload_error);
+  CHECK(upload_fate(503, "<html>proxy</html>") == Fate::upload_error);
+  CHECK(upload_fate(502, "") == Fate::upload_error);
+  CHECK(upload_fate(0, "") == Fate::upload_error);  // no answer
+  CHECK(upload_fate(413, R"({"error":{"type":"payload_too_large"}})") == Fate::upload_refused);
+  CHECK(upload_fate(429, R"({"error":{"type":"user_queue_full"}})") == Fate::upload_refused);
+  CHECK(upload_fate(400, "") == Fate::upload_refused);
+  CHECK(upload_answer(503, read_only) == "503 read_only: the disk is full");
+  CHECK(upload_answer(502, "Bad Gateway") == "502: Bad Gateway");
+}
+
+TEST_CASE("Lab: fairlane's uploads refused or failed are reported apart from the provider") {
+  LabConfig config;
+  config.ramp = {1, 2, 4};
+  config.pages_per_book = 2;
+  CaseResult r;
+  r.which = Case::fairlane;
+  r.books = {book(0, 1, 0, {{Fate::done, 1.0, 10}, {Fate::done, 2.0, 10}}),
+             book(1, 2, 1, {{Fate::door_busy, 1.0, 0}, {Fate::door_busy, 1.0, 0}}),
+             book(2, 4, 2, {{Fate::upload_refused, 2.0, 0}, {Fate::upload_refused, 2.0, 0}}),
+             book(3, 4, 2, {{Fate::upload_error, 2.1, 0}, {Fate::upload_error, 2.1, 0}})};
+  r.books[2].upload_answer = "413 payload_too_large: too large";
+  r.books[3].upload_answer = "503 read_only: the disk is full";
+  CHECK(r.books[1].refused());
+  CHECK_FALSE(r.books[2].refused());
+  CHECK(r.books[2].not_uploaded());
+  CHECK(r.books[3].not_uploaded());
+  CHECK_FALSE(r.books[0].not_uploaded());
+  const std::string md = markdown({r}, config);
+  INFO(md);
+  // No page died at the provider; the door refused 2 pages (the busy book's); 1 of 4 clean.
+  CHECK(md.find("| 4. fairlane | none | 0 | 2 | 1 / 4 |") != std::string::npos);
+  CHECK(md.find("The door accepted 1 books") != std::string::npos);
+  CHECK(md.find("said busy to 1 ") != std::string::npos);
+  CHECK(md.find("The service refused the upload of 1 books (the first: 413 payload_too_large: "
+                "too large); 1 uploads failed (the first: 503 read_only: the disk is full).") !=
+        std::string::npos);
+}

@@ -70,7 +70,9 @@ enum class Fate {
   our_429,                // our own limiter refused it (case 3)
   timeout,                // the client gave up (case 5, after its retry)
   failed,                 // another error (fairlane: failed after its attempts)
-  door_busy,              // fairlane's door refused the book (case 4): never sent
+  door_busy,              // fairlane's door refused the book, 503 busy (case 4): never sent
+  upload_refused,         // fairlane refused the upload, 4xx (case 4): never sent
+  upload_error,           // the upload got no answer, a 5xx or a 503 not busy (case 4): never sent
 };
 [[nodiscard]] std::string_view fate_name(Fate f);
 
@@ -90,10 +92,14 @@ struct BookRecord {
   std::optional<double> served_s;
   // The wait fairlane's door estimated when it said busy (case 4).
   std::optional<double> refused_wait_s;
+  // Case 4: what came instead of a 202 for an upload refused or failed ("413
+  // payload_too_large: ...", or why no answer came).
+  std::string upload_answer;
   std::vector<PageRecord> pages;
 
   [[nodiscard]] bool clean() const;                        // every page done
   [[nodiscard]] bool refused() const;                      // the door said busy
+  [[nodiscard]] bool not_uploaded() const;                 // its upload was refused or failed
   [[nodiscard]] std::optional<double> finished_s() const;  // when its last page ended, if all did
   // From its upload to its last page: served_s when the service said, else measured here.
   [[nodiscard]] std::optional<double> taken_s() const;

@@ -18,6 +18,13 @@ inline constexpr std::string_view kPrompt =
 CaseResult run_direct(Case which, const LabConfig& config);
 CaseResult run_fairlane(const LabConfig& config);
 
+// Case 4: a book's fate from its upload's answer (`status` 0: none came): pending when
+// accepted (202), door_busy for a 503 whose error.type is "busy", upload_refused for a 4xx,
+// upload_error for anything else (a 5xx, a 503 not busy, an answer not expected).
+Fate upload_fate(long status, std::string_view body);
+// That answer in a few words: "413 payload_too_large: <message>", "502: <the body's start>".
+std::string upload_answer(long status, std::string_view body);
+
 // A provider's answer as a page's fate: a 429 with no requests remaining is the RPM's.
 Fate fate_of(const ProviderOutcome& outcome);
 // The tokens a call was billed: its usage when it was answered, else 0.

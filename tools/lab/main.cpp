@@ -114,15 +114,27 @@ int main(int argc, char** argv) try {
     if (!check || !r.error.empty()) continue;
     if (r.which == fairlane::lab::Case::fairlane) {
       const bool whole = std::all_of(r.books.begin(), r.books.end(), [](const auto& book) {
-        return book.refused() || book.clean();
+        return book.refused() || book.not_uploaded() || book.clean();
       });
       if (r.provider_429 != 0 || r.provider_503 != 0 || !whole || r.cut_short) {
         std::cerr << "CHECK FAILED: fairlane saw provider refusals or broke a book\n";
         status = 1;
       }
+      // An upload the service refused or failed (not its door's busy) is the lab's or the
+      // service's fault, not the load's.
+      const auto lost = std::find_if(r.books.begin(), r.books.end(),
+                                     [](const auto& book) { return book.not_uploaded(); });
+      if (lost != r.books.end()) {
+        std::cerr << "CHECK FAILED: fairlane refused or failed "
+                  << std::count_if(r.books.begin(), r.books.end(),
+                                   [](const auto& book) { return book.not_uploaded(); })
+                  << " uploads, not busy (the first: " << lost->upload_answer << ")\n";
+        status = 1;
+      }
       // Every book refused would pass the checks above and show nothing of fairlane.
-      const auto accepted = std::count_if(r.books.begin(), r.books.end(),
-                                          [](const auto& book) { return !book.refused(); });
+      const auto accepted = std::count_if(r.books.begin(), r.books.end(), [](const auto& book) {
+        return !book.refused() && !book.not_uploaded();
+      });
       if (accepted == 0) {
         std::cerr << "CHECK FAILED: fairlane accepted none of the " << r.books.size()
                   << " books sent: nothing went through it\n";

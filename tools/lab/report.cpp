@@ -81,6 +81,10 @@ std::string_view fate_name(Fate f) {
       return "failed";
     case Fate::door_busy:
       return "door busy";
+    case Fate::upload_refused:
+      return "upload refused";
+    case Fate::upload_error:
+      return "upload error";
   }
   return "?";
 }
@@ -92,6 +96,11 @@ bool BookRecord::clean() const {
 
 bool BookRecord::refused() const {
   return !pages.empty() && pages.front().fate == Fate::door_busy;
+}
+
+bool BookRecord::not_uploaded() const {
+  return !pages.empty() &&
+         (pages.front().fate == Fate::upload_refused || pages.front().fate == Fate::upload_error);
 }
 
 std::optional<double> BookRecord::finished_s() const {
@@ -211,12 +220,20 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
           seconds_or_dash(quantile(ended, 0.95)));
     }
     if (r.which == Case::fairlane) {
-      std::int64_t accepted = 0, busy = 0;
+      std::int64_t accepted = 0, busy = 0, upload_refused = 0, upload_errors = 0;
+      std::string first_refused, first_error;
       std::vector<double> late, promised, refused_waits;
       for (const BookRecord& book : r.books) {
         if (book.refused()) {
           ++busy;
           if (book.refused_wait_s) refused_waits.push_back(*book.refused_wait_s);
+          continue;
+        }
+        if (book.not_uploaded()) {
+          const bool refused_upload = book.pages.front().fate == Fate::upload_refused;
+          ++(refused_upload ? upload_refused : upload_errors);
+          std::string& first = refused_upload ? first_refused : first_error;
+          if (first.empty()) first = book.upload_answer;
           continue;
         }
         ++accepted;
@@ -230,6 +247,14 @@ std::string markdown(const std::vector<CaseResult>& results, const LabConfig& co
           accepted, seconds_or_dash(quantile(promised, 1.0)), busy,
           seconds_or_dash(quantile(refused_waits, 0.0)), config.seconds(config.max_wait_s),
           seconds_or_dash(quantile(late, 0.5)), seconds_or_dash(quantile(late, 0.95)));
+      // Neither the door's refusals nor the provider's: the upload itself went wrong.
+      if (upload_refused + upload_errors > 0) {
+        out += fmt::format(
+            " The service refused the upload of {} books (the first: {}); {} uploads failed "
+            "(the first: {}).",
+            upload_refused, first_refused.empty() ? "-" : first_refused, upload_errors,
+            first_error.empty() ? "-" : first_error);
+      }
     }
     out += "\n";
   }

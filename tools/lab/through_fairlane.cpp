@@ -104,7 +104,36 @@ std::optional<double> between(const json::object& job, std::string_view from, st
   return *b - *a;
 }
 
+// An error answer's type ({"error":{"type"}}), or "".
+std::string answer_type(std::string_view body) {
+  boost::system::error_code error;
+  const json::value value = json::parse(body, error);
+  const json::value* e =
+      !error && value.is_object() ? value.as_object().if_contains("error") : nullptr;
+  const json::value* t =
+      e != nullptr && e->is_object() ? e->as_object().if_contains("type") : nullptr;
+  return t != nullptr && t->is_string() ? std::string(t->as_string()) : std::string();
+}
+
 }  // namespace
+
+Fate upload_fate(long status, std::string_view body) {
+  if (status == 202) return Fate::pending;
+  if (status == 503 && answer_type(body) == "busy") return Fate::door_busy;
+  if (status >= 400 && status < 500) return Fate::upload_refused;
+  return Fate::upload_error;
+}
+
+std::string upload_answer(long status, std::string_view body) {
+  const std::string type = answer_type(body);
+  std::string answer =
+      fmt::format("{}{}: {}", status, type.empty() ? "" : " " + type, answer_message(body));
+  // One line of the report.
+  std::replace_if(
+      answer.begin(), answer.end(),
+      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, ' ');
+  return answer;
+}
 
 CaseResult run_fairlane(const LabConfig& config) {
   CaseResult result;
@@ -284,23 +313,34 @@ CaseResult run_fairlane(const LabConfig& config) {
         book.pages.resize(static_cast<std::size_t>(config.pages_per_book));
         const auto& reply = s.reply;
         const double at = s.answered_s;
-        if (reply.ok() && reply->status == 202) {
-          const auto job = json::parse(reply->body).as_object();
+        Fate fate = Fate::upload_error;
+        if (reply.ok()) {
+          fate = upload_fate(reply->status, reply->body);
+          if (fate != Fate::pending) book.upload_answer = upload_answer(reply->status, reply->body);
+        } else {
+          book.upload_answer = "no answer: " + reply.status().message();
+        }
+        boost::system::error_code error;
+        const json::value answer = reply.ok() ? json::parse(reply->body, error) : json::value();
+        const json::object* job = !error ? answer.if_object() : nullptr;
+        const json::value* id = job != nullptr ? job->if_contains("id") : nullptr;
+        if (fate == Fate::pending && (id == nullptr || !id->is_string())) {
+          fate = Fate::upload_error;
+          book.upload_answer =
+              fmt::format("202 without a job's id: {}", reply->body.substr(0, 200));
+        }
+        if (fate == Fate::pending) {
           // The promise as the service keeps it (promised_eta_at, on its own clock), else
           // the ETA the 202 gave.
-          book.eta_s = between(job, "created_at", "promised_eta_at");
-          if (const auto* eta = job.if_contains("eta_seconds");
+          book.eta_s = between(*job, "created_at", "promised_eta_at");
+          if (const auto* eta = job->if_contains("eta_seconds");
               !book.eta_s && eta && eta->is_number()) {
             book.eta_s = eta->to_number<double>();
           }
-          jobs.push_back(Job{result.books.size(), std::string(job.at("id").as_string()), user});
+          jobs.push_back(Job{result.books.size(), std::string(id->as_string()), user});
         } else {
-          const Fate fate = reply.ok() && reply->status == 503 ? Fate::door_busy : Fate::failed;
           if (fate == Fate::door_busy) {
-            boost::system::error_code error;
-            const auto answer = json::parse(reply->body, error);
-            const auto* e =
-                !error && answer.is_object() ? answer.as_object().if_contains("error") : nullptr;
+            const auto* e = job != nullptr ? job->if_contains("error") : nullptr;
             const auto* wait = e && e->is_object()
                                    ? e->as_object().if_contains("estimated_wait_seconds")
                                    : nullptr;
