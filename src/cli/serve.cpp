@@ -220,6 +220,13 @@ int serve(const ServeOptions& o) {
               << "'\n";
     return kExitUsage;
   }
+  // Before the store is opened (and migrated), as a flag's error.
+  if (!o.provider_url.empty()) {
+    if (const auto url = fairlane::provider_base_url(o.provider_url); !url.ok()) {
+      std::cerr << "fairlane: " << url.status().message() << '\n';
+      return kExitUsage;
+    }
+  }
   raise_file_limit(o);
   // Before any thread starts: it reads the admin key's variable.
   auto routes = router_config(o, *dialect);

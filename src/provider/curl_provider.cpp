@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "fairlane/core/text.hpp"
 #include "provider/dialect.hpp"
 
 namespace fairlane {
@@ -328,12 +329,13 @@ void CurlProvider::finish_done_calls() {
   }
 }
 
-// --provider-url as calls are made to it: without the slashes at its end (the dialect's
-// path begins with one). Refused: a URL of another scheme than http or https (libcurl would
-// guess one), and one ending in /v1, as OpenAI's clients write their base URL (the dialect's
-// path begins with /v1 too: every call would go to /v1/v1/...).
+}  // namespace
+
 Result<std::string> provider_base_url(std::string_view url) {
-  if (!url.starts_with("http://") && !url.starts_with("https://")) {
+  const auto starts = [&](std::string_view prefix) {
+    return url.size() >= prefix.size() && iequals(url.substr(0, prefix.size()), prefix);
+  };
+  if (!starts("http://") && !starts("https://")) {
     return Status(StatusCode::invalid_argument,
                   fmt::format("--provider-url {} is not an http:// or https:// URL: give one, "
                               "such as http://127.0.0.1:9000",
@@ -341,7 +343,7 @@ Result<std::string> provider_base_url(std::string_view url) {
   }
   std::string_view base = url;
   while (base.ends_with('/')) base.remove_suffix(1);
-  if (base.ends_with("/v1")) {
+  if (base.size() >= 3 && iequals(base.substr(base.size() - 3), "/v1")) {
     return Status(StatusCode::invalid_argument,
                   fmt::format("--provider-url {} ends in /v1, and fairlane adds "
                               "/v1/chat/completions or /v1/messages itself: give {}",
@@ -349,8 +351,6 @@ Result<std::string> provider_base_url(std::string_view url) {
   }
   return std::string(base);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io,
                                                      const CurlProviderConfig& config) {

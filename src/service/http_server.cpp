@@ -314,10 +314,19 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
       // and the listener readable, so accepting again at once would spin the io thread,
       // which also dispatches. Said once a spell, and tried again every 100 ms.
       if (!accept_failing) {
+        std::string_view remedy = "";
+        if (error == asio::error::no_descriptors) {  // EMFILE: this process's limit
+          remedy =
+              ": raise the open-file limit (ulimit -n, LimitNOFILE=) or lower "
+              "--max-connections";
+        } else if (error == boost::system::errc::too_many_files_open_in_system) {  // ENFILE
+          remedy =
+              ": the system is out of open files (raise fs.file-max, or lower "
+              "--max-connections)";
+        }
         std::cerr << fmt::format(
-            "fairlane: accepting connections failed ({}): raise the open-file limit (ulimit -n, "
-            "LimitNOFILE=) or lower --max-connections; trying again every 100 ms\n",
-            error.message());
+            "fairlane: accepting connections failed ({}){}; trying again every 100 ms\n",
+            error.message(), remedy);
       }
       accept_failing = true;
       asio::steady_timer pause(io, std::chrono::milliseconds(100));

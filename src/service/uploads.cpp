@@ -109,11 +109,13 @@ struct KeyAnswer {
 };
 
 // The first job of an upload sent again (same Idempotency-Key), or the 422 of the key sent
-// with another upload. The same head (media type and length) is the same upload, known from
-// its headers; another head (a multipart boundary of another length, a chunked body) is
-// known once its body is read, by its `digest`: until then, nothing is answered (`known`
-// says that a job has the key). A job stored with no digest (before 2026-12-07) answers
-// every upload under its key, as then.
+// with another upload. Once its body is read, its `digest` decides. From its headers alone, a
+// PDF (raw or multipart) of the same head (media type and length) as the first is taken for
+// it, and answered without its body, which a reader would have to read again; JSON is cheap
+// to read, and a nightly report under one key keeps its length from night to night, so it
+// is always read. Otherwise nothing is answered yet (`known` says that a job has the key).
+// A job stored with no digest (before 2026-12-07) answers every upload under its key, as
+// then. Whatever the door would say now: the answer is the first job's, or the refusal.
 KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
   if (!upload.idempotency_key) return {};
   auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
@@ -122,12 +124,13 @@ KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
     return {response_for(answer_for(earlier.status())), false};
   }
   const KeyedJob& keyed = earlier.value();
-  // An upload sent again gets the first job back, whatever the door would say now.
-  if (!keyed.upload_digest || (upload.head && upload.head == keyed.upload_head) ||
-      (upload.digest && upload.digest == keyed.upload_digest)) {
-    return {accepted(context, keyed.job), true};
+  if (!keyed.upload_digest) return {accepted(context, keyed.job), true};
+  if (upload.digest) {
+    if (upload.digest == keyed.upload_digest) return {accepted(context, keyed.job), true};
+    return {key_reused(context, *upload.idempotency_key, keyed.job), true};
   }
-  if (upload.digest) return {key_reused(context, *upload.idempotency_key, keyed.job), true};
+  const bool document = upload.head && !upload.head->starts_with("application/json ");
+  if (document && upload.head == keyed.upload_head) return {accepted(context, keyed.job), true};
   return {std::nullopt, true};
 }
 

@@ -55,13 +55,13 @@ struct PgSql {
   // $6 pages, $7 created_at, $8 promised_eta_at or NULL, $9 blank pages, $10 image pages;
   // then one array per page column, in page order: $11 estimated tokens, $12 kinds, $13
   // texts, $14 media types, $15 widths, $16 heights, $17 image bytes (NULL where the kind
-  // has none). Page ids are drawn from the pages' sequence and handed out in page order, so
-  // that lane order (page id) is page order; and, the user's uploads taking turns (`lane`: an
-  // advisory lock keyed by "flan" and the user, held until commit), a job's ids are one
-  // stretch, after those of the user's jobs committed before it, even when several
-  // instances take the user's uploads at once. A repeated idempotency key inserts nothing and
-  // returns no row. Otherwise: one row per page that enters a lane (job id, owner's name,
-  // page id, seq), in page order, or a single row with a NULL page when every page is blank;
+  // has none); $18 the upload's head and $19 its digest, or NULL. Page ids are drawn from the
+  // pages' sequence and handed out in page order, so that lane order (page id) is page order; and,
+  // the user's uploads taking turns (`lane`: an advisory lock keyed by "flan" and the user, held
+  // until commit), a job's ids are one stretch, after those of the user's jobs committed before it,
+  // even when several instances take the user's uploads at once. A repeated idempotency key inserts
+  // nothing and returns no row. Otherwise: one row per page that enters a lane (job id, owner's
+  // name, page id, seq), in page order, or a single row with a NULL page when every page is blank;
   // and the new job's id is notified on fairlane_job_enqueued (kJobEnqueuedChannel), delivered
   // at commit (`notified`: a CTE calling a volatile function is evaluated once, not inlined).
   static constexpr std::string_view enqueue_job =

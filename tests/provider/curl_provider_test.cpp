@@ -501,6 +501,9 @@ TEST_CASE("A provider URL with a slash at its end is taken, one ending in /v1 is
         "--provider-url 127.0.0.1:9000 is not an http:// or https:// URL: give one, such as "
         "http://127.0.0.1:9000");
   CHECK(refusal("https://gateway.example/openai") == "(taken)");
+  CHECK(refusal("HTTPS://API.OPENAI.COM/V1") ==
+        "--provider-url HTTPS://API.OPENAI.COM/V1 ends in /v1, and fairlane adds "
+        "/v1/chat/completions or /v1/messages itself: give HTTPS://API.OPENAI.COM");
 }
 
 TEST_CASE("What the stand-in bills is what the client was told") {

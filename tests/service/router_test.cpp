@@ -288,6 +288,19 @@ TEST_CASE("An Idempotency-Key sent again with another upload is refused, naming 
   CHECK(api.dispatcher->scheduler().size() == 3);
   // Another user's key is theirs: the same one makes Bob a job.
   CHECK(api.send("POST", "/v1/jobs", api.bob, Api::pages_json(5), key).status == 202);
+  // JSON of the same length is read all the same: its bytes decide.
+  const auto report = [&](const std::string& day) {
+    const std::string body = R"({"name":"report","pages":[")" + day + R"("]})";
+    return api.send(
+        "POST", "/v1/jobs", api.alice, body,
+        {{"Idempotency-Key", "daily"}, {"Content-Length", std::to_string(body.size())}});
+  };
+  const auto monday = report("2026-12-07");
+  REQUIRE(monday.status == 202);
+  CHECK(report("2026-12-07").status == 202);
+  const auto tuesday = report("2026-12-08");
+  CHECK(tuesday.status == 422);
+  CHECK(Api::body(tuesday).at("error").at("job").at("id") == Api::body(monday).at("id"));
 }
 
 TEST_CASE("A PDF sent again under its key is told from another by its head, then its bytes") {

@@ -34,8 +34,16 @@ struct CurlProviderConfig {
   std::string anthropic_version = "2023-06-01";
 };
 
-// A provider over `io`. invalid_argument when the configuration cannot work (no URL, or
-// a key variable named but not set: the message names the variable, never a value).
+// --provider-url as calls are made to it: without the slashes at its end (the dialect's path
+// begins with one). invalid_argument, naming the URL to give, for a URL of another scheme
+// than http or https (libcurl would guess one) and for one ending in /v1, as OpenAI's
+// clients write their base URL (the dialect's path begins with /v1: every call would go to
+// /v1/v1/...). Scheme and path are compared without regard to case.
+[[nodiscard]] Result<std::string> provider_base_url(std::string_view url);
+
+// A provider over `io`. invalid_argument when the configuration cannot work (no URL, a URL
+// provider_base_url() refuses, or a key variable named but not set: the message names the
+// variable, never a value).
 Result<std::unique_ptr<Provider>> make_curl_provider(boost::asio::io_context& io,
                                                      const CurlProviderConfig& config);
 

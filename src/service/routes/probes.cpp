@@ -8,7 +8,7 @@ namespace fairlane::service::routes {
 std::optional<ApiResponse> probe(RouteContext& context, std::string_view method,
                                  std::string_view path) {
   if (path != "/healthz" && path != "/readyz") return std::nullopt;
-  if (method != "GET") {
+  if (method != "GET" && method != "HEAD") {
     ApiResponse refused = error_response(405, "method_not_allowed",
                                          fmt::format("{} takes GET or HEAD, not {}", path, method));
     refused.headers.emplace_back("Allow", "GET, HEAD");
