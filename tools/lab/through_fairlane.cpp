@@ -16,6 +16,8 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -84,16 +86,21 @@ std::string last_lines(const std::filesystem::path& file, std::size_t count) {
   return joined;
 }
 
-// An error answer's message ({"error":{"message"}}), or the body's start.
-std::string answer_message(std::string_view body) {
+// The text at {"error":{<field>}} of an error answer, or std::nullopt.
+std::optional<std::string> error_field(std::string_view body, std::string_view field) {
   boost::system::error_code error;
   const json::value value = json::parse(body, error);
   const json::value* e =
       !error && value.is_object() ? value.as_object().if_contains("error") : nullptr;
-  const json::value* m =
-      e != nullptr && e->is_object() ? e->as_object().if_contains("message") : nullptr;
-  if (m != nullptr && m->is_string()) return std::string(m->as_string());
-  return std::string(body.substr(0, 200));
+  const json::value* v =
+      e != nullptr && e->is_object() ? e->as_object().if_contains(field) : nullptr;
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  return std::string(v->as_string());
+}
+
+// An error answer's message, or the body's start.
+std::string answer_message(std::string_view body) {
+  return error_field(body, "message").value_or(std::string(body.substr(0, 200)));
 }
 
 // `to` - `from` of a job object's two times, when it has both.
@@ -104,15 +111,9 @@ std::optional<double> between(const json::object& job, std::string_view from, st
   return *b - *a;
 }
 
-// An error answer's type ({"error":{"type"}}), or "".
+// An error answer's type, or "".
 std::string answer_type(std::string_view body) {
-  boost::system::error_code error;
-  const json::value value = json::parse(body, error);
-  const json::value* e =
-      !error && value.is_object() ? value.as_object().if_contains("error") : nullptr;
-  const json::value* t =
-      e != nullptr && e->is_object() ? e->as_object().if_contains("type") : nullptr;
-  return t != nullptr && t->is_string() ? std::string(t->as_string()) : std::string();
+  return error_field(body, "type").value_or("");
 }
 
 }  // namespace
