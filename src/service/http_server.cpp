@@ -314,7 +314,7 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
       // and the listener readable, so accepting again at once would spin the io thread,
       // which also dispatches. Said once a spell, and tried again every 100 ms.
       if (!accept_failing) {
-        std::string_view remedy = "";
+        std::string_view remedy;
         if (error == asio::error::no_descriptors) {  // EMFILE: this process's limit
           remedy =
               ": raise the open-file limit (ulimit -n, LimitNOFILE=) or lower "
