@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <optional>
+#include <string>
 
 #include "fairlane/core/base64.hpp"
 #include "fairlane/core/text.hpp"
@@ -145,6 +147,23 @@ Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
   return ok;
 }
 
+namespace {
+
+// The string at error.<field> of an error body (both dialects put their error there), or
+// std::nullopt.
+std::optional<std::string> error_field(std::string_view body, std::string_view field) {
+  boost::system::error_code error;
+  const json::value root = json::parse(body, error);
+  if (error || !root.is_object()) return std::nullopt;
+  const json::value* e = root.as_object().if_contains("error");
+  if (e == nullptr || !e->is_object()) return std::nullopt;
+  const json::value* value = e->as_object().if_contains(field);
+  if (value == nullptr || !value->is_string()) return std::nullopt;
+  return std::string(value->as_string());
+}
+
+}  // namespace
+
 std::string error_detail(std::string_view body) {
   constexpr std::size_t kMax = 300;
   // Storable, then cut to kMax bytes at a character's start: a NUL or a broken sequence
@@ -158,33 +177,11 @@ std::string error_detail(std::string_view body) {
     }
     return text;
   };
-  boost::system::error_code error;
-  const json::value root = json::parse(body, error);
-  if (!error && root.is_object()) {
-    const json::value* e = root.as_object().if_contains("error");
-    if (e != nullptr && e->is_object()) {
-      const json::value* message = e->as_object().if_contains("message");
-      if (message != nullptr && message->is_string()) {
-        return storable_prefix(message->as_string());
-      }
-    }
-  }
+  if (const auto message = error_field(body, "message")) return storable_prefix(*message);
   return storable_prefix(body);
 }
 
 namespace {
-
-// The string at error.<field> of an error body (both dialects put their error there), or "".
-std::string error_field(std::string_view body, std::string_view field) {
-  boost::system::error_code error;
-  const json::value root = json::parse(body, error);
-  if (error || !root.is_object()) return {};
-  const json::value* e = root.as_object().if_contains("error");
-  if (e == nullptr || !e->is_object()) return {};
-  const json::value* value = e->as_object().if_contains(field);
-  if (value == nullptr || !value->is_string()) return {};
-  return std::string(value->as_string());
-}
 
 // What the operator should check when the provider refuses fairlane itself, never the page:
 // its key (401), its account's payment (402), a proxy's login (407); OpenAI's 429 of an
@@ -207,7 +204,7 @@ std::string remedy_for(int status, std::string_view body) {
       }
       return {};
     case 400:
-      if (error_field(body, "message").starts_with("Your credit balance is too low")) {
+      if (error_field(body, "message").value_or("").starts_with("Your credit balance is too low")) {
         return "the provider account has no credit left: check its plan and billing";
       }
       return {};

@@ -62,16 +62,6 @@ bool keeps_promises(const RouteContext& context) {
   return m == nullptr || m->leading;
 }
 
-// The SHA-256 of `bytes` in hex, or std::nullopt if OpenSSL failed.
-std::optional<std::string> hex_digest(std::string_view bytes) {
-  const auto digest = store::sha256(bytes);
-  if (!digest) return std::nullopt;
-  std::string hex;
-  hex.reserve(2 * digest->size());
-  for (const unsigned char byte : *digest) fmt::format_to(std::back_inserter(hex), "{:02x}", byte);
-  return hex;
-}
-
 // The body's length as its headers announce it: the transport's, or the Content-Length;
 // std::nullopt when chunked, or a Content-Length this cannot read.
 std::optional<std::uint64_t> announced_length(const ApiRequest& head) {
@@ -267,7 +257,7 @@ Result<Document> read_document(std::string_view content_type, std::string body,
     document.filename = std::move(file->filename);
     body = std::move(file->data);
   }
-  document.digest = hex_digest(body);
+  document.digest = store::sha256_hex(body);
   const PdfReaderOptions& reader = reading.reader;
   auto pages = reader.command.empty() ? read_pdf(body, reader.reading)
                                       : read_pdf_in_child(body, reader, processes);
@@ -279,7 +269,7 @@ Result<Document> read_document(std::string_view content_type, std::string body,
 UploadRead read_upload(DocumentUpload upload, const DocumentReading& reading,
                        ReaderProcesses* processes) {
   if (format_of(upload.content_type) == Format::json_pages) {
-    std::optional<std::string> digest = hex_digest(upload.body);
+    std::optional<std::string> digest = store::sha256_hex(upload.body);
     auto parsed =
         parse_json_upload(upload.body, upload.default_max_tokens, reading.reader.reading.max_pages);
     if (auto* refusal = std::get_if<ApiAnswer>(&parsed)) return std::move(*refusal);

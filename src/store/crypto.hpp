@@ -14,6 +14,8 @@ using Sha256 = std::array<unsigned char, 32>;
 
 // std::nullopt only if OpenSSL itself fails.
 std::optional<Sha256> sha256(std::string_view data);
+// The same, as lower-case hex.
+std::optional<std::string> sha256_hex(std::string_view data);
 
 // `bytes` random bytes from a cryptographically secure generator, as lower-case hex;
 // std::nullopt if the generator fails.
