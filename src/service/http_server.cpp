@@ -486,9 +486,11 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     co_await read_first(answer);
     if (answer.document) {
       // Read on a worker; the answer comes back to this thread, which enqueues it. The
-      // reading slot is held here, and given back on this thread, as is the upload's place
-      // among those on their way: once it has its turn to commit (with readers), before it
-      // is answered, which counts only the others. Until then it is on its way: an upload
+      // reading slot is held here, and given back on this thread once the upload is
+      // committed or refused: until then its pages wait in memory (for the turn to commit,
+      // with readers), as large as their text or images, and the slots bound them. Its
+      // place among those on their way is given back once it has its turn to commit, before
+      // it is answered, which counts only the others. Until then it is on its way: an upload
       // committed meanwhile waits for it in its promise window.
       DocumentUpload upload = std::move(*answer.document);
       auto slot = std::exchange(upload.slot, {});  // a PDF's (JSON pages take none)
@@ -497,7 +499,6 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       co_await asio::co_spawn(slot ? pdf_workers.get_executor() : json_workers.get_executor(),
                               read_on_worker(std::move(upload), limits.documents, processes, read),
                               use_awaitable);
-      slot.reset();
       if (stopped) break;
       std::optional<Turn> turn;
       if (router.readers() != nullptr) {
@@ -510,6 +511,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       owed.emplace(*this, stream.get());
       answer = router.finish_upload(who, std::move(*read));
       co_await read_first(answer);
+      slot.reset();
     }
     if (answer.promise_hold) {
       // Accepted and committed: the 202 waits for the uploads that come with it, so that

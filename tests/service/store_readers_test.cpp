@@ -16,10 +16,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "cli/http_client.hpp"
 #include "core/fake_clock.hpp"
+#include "document/pdf_writer.hpp"
 #include "service/http_server.hpp"
 #include "service/router.hpp"
 #include "service/store_readers.hpp"
@@ -241,9 +243,10 @@ struct Served {
                           R"({"name": ")" + name + R"(", "pages": ["one", "two", "three"]})");
     });
   }
-  // Asks `what` on the io thread until it is true; whether it became so (bounded).
+  // Asks `what` on the io thread until it is true; whether it became so (within 20 s).
   bool wait_until(const std::function<bool()>& what) const {
-    for (int i = 0; i < 2'000; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
       std::promise<bool> seen;
       boost::asio::post(io, [&] { seen.set_value(what()); });
       if (seen.get_future().get()) return true;
@@ -504,6 +507,60 @@ TEST_CASE(
   CHECK(first_held);
   CHECK(second_waits);
   CHECK(first_waited);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(first->status == 202);
+  CHECK(second->status == 202);
+}
+
+// A read document's pages wait for their turn to commit in memory, each as large as its
+// text or image (a small PDF of compressed text can open to thousands of pages): its
+// reading slot bounds them until it is committed. Before, the slot was given back once the
+// read ended, and any number of read documents could wait for the turn.
+TEST_CASE(
+    "With readers, a read PDF holds its reading slot while it waits for its turn to commit, "
+    "and gives it back once committed") {
+  RouterConfig config{"admin-secret", "Extract.", 200, 1'000, 2'000'000};
+  config.max_pending_documents = 2;
+  config.max_pending_documents_per_user = 1;
+  Rig rig(config);
+  CommitGate gate;
+  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
+    return std::make_unique<HeldCommits>(std::move(connection), gate);
+  });
+  Router& router = rig.router(readers.get());
+  Served served(rig.io, router);
+  fairlane::service::HttpServer& server = served.server;
+  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  std::thread one = served.upload(rig.alice, "first", first);
+  const bool first_held = gate.wait_entered(1);
+  std::thread two([&second, url = served.base, key = rig.alice] {
+    fairlane::cli::HttpClient client(url, key, 30s);
+    second = client.post("/v1/jobs?name=second.pdf", "application/pdf",
+                         fairlane::write_pdf({"One.", "Two."}));
+  });
+  const ApiRequest pdf_head{
+      "POST",
+      "/v1/jobs?name=third.pdf",
+      {{"Authorization", "Bearer " + rig.alice}, {"Content-Type", "application/pdf"}},
+      ""};
+  const auto admitted = [&] {
+    return std::holds_alternative<fairlane::service::Caller>(router.admit(pdf_head));
+  };
+  // The PDF is read and waits for the first's commit: her one slot is still its own.
+  const bool second_waits = served.wait_until([&] { return server.uploads_waiting() == 1; });
+  const bool refused_while_waiting = served.wait_until([&] { return !admitted(); });
+  gate.release();
+  one.join();
+  two.join();
+  const bool admitted_once_committed = served.wait_until(admitted);
+  served.stop();
+
+  CHECK(first_held);
+  CHECK(second_waits);
+  CHECK(refused_while_waiting);
+  CHECK(admitted_once_committed);
   REQUIRE(first.ok());
   REQUIRE(second.ok());
   CHECK(first->status == 202);
