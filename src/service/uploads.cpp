@@ -202,12 +202,17 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
                  upload.head,
                  upload.digest};
   if (auto refusal = name_too_long(job.name.size())) return std::move(*refusal);
+  // The door counts the pages sent, and names one by its number in the upload.
   std::vector<std::int64_t> tokens;
+  std::vector<std::int64_t> numbers;
   tokens.reserve(pages.size());
   job.pages.reserve(pages.size());
   for (DocumentPage& page : pages) {
     const std::int64_t estimate = estimate_tokens(context, page, upload.max_tokens);
-    if (page.kind != PageKind::blank) tokens.push_back(estimate);
+    if (page.kind != PageKind::blank) {
+      tokens.push_back(estimate);
+      numbers.push_back(static_cast<std::int64_t>(job.pages.size()) + 1);
+    }
     job.pages.push_back(
         PageInput{std::move(page.text), estimate, page.kind, std::move(page.image)});
   }
@@ -215,7 +220,10 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
     return error_response(400, "invalid_document",
                           "every page of the upload is empty: there is nothing to send");
   }
-  const DoorDecision decision = context.dispatcher.door().admit(upload.user, tokens);
+  DoorDecision decision = context.dispatcher.door().admit(upload.user, tokens);
+  if (auto* large = std::get_if<DoorRequestTooLarge>(&decision)) {
+    large->page = numbers[static_cast<std::size_t>(large->page - 1)];
+  }
   if (auto refusal = answer_for(decision)) {
     ++context.door_refusals[std::string(refusal_reason(decision))];
     return response_for(*refusal);
@@ -356,10 +364,10 @@ ApiResponse readers_busy(const Quota& slots, UserId user) {
   ApiResponse busy = error_response(
       503, "busy",
       slots.taken() < slots.max()
-          ? fmt::format("fairlane is reading {} of your documents already, as many of one "
-                        "user's as it reads at once: retry in 5 s, once one is read",
+          ? fmt::format("fairlane is reading or queueing {} of your documents already, as many "
+                        "of one user's as it takes at once: retry in 5 s, once one is queued",
                         slots.taken_by(user))
-          : fmt::format("fairlane is reading {} other documents already: retry in 5 s",
+          : fmt::format("fairlane is reading or queueing {} other documents already: retry in 5 s",
                         slots.taken()));
   busy.headers.emplace_back("Retry-After", "5");
   return busy;

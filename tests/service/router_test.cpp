@@ -668,6 +668,12 @@ TEST_CASE("An upload may ask its own max_tokens: stored with the job, counted by
   const auto too_large = api.send("POST", "/v1/jobs", api.alice, with("400000"));
   CHECK(too_large.status == 422);
   CHECK(Api::body(too_large).at("error").at("type") == "request_too_large");
+  // The page it names is the upload's own: blank pages before it (sent to no one) count.
+  const auto third = api.send("POST", "/v1/jobs", api.alice,
+                              R"({"name": "b", "pages": ["", "", "three"], "max_tokens": 400000})");
+  CHECK(third.status == 422);
+  CHECK(std::string(Api::body(third).at("error").at("message").as_string()).starts_with("page 3 "));
+  CHECK(Api::body(third).at("error").at("page") == 3);
   for (const char* bad : {"0", "-3", "\"many\"", "2.5", "1000001"}) {
     INFO(bad);
     const auto refused = api.send("POST", "/v1/jobs", api.alice, with(bad));
