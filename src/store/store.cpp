@@ -597,7 +597,11 @@ Status SqliteStore::probe_write() {
   Status status = [this]() -> Status {
     Transaction tx(db_);
     if (!tx.status().ok()) return tx.status();
-    const std::string sql = fmt::format("PRAGMA user_version = {}", Store::latest_schema_version());
+    // The file's own version, written back as it is: a newer fairlane may have migrated it
+    // since this one opened it, and this one's version would undo that.
+    const auto version = schema_version(db_.handle(), db_.path());
+    if (!version.ok()) return version.status();
+    const std::string sql = fmt::format("PRAGMA user_version = {}", version.value());
     if (Status s = db_.exec(sql, "checking that the database can be written"); !s.ok()) return s;
     return commit(tx, "checking that the database can be written");
   }();

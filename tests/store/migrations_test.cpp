@@ -138,3 +138,17 @@ TEST_CASE("A migration that fails leaves the schema version where it was") {
   CHECK(store.status().message().find("version 2") != std::string::npos);
   CHECK(RawDb(path).user_version() == 1);
 }
+
+// /readyz probes an unhealthy store with a write: it must not write the schema version this
+// binary knows over the file's. A newer fairlane (a `prune` run beside an old `serve`) may
+// have migrated the file meanwhile; written back, its next start would run that migration
+// again.
+TEST_CASE("The write probe leaves the file's schema version as it is") {
+  TempDir dir;
+  const std::string path = dir.file("probed.db");
+  auto store = open_store(path);
+  const int newer = Store::latest_schema_version() + 1;
+  RawDb(path).exec("PRAGMA user_version = " + std::to_string(newer));
+  CHECK(store->probe_write().ok());
+  CHECK(RawDb(path).user_version() == newer);
+}
