@@ -253,10 +253,15 @@ $$;
 -- A page's text (3 KB is typical) is over PostgreSQL's threshold for compressing a value, and
 -- its default method, pglz, cost a third of an enqueue's time in the server; lz4 compresses
 -- such text about five times as fast, to much the same size. Values already stored keep their
--- method (both read back the same), and a server built without lz4 keeps pglz.
+-- method (both read back the same), and a server built without lz4 keeps pglz. PostgreSQL 13
+-- knows no SET COMPRESSION, and keeps pglz too: the statement is run by EXECUTE, since
+-- PL/pgSQL checks a block's statements before running it, and one that does not parse fails
+-- the whole block whatever its handlers.
 DO $$
 BEGIN
-  ALTER TABLE page_texts ALTER COLUMN text SET COMPRESSION lz4;
+  IF current_setting('server_version_num')::int >= 140000 THEN
+    EXECUTE 'ALTER TABLE page_texts ALTER COLUMN text SET COMPRESSION lz4';
+  END IF;
 EXCEPTION WHEN feature_not_supported THEN
   NULL;
 END;
