@@ -81,7 +81,7 @@ json=$(curl -sS --max-time 4 -w ' %{http_code}' -X POST "$base/v1/jobs" -H "Auth
 wait_metric fairlane_documents_reading "$(getconf _NPROCESSORS_ONLN)" "the bombs do not hold their slots"
 hers=$(ask_to_send "$alice" application/pdf 5242880)
 [[ $hers == "HTTP/1.1 503 Service Unavailable"* ]] || fail "alice's PDF beside her bombs got: $hers"
-[[ $hers == *"reading $(getconf _NPROCESSORS_ONLN) of your documents already"* ]] ||
+[[ $hers == *"reading or queueing $(getconf _NPROCESSORS_ONLN) of your documents already"* ]] ||
   fail "the 503 does not name her share: $hers"
 his=$(ask_to_send "$bob" application/pdf 5242880)
 [[ $his == "HTTP/1.1 100 Continue"* ]] || fail "bob's PDF beside alice's bombs got: $his"
