@@ -135,6 +135,7 @@ DispatchStep DispatchPolicy::next_step() {
   }
   const QueuedPage page = order_.take();
   if (const auto* too_large = std::get_if<TooLarge>(&admission)) {
+    order_.refund(page);
     forget(page);
     return step::FailPage{
         page, fmt::format("the page needs {} tokens, more than the provider's {} a minute",
@@ -240,6 +241,7 @@ void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_la
   end_call(page);
   lease.cancel();
   if (cancelled_jobs_.contains(page.job_id)) {
+    order_.refund(page);
     forget(page);  // the store cancels it as it comes back
   } else if (to_lane) {
     order_.put_back(page);
@@ -249,6 +251,7 @@ void DispatchPolicy::not_called(const QueuedPage& page, Lease& lease, bool to_la
 void DispatchPolicy::withdrawn(const QueuedPage& page, Lease& lease) {
   end_call(page);
   lease.cancel();
+  order_.refund(page);
   forget(page);
 }
 
@@ -304,7 +307,8 @@ CallVerdict DispatchPolicy::requeue(const QueuedPage& page, const std::string& r
     return fail(page, fmt::format("gave up after {} {}", record.requeues, returns));
   }
   if (cancelled_jobs_.contains(page.job_id)) {
-    forget(page);  // the store cancels it as it comes back
+    order_.refund(page);  // refused or unread: no tokens it used are known
+    forget(page);         // the store cancels it as it comes back
   } else if (unread) {
     hold(page, clock_.now() + jittered_backoff(++record.unread));
   } else {

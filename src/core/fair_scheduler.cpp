@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace fairlane {
 
@@ -9,18 +10,50 @@ FairScheduler::FairScheduler(std::int64_t quantum)
     : configured_quantum_(std::max<std::int64_t>(quantum, 0)) {}
 
 namespace {
-constexpr double kRefundAlpha = 0.1;  // the weight of each settled page in the average refund
+constexpr double kUsageAlpha = 0.1;  // the weight of each settled page in a usage average
+// A page's usage over its cost is counted up to this: one call the provider counted far
+// above its estimate must not make its lane's charges, and every turn's quantum, huge.
+constexpr double kMaxUsage = 2.0;
+
+// `average` moved towards `sample`, the n-th of which weighs max(kUsageAlpha, 1 / n).
+void follow(double& average, double& count, double sample) {
+  count += 1.0;
+  average += std::max(kUsageAlpha, 1.0 / count) * (sample - average);
+}
 }  // namespace
 
 std::int64_t FairScheduler::quantum() const {
-  const std::int64_t largest_head =
-      head_costs_.empty() ? 1 : charge_for(head_costs_.rbegin()->first);
+  std::int64_t largest_head = 1;
+  if (!head_charges_.empty()) largest_head = head_charges_.rbegin()->first;
+  if (!unlearned_head_costs_.empty()) {
+    largest_head = std::max(largest_head, charge_at(unlearned_head_costs_.rbegin()->first, usage_));
+  }
   return std::max(configured_quantum_, largest_head);
 }
 
-std::int64_t FairScheduler::charge_for(std::int64_t cost) const {
-  const auto expected = cost - static_cast<std::int64_t>(std::llround(expected_refund_));
-  return std::max(expected, std::min<std::int64_t>(cost, 1));
+std::int64_t FairScheduler::charge_at(std::int64_t cost, double usage) {
+  if (cost <= 0) return 0;
+  return std::max<std::int64_t>(std::llround(static_cast<double>(cost) * usage), 1);
+}
+
+std::int64_t FairScheduler::charge_for(const Lane& lane, std::int64_t cost) const {
+  return charge_at(cost, lane.settled > 0.0 ? lane.usage : usage_);
+}
+
+void FairScheduler::index_head(Lane& lane) {
+  std::optional<HeadKey> key;
+  if (!lane.pages.empty()) {
+    const std::int64_t cost = lane.pages.front().cost;
+    key = lane.settled > 0.0 ? HeadKey{charge_for(lane, cost), true} : HeadKey{cost, false};
+  }
+  if (key == lane.head) return;
+  if (lane.head) {
+    auto& index = lane.head->learned ? head_charges_ : unlearned_head_costs_;
+    const auto it = index.find(lane.head->value);
+    if (--it->second == 0) index.erase(it);
+  }
+  if (key) ++(key->learned ? head_charges_ : unlearned_head_costs_)[key->value];
+  lane.head = key;
 }
 
 FairScheduler::Lane& FairScheduler::lane_of(UserId user) {
@@ -75,11 +108,11 @@ void FairScheduler::leave_ring_if_empty(Lane& lane) {
   if (ring_.empty()) current_ = ring_.end();
   lane.in_ring.reset();
   lane.credit = 0;
+  lane.refunded = 0;
   lane.credited = false;
 }
 
-void FairScheduler::changed(Lane& lane, std::int64_t length_before,
-                            std::optional<std::int64_t> head_before) {
+void FairScheduler::changed(Lane& lane, std::int64_t length_before) {
   lengths_.update(lane.weight, length_before, static_cast<std::int64_t>(lane.pages.size()));
   // A lane with pages is in the index, under key 1 at least (a page may cost nothing).
   const std::int64_t indexed =
@@ -88,14 +121,7 @@ void FairScheduler::changed(Lane& lane, std::int64_t length_before,
   token_lengths_.update(lane.weight, lane.indexed, lane.indexed_tokens, indexed, lane.tokens);
   lane.indexed = indexed;
   lane.indexed_tokens = lane.tokens;
-  const std::optional<std::int64_t> head_after =
-      lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
-  if (head_before == head_after) return;
-  if (head_before) {
-    const auto it = head_costs_.find(*head_before);
-    if (--it->second == 0) head_costs_.erase(it);
-  }
-  if (head_after) ++head_costs_[*head_after];
+  index_head(lane);
 }
 
 void FairScheduler::refile(Lane& lane, JobId job, JobMarks& marks) {
@@ -111,17 +137,15 @@ void FairScheduler::add(const QueuedPage& page) {
     return;
   }
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
-  const auto head_before = head_cost(lane);
   lane.pages.push_back(page);
   ++lane.enqueued;
   file(lane, page, lane.enqueued);
-  changed(lane, length_before, head_before);
+  changed(lane, length_before);
   join_ring(page.user_id, lane);
 }
 
 void FairScheduler::insert_in_order(Lane& lane, const QueuedPage& page) {
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
-  const auto head_before = head_cost(lane);
   // The page may go ahead of the head page's job, which takes left filed where it was.
   const JobId head_job = lane.pages.front().job_id;
   refile(lane, head_job, lane.jobs[head_job]);
@@ -136,7 +160,7 @@ void FairScheduler::insert_in_order(Lane& lane, const QueuedPage& page) {
   ++lane.enqueued;
   lane.pages.insert(at, page);
   file(lane, page, position);
-  changed(lane, length_before, head_before);
+  changed(lane, length_before);
   join_ring(page.user_id, lane);
 }
 
@@ -168,7 +192,6 @@ void FairScheduler::file(Lane& lane, const QueuedPage& page, std::int64_t positi
 void FairScheduler::put_back(const QueuedPage& page) {
   Lane& lane = lane_of(page.user_id);
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
-  const auto head_before = head_cost(lane);
   // The page may go ahead of the head page's job, which takes left filed where it was.
   if (!lane.pages.empty()) {
     const JobId head_job = lane.pages.front().job_id;
@@ -193,7 +216,7 @@ void FairScheduler::put_back(const QueuedPage& page) {
   const std::int64_t position = lane.consumed + static_cast<std::int64_t>(index) + 1;
   lane.pages.insert(lane.pages.begin() + static_cast<std::ptrdiff_t>(index), page);
   file(lane, page, position);
-  changed(lane, length_before, head_before);
+  changed(lane, length_before);
   if (lane.in_ring) {
     // It was charged when it was taken; the call never happened, so refund it.
     lane.credit += page.charged;
@@ -203,13 +226,33 @@ void FairScheduler::put_back(const QueuedPage& page) {
 }
 
 void FairScheduler::settle(const QueuedPage& page, std::int64_t used) {
-  settled_ += 1.0;
-  const double weight = std::max(kRefundAlpha, 1.0 / settled_);
-  expected_refund_ += weight * (static_cast<double>(page.cost - used) - expected_refund_);
+  const auto it = lanes_.find(page.user_id);
+  if (page.cost > 0) {
+    const double usage =
+        std::clamp(static_cast<double>(used) / static_cast<double>(page.cost), 0.0, kMaxUsage);
+    follow(usage_, settled_, usage);
+    if (it != lanes_.end()) {
+      follow(it->second.usage, it->second.settled, usage);
+      index_head(it->second);
+    }
+  }
   if (page.charged == 0) return;  // sent out of turn: its lane paid nothing
+  if (it == lanes_.end() || !it->second.in_ring) return;
+  if (used > page.charged) {
+    it->second.credit -= used - page.charged;  // owed, however much
+  } else {
+    give_back(it->second, page.charged - used);
+  }
+}
+
+void FairScheduler::refund(const QueuedPage& page) {
   const auto it = lanes_.find(page.user_id);
   if (it == lanes_.end() || !it->second.in_ring) return;
-  it->second.credit -= used - page.charged;
+  it->second.credit += page.charged;  // as if it had never been taken (put_back())
+}
+
+void FairScheduler::give_back(Lane& lane, std::int64_t tokens) {
+  lane.refunded = std::min(lane.refunded + tokens, quantum() * lane.weight);
 }
 
 const QueuedPage* FairScheduler::peek() {
@@ -220,10 +263,10 @@ const QueuedPage* FairScheduler::peek() {
   while (true) {
     Lane& lane = lanes_.at(*current_);
     if (!lane.credited) {
-      lane.credit += quantum() * lane.weight;
+      lane.credit += quantum() * lane.weight + std::exchange(lane.refunded, 0);
       lane.credited = true;
     }
-    if (charge_for(lane.pages.front().cost) <= lane.credit) return &lane.pages.front();
+    if (charge_for(lane, lane.pages.front().cost) <= lane.credit) return &lane.pages.front();
     // This visit is over: the lane keeps its remaining credit for the next one.
     lane.credited = false;
     if (++current_ == ring_.end()) current_ = ring_.begin();
@@ -233,7 +276,7 @@ const QueuedPage* FairScheduler::peek() {
 std::optional<QueuedPage> FairScheduler::take() {
   if (peek() == nullptr) return std::nullopt;
   Lane& lane = lanes_.at(*current_);
-  const std::int64_t charge = charge_for(lane.pages.front().cost);
+  const std::int64_t charge = charge_for(lane, lane.pages.front().cost);
   lane.credit -= charge;
   QueuedPage page = pop_head(lane);
   page.charged = charge;
@@ -243,7 +286,7 @@ std::optional<QueuedPage> FairScheduler::take() {
 void FairScheduler::give_turn() {
   if (peek() == nullptr) return;
   Lane& lane = lanes_.at(*current_);
-  lane.credit -= charge_for(lane.pages.front().cost);
+  lane.credit -= charge_for(lane, lane.pages.front().cost);
 }
 
 std::size_t FairScheduler::lane_jobs(UserId user) const {
@@ -264,7 +307,6 @@ std::optional<QueuedPage> FairScheduler::take_from(UserId user) {
 
 QueuedPage FairScheduler::pop_head(Lane& lane) {
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
-  const auto head_before = head_cost(lane);
   QueuedPage page = lane.pages.front();
   page.charged = 0;
   lane.pages.pop_front();
@@ -281,7 +323,7 @@ QueuedPage FairScheduler::pop_head(Lane& lane) {
       marks->second.first = lane.consumed + 1;
     }
   }
-  changed(lane, length_before, head_before);
+  changed(lane, length_before);
   leave_ring_if_empty(lane);
   return page;
 }
@@ -298,7 +340,6 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
   lane.order.erase(gone.filed_under, job);
 
   const auto length_before = static_cast<std::int64_t>(lane.pages.size());
-  const auto head_before = head_cost(lane);
   std::deque<QueuedPage> kept;
   for (QueuedPage& page : lane.pages) {
     if (page.job_id == job) {
@@ -319,7 +360,7 @@ std::vector<QueuedPage> FairScheduler::remove_job(UserId user, JobId job) {
   lane.enqueued -= count;
   lane.tokens -= gone.tokens;
   size_ -= count;
-  changed(lane, length_before, head_before);
+  changed(lane, length_before);
   leave_ring_if_empty(lane);
   return removed;
 }

@@ -46,6 +46,7 @@ class RecordingOrder final : public fairlane::PageOrder {
     corrections.emplace_back(page.user_id, used - page.charged);
     inner_.settle(page, used);
   }
+  void refund(const QueuedPage& page) override { inner_.refund(page); }
   std::vector<QueuedPage> remove_job(fairlane::UserId user, fairlane::JobId job) override {
     return inner_.remove_job(user, job);
   }
@@ -831,6 +832,20 @@ TEST_CASE("A page no longer queued when its dispatch is recorded is withdrawn an
   CHECK(rig.tokens_spent() == 0);
   CHECK(rig.policy.tracked_pages() == 0);
   CHECK(rig.policy.calls_out() == 0);
+}
+
+// The page was charged to its lane when it was taken; no call was made for it, so its user's
+// next page keeps the turn. Before, the lane paid for it, and its next turn came a page later.
+TEST_CASE("A page withdrawn before its call gives its lane back what it was charged") {
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  rig.add(kAlice, 2, 2);
+  rig.add(kBob, 3, 2);
+  auto withdrawn = rig.send();
+  REQUIRE(withdrawn.page.page_id == 101);
+  rig.policy.withdrawn(withdrawn.page, withdrawn.lease);
+  CHECK(rig.send().page.page_id == 201);
+  CHECK(rig.send().page.page_id == 301);
 }
 
 // ---- start and stop ------------------------------------------------------------------------

@@ -143,6 +143,7 @@ class FifoOrder final : public PageOrder {
   void add(const QueuedPage& page) override { pages_.push_back(page); }
   void put_back(const QueuedPage& page) override { pages_.push_front(page); }
   void settle(const QueuedPage& /*page*/, std::int64_t /*used*/) override {}  // no lanes
+  void refund(const QueuedPage& /*page*/) override {}
   std::vector<QueuedPage> remove_job(UserId /*user*/, JobId job) override {
     std::vector<QueuedPage> removed;
     std::erase_if(pages_, [&](const QueuedPage& page) {

@@ -78,15 +78,27 @@ class FairScheduler {
   // A page taken earlier settled: the provider counted `used` tokens for its call. Its lane
   // is corrected by `used` minus what it was charged: an overrun is owed by the lane's next
   // turns, a refund is theirs to use, so backlogged users share the tokens the provider
-  // counted, not fairlane's estimates. A lane that has emptied since has forgotten its
-  // credit, and the correction with it.
+  // counted, not fairlane's estimates. Refunds are the lane's from its next visit on, and
+  // come to one visit's credit (quantum x weight) at most: refunds that came while a lane
+  // was visited, banked while it was alone, or owed for pages charged before it had learned
+  // what they use, would otherwise buy it a run of pages while a newcomer waits. A lane that
+  // has emptied since has forgotten its credit, and the correction with it.
   //
-  // A lane is charged what a page is expected to use, not its reservation: its cost less
-  // the average refund (cost - used) of the pages settled so far, the n-th weighing
-  // max(0.1, 1 / n); the whole cost until one has. Charged its reservation, a lane whose
-  // pages reserve four times what they use spends its refunds in bursts of four pages, and
-  // a backlogged user runs a whole reservation of counted tokens ahead of another.
+  // A lane is charged what a page is expected to use, not its reservation: its cost times
+  // the average of used / cost over the lane's own pages settled so far (each counted up to
+  // 2), the n-th weighing max(0.1, 1 / n). A lane none of whose pages has settled is charged
+  // at that average over every lane's pages, which follows each settle; the whole cost until
+  // one has. Charged its reservation, a lane whose pages reserve four times what they use
+  // spends its refunds in bursts of four pages, and a backlogged user runs a whole
+  // reservation of counted tokens ahead of another. Charged one average for every lane, a
+  // user whose pages use all they reserve, beside one whose pages use a quarter, was charged
+  // next to nothing, took a whole window of calls, and owed it in the next.
   void settle(const QueuedPage& page, std::int64_t used);
+
+  // A page taken earlier made no call and does not come back (it was withdrawn, or its job
+  // cancelled, or it failed before it was sent): what its lane was charged goes back to the
+  // lane's credit, as for a page put back, so that its user's other pages keep the turn.
+  void refund(const QueuedPage& page);
 
   // The next page in fair order, or nullptr when every lane is empty. Repeated calls return
   // the same page until it is taken. The pointer is valid until the next change.
@@ -152,6 +164,14 @@ class FairScheduler {
     std::int64_t tokens = 0;
     PageId filed_under = 0;
   };
+  // A head page's key: its charge, in head_charges_, once its lane has learned what its own
+  // pages use; its cost, in unlearned_head_costs_, before (it is charged at usage_, which
+  // every settle moves).
+  struct HeadKey {
+    std::int64_t value = 0;
+    bool learned = false;
+    bool operator==(const HeadKey&) const = default;
+  };
   struct Lane {
     std::deque<QueuedPage> pages;
     std::int64_t weight = 1;
@@ -170,20 +190,28 @@ class FairScheduler {
     // it, and they file the head's job afresh first.
     LaneOrder order;
     std::optional<std::list<UserId>::iterator> in_ring;
+    // The average used / cost of the lane's settled pages, and how many have settled.
+    double usage = 1.0;
+    double settled = 0.0;
+    std::int64_t refunded = 0;  // refunds, added to the credit at the next visit (settle())
+    // Where the lane's head page is indexed for the quantum, if it has one (HeadKey).
+    std::optional<HeadKey> head;
   };
 
   Lane& lane_of(UserId user);
   void join_ring(UserId user, Lane& lane);
   void leave_ring_if_empty(Lane& lane);
-  // Records a change of `lane` in the length and token indexes and the head costs.
-  void changed(Lane& lane, std::int64_t length_before, std::optional<std::int64_t> head_before);
-  [[nodiscard]] static std::optional<std::int64_t> head_cost(const Lane& lane) {
-    return lane.pages.empty() ? std::nullopt : std::optional(lane.pages.front().cost);
-  }
+  // Records a change of `lane` in the length and token indexes and the head index.
+  void changed(Lane& lane, std::int64_t length_before);
+  // Files the lane's head page afresh in the head index, if its key changed.
+  void index_head(Lane& lane);
   [[nodiscard]] std::int64_t quantum() const;
-  // What a lane is charged for a page of `cost`: its cost less the expected refund, and at
-  // least 1 for a page that costs anything.
-  [[nodiscard]] std::int64_t charge_for(std::int64_t cost) const;
+  // What a page of `cost` is charged at `usage` (used / cost): at least 1 if it costs anything.
+  [[nodiscard]] static std::int64_t charge_at(std::int64_t cost, double usage);
+  // Adds a refund of `tokens` to the lane's next visit, up to one visit's credit (settle()).
+  void give_back(Lane& lane, std::int64_t tokens);
+  // What `lane` is charged for a page of `cost` (settle()).
+  [[nodiscard]] std::int64_t charge_for(const Lane& lane, std::int64_t cost) const;
   // Adds `page` to a non-empty lane whose tail has a higher id, before the pages with higher
   // ids: the marks of their jobs move one slot towards the tail.
   void insert_in_order(Lane& lane, const QueuedPage& page);
@@ -206,10 +234,13 @@ class FairScheduler {
   std::unordered_map<UserId, Lane> lanes_;
   std::list<UserId> ring_;  // the non-empty lanes, in visiting order
   std::list<UserId>::iterator current_ = ring_.end();
-  std::map<std::int64_t, std::int64_t> head_costs_;  // cost -> lanes with such a head page
+  // The heads of the lanes, for the quantum: charge -> lanes that have learned and are
+  // charged that for their head page; cost -> lanes that have not, with a head of that cost.
+  std::map<std::int64_t, std::int64_t> head_charges_;
+  std::map<std::int64_t, std::int64_t> unlearned_head_costs_;
   std::int64_t size_ = 0;
-  double expected_refund_ = 0.0;  // average cost - used of settled pages
-  double settled_ = 0.0;          // pages settled
+  double usage_ = 1.0;    // the average used / cost of every lane's settled pages
+  double settled_ = 0.0;  // pages settled
   LaneLengths lengths_;
   LaneLengths token_lengths_;
 };

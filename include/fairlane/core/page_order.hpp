@@ -34,6 +34,8 @@ class PageOrder {
   virtual void put_back(const QueuedPage& page) = 0;
   // A page taken earlier settled: the provider counted `used` tokens for its call.
   virtual void settle(const QueuedPage& page, std::int64_t used) = 0;
+  // A page taken earlier made no call the provider counted, and does not come back.
+  virtual void refund(const QueuedPage& page) = 0;
   // Removes every queued page of `job` (a cancellation) and returns them.
   virtual std::vector<QueuedPage> remove_job(UserId user, JobId job) = 0;
   // The door promised `job` of `user` it would be done by `finish_by`. An order that keeps
@@ -59,6 +61,7 @@ class FairOrder final : public PageOrder {
   void add(const QueuedPage& page) override { scheduler_.add(page); }
   void put_back(const QueuedPage& page) override { scheduler_.put_back(page); }
   void settle(const QueuedPage& page, std::int64_t used) override { scheduler_.settle(page, used); }
+  void refund(const QueuedPage& page) override { scheduler_.refund(page); }
   std::vector<QueuedPage> remove_job(UserId user, JobId job) override {
     return scheduler_.remove_job(user, job);
   }

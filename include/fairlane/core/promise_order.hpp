@@ -92,6 +92,7 @@ class PromiseOrder final : public PageOrder {
   void add(const QueuedPage& page) override;
   void put_back(const QueuedPage& page) override;
   void settle(const QueuedPage& page, std::int64_t used) override { scheduler_.settle(page, used); }
+  void refund(const QueuedPage& page) override { scheduler_.refund(page); }
   std::vector<QueuedPage> remove_job(UserId user, JobId job) override;
   void promise(UserId user, JobId job, Clock::time_point finish_by) override;
 
