@@ -149,6 +149,7 @@ Result<MultipartFile> multipart_file(std::string_view content_type_header, std::
   }
   std::string line_end;  // "\r\n" or "\n": what the first delimiter line ends with
   std::optional<MultipartFile> found;
+  bool found_empty_input = false;  // found is an empty file input, which a file replaces
   std::size_t data_begin = 0;
   std::size_t data_end = 0;
   for (;;) {
@@ -198,10 +199,22 @@ Result<MultipartFile> multipart_file(std::string_view content_type_header, std::
                     "the multipart body has no closing boundary: the upload was cut short; "
                     "send it again");
     }
-    if (!found && form_data && name == field) {
-      found = std::move(part);
-      data_begin = pos;
-      data_end = next;
+    if (form_data && name == field) {
+      // A form's file input left empty sends a part with no filename and no bytes: skipped,
+      // unless no other part holds a file (then the upload is refused as an empty file).
+      const bool empty_input = part.filename.empty() && next == pos;
+      if (!found || (found_empty_input && !empty_input)) {
+        found = std::move(part);
+        found_empty_input = empty_input;
+        data_begin = pos;
+        data_end = next;
+      } else if (!empty_input) {
+        return Status(
+            StatusCode::invalid_argument,
+            fmt::format("the multipart upload has more than one part named \"{}\": a "
+                        "job is one PDF; send each PDF as its own upload (-F {}=@book.pdf)",
+                        field, field));
+      }
     }
     pos = next + line_end.size();
   }

@@ -100,15 +100,61 @@ TEST_CASE("multipart_file: the preamble, the epilogue and other parts are skippe
       "--XyZ123 \t\r\n"
       "Content-Disposition: form-data; name=\"file\"; filename=\"me.pdf\"\r\n\r\n"
       "right\r\n"
-      "--XyZ123\r\n"
-      "Content-Disposition: form-data; name=\"file\"; filename=\"second.pdf\"\r\n\r\n"
-      "the first one wins\r\n"
       "--XyZ123--\r\n"
       "This is an epilogue.\r\n";
   const auto file = multipart_file(kType, body);
   REQUIRE(file.ok());
   CHECK(file->filename == "me.pdf");
   CHECK(file->data == "right");
+}
+
+TEST_CASE("multipart_file: a second file part is refused, naming one PDF per upload") {
+  // curl -F file=@a.pdf -F file=@b.pdf, or <input type=file multiple> with two files chosen.
+  const std::string body =
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"a.pdf\"\r\n\r\n"
+      "%PDF-1.4 a\r\n"
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"b.pdf\"\r\n\r\n"
+      "%PDF-1.4 b\r\n"
+      "--XyZ123--\r\n";
+  CHECK(refusal(kType, body) ==
+        "the multipart upload has more than one part named \"file\": a job is one PDF; send "
+        "each PDF as its own upload (-F file=@book.pdf)");
+}
+
+TEST_CASE("multipart_file: an empty file input before the file is skipped") {
+  // A form with two file inputs named file, the first left empty: browsers send it as a part
+  // with filename="" and no bytes.
+  const std::string body =
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\n"
+      "\r\n"
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"book.pdf\"\r\n\r\n"
+      "%PDF-1.4 the book\r\n"
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n\r\n"
+      "\r\n"
+      "--XyZ123--\r\n";
+  const auto file = multipart_file(kType, body);
+  REQUIRE(file.ok());
+  CHECK(file->filename == "book.pdf");
+  CHECK(file->data == "%PDF-1.4 the book");
+}
+
+TEST_CASE("multipart_file: only an empty file input gives its empty data") {
+  // What the upload then refuses as an empty file, not as a body without a file part.
+  const std::string body =
+      "--XyZ123\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n\r\n"
+      "\r\n"
+      "--XyZ123--\r\n";
+  const auto file = multipart_file(kType, body);
+  REQUIRE(file.ok());
+  CHECK(file->data.empty());
+  CHECK(file->filename.empty());
 }
 
 TEST_CASE("multipart_file: directories in the filename are dropped, escaped quotes are kept") {

@@ -99,14 +99,16 @@ struct MultipartFile {
   std::string data;          // the part's bytes, exactly as sent
 };
 
-// The first part named `field` of a multipart/form-data body. `content_type_header` is the
-// request's Content-Type (multipart/form-data; boundary=...). The filename loses any
-// directories a client put in it. The body is taken by value so
+// The part named `field` of a multipart/form-data body. `content_type_header` is the
+// request's Content-Type (multipart/form-data; boundary=...). A part named `field` with no
+// filename and no bytes (a form's file input left empty) is skipped, unless it is the only
+// one. The filename loses any directories a client put in it. The body is taken by value so
 // that the part's bytes are cut out of it in place: the result's data is the body's own
 // buffer (move the request body in to avoid any copy of it).
 // Fails when the Content-Type is not multipart/form-data or has no boundary, when the body
-// is malformed or has no closing boundary (a cut-short upload), or when no part is named
-// `field`.
+// is malformed or has no closing boundary (a cut-short upload), when no part is named
+// `field`, or when two parts named `field` hold a file (RFC 7578 4.3: `curl -F file=@a.pdf
+// -F file=@b.pdf`, `<input type=file multiple>`): one upload is one PDF.
 [[nodiscard]] Result<MultipartFile> multipart_file(std::string_view content_type_header,
                                                    std::string body,
                                                    std::string_view field = "file");
