@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -252,6 +253,14 @@ void write_page(std::ostream& out, const DocumentPage& page) {
 
 int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds,
                    std::int64_t memory_mb, const PdfReading& reading) {
+  // No core dump, whatever ends the reader: a PDF that drives it to its CPU limit (SIGXCPU)
+  // or into an abort under its memory limit would otherwise leave a core of up to that
+  // limit in the service's directory each time it is sent, on a host that keeps cores.
+  // Not dumpable either, so that no core pattern piping to a handler gets it.
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): prctl is the only way to ask
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (cpu_seconds > 0) {
     // The soft limit sends SIGXCPU (the process ends); the hard one a second later, SIGKILL.
     const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};

@@ -6,6 +6,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -215,6 +218,28 @@ TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one c
   CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, fairlane::PdfReading{.max_pages = 2}) == 0);
   CHECK(too_many.str() ==
         "too_large the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+}
+
+TEST_CASE("read_pdf_child: the reader can leave no core dump, whatever ends it") {
+  // In a process of its own, as `fairlane read-pdf` runs it (the limits are the process's):
+  // a PDF that ends it at its CPU limit (SIGXCPU) or in poppler's abort under its memory
+  // limit must not write a core of up to that limit to the service's disk, each time it is
+  // sent. The child exits 0 when its core limit, soft and hard, is 0 and it is not dumpable.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::istringstream pdf(fairlane::write_pdf({"One."}));
+    std::ostringstream out;
+    (void)fairlane::read_pdf_child(pdf, out, 30, 4096, fairlane::PdfReading{.max_pages = 10});
+    rlimit core{};
+    const bool no_core = ::getrlimit(RLIMIT_CORE, &core) == 0 && core.rlim_cur == 0 &&
+                         core.rlim_max == 0 && ::prctl(PR_GET_DUMPABLE) == 0;
+    ::_exit(no_core ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE(

@@ -78,6 +78,8 @@ class ReaderProcesses {
 
 // The reader's side (`fairlane read-pdf`): limits this process to `cpu_seconds` of CPU and
 // `memory_mb` of address space (not under AddressSanitizer, which needs terabytes of it),
+// and to no core dump (a PDF that ends it at a limit or in a crash must not leave up to
+// `memory_mb` of core on the service's disk each time it is sent),
 // reads a PDF from `in`, reads its pages as `reading` says (read_pdf) and writes the answer
 // to `out`, each page as soon as it is read:
 //   "ok N\n", then N times one of
