@@ -239,7 +239,9 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
   }
   if (Status told = count(page_count); !told.ok()) return told;
 
-  std::int64_t image_bytes = 0;
+  // The pages' texts and images so far: a small PDF whose pages share one compressed content
+  // stream can hold thousands of pages each within max_page_bytes.
+  std::int64_t total_bytes = 0;
   for (int i = 0; i < page_count; ++i) {
     const std::unique_ptr<poppler::page> page(document->create_page(i));
     if (!page) {
@@ -271,6 +273,7 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
       if (reading.max_page_bytes > 0 && text_bytes > reading.max_page_bytes) {
         return refusals::page_too_long(i + 1, text_bytes, reading.max_page_bytes);
       }
+      total_bytes += text_bytes;
       if (!has_text) read.kind = PageKind::blank;
     } else {
       // A page with text is drawn whatever its ink: it cannot be blank.
@@ -284,13 +287,13 @@ Status read_pdf(std::string_view bytes, const PdfReading& reading,
         if (reading.max_image_bytes > 0 && size > reading.max_image_bytes) {
           return refusals::image_too_large(i + 1, size, reading.max_image_bytes);
         }
-        image_bytes += size;
-        if (reading.max_total_image_bytes > 0 && image_bytes > reading.max_total_image_bytes) {
-          return refusals::images_too_large(i + 1, reading.max_total_image_bytes);
-        }
+        total_bytes += size;
         read.kind = PageKind::image;
         read.image = std::move(**image);
       }
+    }
+    if (reading.max_total_bytes > 0 && total_bytes > reading.max_total_bytes) {
+      return refusals::pages_too_large(i + 1, reading.max_total_bytes);
     }
     if (Status passed = page_read(std::move(read)); !passed.ok()) return passed;
   }

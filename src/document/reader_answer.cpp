@@ -120,14 +120,13 @@ std::optional<Status> ReaderAnswer::over_limit(const Pending& page) {
       length > limits_.max_page_bytes) {
     return refusals::page_too_long(pages_read_, length, limits_.max_page_bytes);
   }
-  if (page.kind == PageKind::image) {
-    if (limits_.max_image_bytes > 0 && length > limits_.max_image_bytes) {
-      return refusals::image_too_large(pages_read_, length, limits_.max_image_bytes);
-    }
-    image_bytes_ += length;
-    if (limits_.max_total_image_bytes > 0 && image_bytes_ > limits_.max_total_image_bytes) {
-      return refusals::images_too_large(pages_read_, limits_.max_total_image_bytes);
-    }
+  if (page.kind == PageKind::image && limits_.max_image_bytes > 0 &&
+      length > limits_.max_image_bytes) {
+    return refusals::image_too_large(pages_read_, length, limits_.max_image_bytes);
+  }
+  total_bytes_ += length;
+  if (limits_.max_total_bytes > 0 && total_bytes_ > limits_.max_total_bytes) {
+    return refusals::pages_too_large(pages_read_, limits_.max_total_bytes);
   }
   return std::nullopt;
 }

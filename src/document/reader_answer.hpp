@@ -5,7 +5,7 @@
 // WIDTH HEIGHT LENGTH" or "blank") and its bytes, a refusal line ("refused ..." or
 // "too_large ...") standing in for a page where the child found a limit or damage there;
 // or a refusal line alone. Each line is checked against the limits as soon as it is whole
-// (the page count, a text's bytes, an image's, all images'), before its bytes come, so the
+// (the page count, a text's bytes, an image's, all pages'), before its bytes come, so the
 // child can be killed at once; an image must be the PNG or JPEG, of the size, its line says;
 // nothing may follow the last page.
 //
@@ -71,7 +71,7 @@ class ReaderAnswer {
   std::optional<Status> refusal_;  // the child's refusal, which ends the answer
   std::int64_t pages_ = 0;         // announced by "ok N"
   std::int64_t pages_read_ = 0;    // whose line has been read
-  std::int64_t image_bytes_ = 0;   // announced by the image pages' lines so far
+  std::int64_t total_bytes_ = 0;   // announced by the pages' lines so far, texts and images
   std::optional<Pending> pending_;
   std::vector<DocumentPage> pages_done_;
 };

@@ -39,12 +39,16 @@ inline Status image_too_large(std::int64_t page, std::int64_t bytes, std::int64_
                       page, bytes, max_bytes)};
 }
 
-// The images of the pages up to `page` (from 1) passed `max_bytes` together.
-inline Status images_too_large(std::int64_t page, std::int64_t max_bytes) {
+// The pages up to `page` (from 1), their texts and images together, passed `max_bytes`:
+// what one upload may hold, however little the PDF's compressed streams weigh.
+inline Status pages_too_large(std::int64_t page, std::int64_t max_bytes) {
+  constexpr std::int64_t kMiB = std::int64_t{1024} * 1024;
+  const std::string limit = max_bytes % kMiB == 0 ? fmt::format("{} MiB", max_bytes / kMiB)
+                                                  : fmt::format("{} bytes", max_bytes);
   return {StatusCode::payload_too_large,
-          fmt::format("the PDF's page images come to more than {} MiB by page {}, more than one "
-                      "upload may hold: split the PDF",
-                      max_bytes / (std::int64_t{1024} * 1024), page)};
+          fmt::format("the PDF's pages come to more than {} of text and images by page {}, more "
+                      "than one upload may hold: split the PDF",
+                      limit, page)};
 }
 
 }  // namespace fairlane::refusals

@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -446,4 +447,29 @@ TEST_CASE("split_pdf: a page with more text than max_page_bytes is refused namin
             " bytes of text; a page may have at most 4096 (--max-page-kb): split the page");
   // Exactly at the limit is allowed.
   CHECK(split_pdf(pdf, 0, static_cast<std::int64_t>(bytes)).ok());
+}
+
+TEST_CASE("read_pdf: pages whose texts together pass max_total_bytes are refused as they come") {
+  // Each page well within max_page_bytes; a small PDF can hold thousands of them, and their
+  // texts are held until the upload is committed.
+  const std::string pdf =
+      write_pdf({"Page 1 of 3\nOne.", "Page 2 of 3\nTwo.", "Page 3 of 3\nThree."});
+  const auto whole = split_pdf(pdf);
+  REQUIRE(whole.ok());
+  const auto first = static_cast<std::int64_t>((*whole)[0].size());
+  std::int64_t handed_over = 0;
+  const fairlane::Status read = fairlane::read_pdf(
+      pdf,
+      fairlane::PdfReading{.input = fairlane::PageInputMode::text, .max_total_bytes = first + 1},
+      [](std::int64_t) { return fairlane::Status(); },
+      [&](const fairlane::DocumentPage&) {
+        ++handed_over;
+        return fairlane::Status();
+      });
+  CHECK(read.code() == StatusCode::payload_too_large);
+  CHECK(read.message() == fmt::format("the PDF's pages come to more than {} bytes of text and "
+                                      "images by page 2, more than one upload may hold: split "
+                                      "the PDF",
+                                      first + 1));
+  CHECK(handed_over == 1);  // the reading stopped at page 2, not after page 3
 }

@@ -82,3 +82,22 @@ TEST_CASE("ReaderAnswer: an answer cut short, or with bytes past its last page, 
   ReaderAnswer lying(fairlane::PdfReading{});
   CHECK(lying.add("ok 1\nimage image/png 64 48 4\nabcd").has_value());
 }
+
+TEST_CASE("ReaderAnswer: texts and images count against one total, refused at the line past it") {
+  std::vector<unsigned char> pixels(64 * 48, 200);
+  const auto png = fairlane::encode_png({pixels.data(), 64, 48, 64});
+  REQUIRE(png.ok());
+  const auto image_bytes = static_cast<std::int64_t>(png->size());
+  // A page of 1,000 bytes of text and the image fit; another 1,000 bytes of text do not.
+  ReaderAnswer reader(fairlane::PdfReading{.max_total_bytes = 1000 + image_bytes + 999});
+  std::string answer = "ok 3\ntext 1000\n" + std::string(1000, 'a') + "image image/png 64 48 " +
+                       std::to_string(png->size()) + "\n" + *png;
+  CHECK_FALSE(reader.add(answer));
+  // Refused from the page's line, before its bytes come.
+  const auto refused = reader.add("text 1000\n");
+  REQUIRE(refused);
+  CHECK(refused->code() == fairlane::StatusCode::payload_too_large);
+  CHECK(refused->message() ==
+        "the PDF's pages come to more than " + std::to_string(1000 + image_bytes + 999) +
+            " bytes of text and images by page 3, more than one upload may hold: split the PDF");
+}

@@ -139,7 +139,7 @@ TEST_CASE("read_pdf: an image past max_image_bytes, or all of them past their to
   REQUIRE(whole.ok());
   const auto first = static_cast<std::int64_t>((*whole)[0].image->bytes.size());
   const auto both = fairlane::read_pdf(
-      pdf, PdfReading{.input = PageInputMode::image, .max_total_image_bytes = first + 1});
+      pdf, PdfReading{.input = PageInputMode::image, .max_total_bytes = first + 1});
   REQUIRE_FALSE(both.ok());
   CHECK(both.status().code() == StatusCode::payload_too_large);
   CHECK(both.status().message().find("by page 2") != std::string::npos);

@@ -94,7 +94,7 @@ void pdf(std::string_view input) {
                                 .max_pages = 50,
                                 .max_page_bytes = std::int64_t{64} * 1024,
                                 .max_image_bytes = std::int64_t{1} * 1024 * 1024,
-                                .max_total_image_bytes = std::int64_t{8} * 1024 * 1024};
+                                .max_total_bytes = std::int64_t{8} * 1024 * 1024};
   auto pages = read_pdf(input, kReading);
   if (!pages.ok()) {
     const std::string& message = pages.status().message();

@@ -43,10 +43,10 @@ struct RenderOptions {
 struct PdfReading {
   PageInputMode input = PageInputMode::automatic;
   RenderOptions render = {};
-  std::int64_t max_pages = 0;              // checked before any page is read
-  std::int64_t max_page_bytes = 0;         // of one page's text
-  std::int64_t max_image_bytes = 0;        // of one page's encoded image
-  std::int64_t max_total_image_bytes = 0;  // of all the pages' images together
+  std::int64_t max_pages = 0;        // checked before any page is read
+  std::int64_t max_page_bytes = 0;   // of one page's text
+  std::int64_t max_image_bytes = 0;  // of one page's encoded image
+  std::int64_t max_total_bytes = 0;  // of all the pages' texts and images together
 };
 
 // One page as it goes to the provider: kind text with its text (UTF-8 in reading order, lines
@@ -61,8 +61,9 @@ struct DocumentPage {
 // are read (so that a reader can pass each on before the next is rendered); `count` is told
 // the number of pages first. A Status from either ends the reading with it.
 // Fails as split_pdf does (not a PDF, damaged, encrypted, no pages, a limit passed: the
-// limits are payload_too_large, and a page's image past max_image_bytes or all of them past
-// max_total_image_bytes too), and when a page cannot be rendered.
+// limits are payload_too_large, and a page's image past max_image_bytes or all the pages' texts
+// and images together past max_total_bytes too, checked page by page), and when a page cannot
+// be rendered.
 // It does not refuse a PDF whose pages are all blank: check_pages does, once all are read.
 // Reads one PDF at a time in a process (src/document/pdf.cpp says why).
 [[nodiscard]] Status read_pdf(std::string_view bytes, const PdfReading& reading,

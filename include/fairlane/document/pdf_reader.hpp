@@ -33,8 +33,8 @@ struct PdfReaderOptions {
   std::chrono::milliseconds timeout{60'000};
   // How pages are read, and what is read back from the child: at most `max_pages` pages
   // (--max-pages), each with at most `max_page_bytes` bytes of text (--max-page-kb) or an
-  // image of at most `max_image_bytes`, all the images together at most
-  // `max_total_image_bytes`, checked as the answer arrives. An answer past any is refused
+  // image of at most `max_image_bytes`, all the pages' texts and images together at most
+  // `max_total_bytes`, checked as the answer arrives. An answer past any is refused
   // naming the limit and the child killed, so that the parent never holds more than the
   // limits allow (a small PDF of compressed text can hold gigabytes of it). The child should
   // be given the same (read_pdf_child's `reading`).
@@ -43,7 +43,7 @@ struct PdfReaderOptions {
                      .max_pages = 10'000,
                      .max_page_bytes = std::int64_t{64} * 1024,
                      .max_image_bytes = std::int64_t{8} * 1024 * 1024,
-                     .max_total_image_bytes = std::int64_t{256} * 1024 * 1024};
+                     .max_total_bytes = std::int64_t{256} * 1024 * 1024};
 };
 
 // The children reading now, so that a stopping service can end them at once.
@@ -67,11 +67,11 @@ class ReaderProcesses {
 // Runs the reader on `bytes` and returns its pages, as read_pdf (and check_pages) would. A
 // refusal of the reader (a damaged, encrypted, empty or all-blank PDF) comes back as its
 // invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
-// timeout is an invalid_argument naming the limit; an answer with more pages or a page with
-// more text than `options` allow (or the reader's own refusal for them) is payload_too_large
-// naming the limit; a reader that cannot be started, or whose answer
-// cannot be read, is internal. Ignores SIGPIPE in the process (once), so that a reader
-// dying while it is sent the PDF is an error, not the end of the service.
+// timeout is an invalid_argument naming the limit; an answer with more pages, or a page with
+// more text, or pages with more bytes together than `options` allow (or the reader's own
+// refusal for them) is payload_too_large naming the limit; a reader that cannot be started,
+// or whose answer cannot be read, is internal. Ignores SIGPIPE in the process (once), so that
+// a reader dying while it is sent the PDF is an error, not the end of the service.
 [[nodiscard]] Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
                                                                   const PdfReaderOptions& options,
                                                                   ReaderProcesses* processes);
