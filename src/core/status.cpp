@@ -30,6 +30,8 @@ std::string_view to_string(StatusCode code) {
       return "outcome_unknown";
     case StatusCode::fenced:
       return "fenced";
+    case StatusCode::unavailable:
+      return "unavailable";
     case StatusCode::internal:
       return "internal";
   }

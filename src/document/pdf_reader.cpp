@@ -16,6 +16,7 @@
 #include <cstring>
 #include <istream>
 #include <iterator>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <system_error>
@@ -44,6 +45,17 @@ struct Fd {
     fd = -1;
   }
 };
+
+// Whether the reader ending by `signal` is the PDF's doing: its CPU limit (SIGXCPU, then
+// SIGKILL at the hard limit, as the parent's at the timeout), or a crash the PDF drove poppler
+// into (SIGSEGV, SIGBUS, SIGFPE, SIGILL; SIGABRT, poppler's answer to a failed allocation
+// under the memory limit). Any other signal came from outside: a service being stopped.
+bool ended_by_the_pdf(int signal) {
+  for (const int limit_or_crash : {SIGXCPU, SIGKILL, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {
+    if (signal == limit_or_crash) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -196,14 +208,30 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
         "far too complex; export it again (print to PDF) or split it",
         options.timeout.count() / 1000));
   }
-  if (WIFSIGNALED(wait_status) || !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+  auto pages = answer.finish();
+  // A refusal the reader answered stands, however it ended after it.
+  if (!pages.ok() && pages.status().code() != StatusCode::internal) return pages;
+  if (WIFSIGNALED(wait_status) && ended_by_the_pdf(WTERMSIG(wait_status))) {
     return refusals::refused(fmt::format(
         "the PDF could not be read within fairlane's limits on time and memory (the reader "
-        "ended with {}): it may be damaged or far too complex; export it again or split it",
-        WIFSIGNALED(wait_status) ? fmt::format("signal {}", WTERMSIG(wait_status))
-                                 : fmt::format("status {}", WEXITSTATUS(wait_status))));
+        "ended with signal {}): it may be damaged or far too complex; export it again or "
+        "split it",
+        WTERMSIG(wait_status)));
   }
-  auto pages = answer.finish();
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    // Nothing the PDF can do ends the reader so: the service's side failed, and the upload
+    // is worth sending again. What happened goes to the operator.
+    return Status(
+        StatusCode::unavailable,
+        fmt::format("the PDF reader {} {} before it answered in full, for no fault of the PDF: "
+                    "check that it runs on this host (status 127: a library it needs is "
+                    "missing, or was replaced under the running service, which a restart "
+                    "mends; a signal: something outside the service stopped it)",
+                    options.command.front(),
+                    WIFSIGNALED(wait_status)
+                        ? fmt::format("was ended by signal {}", WTERMSIG(wait_status))
+                        : fmt::format("exited with status {}", WEXITSTATUS(wait_status))));
+  }
   if (!pages.ok()) return pages;
   if (Status checked = check_pages(pages.value(), options.reading.input); !checked.ok()) {
     return checked;
@@ -275,19 +303,28 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
 #else
   (void)memory_mb;
 #endif
-  const std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Each page is written as soon as it is read, so that the reader holds one page's image at
   // a time and the parent can stop it at the first page past a limit.
-  const Status read = read_pdf(
-      pdf, reading,
-      [&](std::int64_t count) {
-        out << "ok " << count << '\n';
-        return Status();
-      },
-      [&](const DocumentPage& page) {
-        write_page(out, page);
-        return out ? Status() : Status(StatusCode::internal, "the answer could not be written");
-      });
+  Status read;
+  try {
+    const std::string pdf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    read = read_pdf(
+        pdf, reading,
+        [&](std::int64_t count) {
+          out << "ok " << count << '\n';
+          return Status();
+        },
+        [&](const DocumentPage& page) {
+          write_page(out, page);
+          return out ? Status() : Status(StatusCode::internal, "the answer could not be written");
+        });
+  } catch (const std::bad_alloc&) {
+    // Past the memory limit: the PDF's doing, said as such (an exit without an answer would
+    // read as the reader failing to run).
+    read = refusals::refused(
+        "the PDF could not be read within fairlane's limits on time and memory (the reader ran "
+        "out of memory): it may be damaged or far too complex; export it again or split it");
+  }
   if (!read.ok() && out) write_refusal(out, read);
   out.flush();
   return out ? 0 : 1;

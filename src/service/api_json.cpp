@@ -104,6 +104,11 @@ std::string_view callers_terms(StatusCode code) {
     case StatusCode::version_too_new:
       return "the service's job store was written by a newer fairlane. Tell the service's "
              "operator, whose log says which.";
+    case StatusCode::unavailable:
+      return "the service could not do this just now, for a reason of its own: nothing in the "
+             "request was at fault. Retry in a few seconds (an upload sent again with the same "
+             "Idempotency-Key is not taken twice); if it lasts, tell the service's operator, "
+             "whose log says why.";
     case StatusCode::internal:
       return "the service failed on its side. Retry later; if it lasts, tell the service's "
              "operator, whose log says why.";
@@ -130,6 +135,7 @@ ApiAnswer answer_for(const Status& status) {
       {StatusCode::io_error, 503},
       {StatusCode::outcome_unknown, 503},
       {StatusCode::fenced, 503},
+      {StatusCode::unavailable, 503},
       {StatusCode::corrupt, 500},
       {StatusCode::version_too_new, 500},
       {StatusCode::internal, 500},
@@ -142,6 +148,8 @@ ApiAnswer answer_for(const Status& status) {
     if (row.code == status.code()) answer.status = row.http;
   }
   if (status.code() == StatusCode::busy) answer.retry_after_s = 1;
+  // A reader process failing is not over in a second: as long as a full reading queue.
+  if (status.code() == StatusCode::unavailable) answer.retry_after_s = 5;
   return answer;
 }
 

@@ -41,10 +41,11 @@ struct ApiAnswer {
 // The one table from a Status to an HTTP answer: invalid_argument 400, payload_too_large 413
 // (its type the code's name), not_found 404,
 // already_exists 409, busy 503 (Retry-After 1), disk_full 507, read_only / io_error 503,
-// corrupt / version_too_new / internal 500. What the caller can mend (4xx) is said in the
-// Status's words. A failure on the service's side (busy and 5xx) is said in the caller's
-// terms, what happened and what the caller can do, and the Status's words, which name the
-// store's server or file and the operator's remedy, go to `detail`.
+// unavailable 503 (Retry-After 5), corrupt / version_too_new / internal 500. What the
+// caller can mend (4xx) is said in the Status's words. A failure on the service's side
+// (busy and 5xx) is said in the caller's terms, what happened and what the caller can do,
+// and the Status's words, which name the store's server or file and the operator's remedy,
+// go to `detail`.
 [[nodiscard]] ApiAnswer answer_for(const Status& status);
 
 // What the door's refusals look like: busy 503 with position, estimated_wait_seconds,

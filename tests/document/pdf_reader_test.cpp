@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "document/pdf_writer.hpp"
 #include "fairlane/document/document.hpp"
@@ -102,6 +103,50 @@ TEST_CASE("Reader: a child that dies, even before reading its input, is a refusa
   CHECK(pages.status().code() == StatusCode::invalid_argument);
   CHECK(pages.status().message().find("limits on time and memory") != std::string::npos);
   CHECK(pages.status().message().find("signal 11") != std::string::npos);
+}
+
+TEST_CASE("Reader: the limits' own signals and a crash refuse the PDF, naming the signal") {
+  // SIGXCPU: the CPU limit; SIGKILL: its hard limit; SIGABRT: poppler out of memory under
+  // the address-space limit; SIGBUS, SIGFPE, SIGILL: a crash the PDF drove it into.
+  for (const std::string signal : {"XCPU", "KILL", "ABRT", "BUS", "FPE", "ILL"}) {
+    CAPTURE(signal);
+    const auto pages =
+        read_pdf_in_child("%PDF", shell("cat >/dev/null; kill -" + signal + " $$"), nullptr);
+    REQUIRE_FALSE(pages.ok());
+    CHECK(pages.status().code() == StatusCode::invalid_argument);
+    CHECK(pages.status().message().find("limits on time and memory") != std::string::npos);
+  }
+}
+
+TEST_CASE("Reader: a reader that cannot run, or is stopped, is unavailable, not the PDF's fault") {
+  // Exit 127: the dynamic loader could not load a library (one upgraded under the running
+  // service); SIGTERM: the reader stopped from outside (the service being stopped); SIGUSR1,
+  // any other signal. (Not SIGINT: a shell that starts the tests in the background has it
+  // ignored, and the stand-in would inherit that.)
+  const std::pair<std::string, std::string> cases[] = {
+      {"cat >/dev/null; exit 127", "exited with status 127"},
+      {"exit 1", "exited with status 1"},
+      {"cat >/dev/null; kill -TERM $$", "was ended by signal 15"},
+      {"kill -USR1 $$", "was ended by signal 10"},
+  };
+  for (const auto& [script, how] : cases) {
+    CAPTURE(script);
+    const auto pages = read_pdf_in_child("%PDF", shell(script), nullptr);
+    REQUIRE_FALSE(pages.ok());
+    CHECK(pages.status().code() == StatusCode::unavailable);
+    // The operator's line: which reader, and how it ended.
+    CHECK(pages.status().message().rfind("the PDF reader /bin/sh " + how + " before it answered",
+                                         0) == 0);
+  }
+}
+
+TEST_CASE("Reader: a refusal the reader answered stands, however the reader then ends") {
+  const auto pages = read_pdf_in_child(
+      "%PDF", shell("cat >/dev/null; echo 'refused the PDF is encrypted: remove it'; exit 3"),
+      nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  CHECK(pages.status().message() == "the PDF is encrypted: remove it");
 }
 
 TEST_CASE("Reader: a child past its timeout is killed and the PDF refused") {

@@ -101,7 +101,7 @@ TEST_CASE(
   for (const StatusCode code :
        {StatusCode::busy, StatusCode::disk_full, StatusCode::read_only, StatusCode::io_error,
         StatusCode::outcome_unknown, StatusCode::fenced, StatusCode::corrupt,
-        StatusCode::version_too_new, StatusCode::internal}) {
+        StatusCode::version_too_new, StatusCode::unavailable, StatusCode::internal}) {
     CAPTURE(fairlane::to_string(code));
     const std::string detail = "committing job 12: the PostgreSQL server at " + server +
                                " failed (could not write to file \"/var/lib/pg/base/16384\")";

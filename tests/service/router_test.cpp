@@ -755,6 +755,27 @@ TEST_CASE("A multipart upload without a boundary is refused from its headers, be
         "file=@book.pdf, which sets it");
 }
 
+TEST_CASE("A PDF reader that cannot run gets 503 unavailable to retry, and the operator a line") {
+  // The reader exits 127 (a library it needs missing, or replaced under the running service):
+  // nothing in the PDF is at fault, so it is not refused as damaged.
+  Api api;
+  fairlane::service::DocumentReading reading;
+  reading.reader.command = {"/bin/sh", "-c", "cat >/dev/null; exit 127"};
+  auto document = fairlane::service::read_document("application/pdf",
+                                                   fairlane::write_pdf({"Some text."}), reading);
+  const auto answer =
+      api.router->finish_upload(fairlane::service::Upload{1, 1, "x.pdf", true, 200, std::nullopt},
+                                fairlane::service::upload_read(std::move(document)));
+  CHECK(answer.status == 503);
+  CHECK(header(answer, "Retry-After") == "5");
+  CHECK(Api::body(answer).at("error").at("type") == "unavailable");
+  const std::string message(Api::body(answer).at("error").at("message").as_string());
+  CHECK(message.find("Retry") != std::string::npos);
+  CHECK(message.find("/bin/sh") == std::string::npos);
+  CHECK(answer.log.rfind("the PDF reader /bin/sh exited with status 127", 0) == 0);
+  CHECK(api.dispatcher->scheduler().size() == 0);
+}
+
 TEST_CASE("Unreadable documents get 400 invalid_document with the reason, and nothing is queued") {
   Api api;
   const std::string pdf = fairlane::write_pdf({"Some text."});

@@ -26,6 +26,7 @@ enum class StatusCode {
   io_error,           // the operating system failed a read, write or sync
   outcome_unknown,    // the connection broke while a write was out: it may or may not be stored
   fenced,             // this instance no longer leads the cluster: its writes change nothing
+  unavailable,        // something the service runs failed on its side, not the input's; retry
   internal,           // a bug or an unexpected library error
 };
 

@@ -66,12 +66,16 @@ class ReaderProcesses {
 
 // Runs the reader on `bytes` and returns its pages, as read_pdf (and check_pages) would. A
 // refusal of the reader (a damaged, encrypted, empty or all-blank PDF) comes back as its
-// invalid_argument; a reader that dies (its CPU or memory limit, a crash) or overruns the
-// timeout is an invalid_argument naming the limit; an answer with more pages, or a page with
-// more text, or pages with more bytes together than `options` allow (or the reader's own
-// refusal for them) is payload_too_large naming the limit; a reader that cannot be started,
-// or whose answer cannot be read, is internal. Ignores SIGPIPE in the process (once), so that
-// a reader dying while it is sent the PDF is an error, not the end of the service.
+// invalid_argument, however the reader ends after it; a reader ended by its limits
+// (SIGXCPU, SIGKILL) or by a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), or that
+// overruns the timeout, is an invalid_argument naming the limits; a reader that exits
+// non-zero or is ended by another signal without such a refusal (127: it could not load a
+// library; SIGTERM: it was stopped from outside) is unavailable, its message naming the
+// reader and how it ended, for the operator; an answer with more pages, or a page with more
+// text, or pages with more bytes together than `options` allow (or the reader's own refusal
+// for them) is payload_too_large naming the limit; a reader that cannot be started, or whose
+// answer cannot be read, is internal. Ignores SIGPIPE in the process (once), so that a
+// reader dying while it is sent the PDF is an error, not the end of the service.
 [[nodiscard]] Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
                                                                   const PdfReaderOptions& options,
                                                                   ReaderProcesses* processes);
