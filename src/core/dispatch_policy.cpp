@@ -163,6 +163,21 @@ std::optional<Clock::duration> DispatchPolicy::first_call_wait(PageId page) {
 
 // ---- a call's end ----------------------------------------------------------------------
 
+namespace {
+
+// What an answer counts for the lane, the estimator and the bucket: the provider's usage, up
+// to four times the page's reservation. A count past that is a provider's (or a proxy's)
+// mistake, not a page: summed near INT64_MAX it overflowed, and a trillion tokens made every
+// ETA absurd and its lane owe for ever.
+std::int64_t counted_usage(const call::Answered& answered, std::int64_t reserved) {
+  const std::int64_t most = 4 * std::max<std::int64_t>(reserved, 1);
+  const std::int64_t input = std::clamp<std::int64_t>(answered.input_tokens, 0, most);
+  const std::int64_t output = std::clamp<std::int64_t>(answered.output_tokens, 0, most);
+  return std::min(input + output, most);
+}
+
+}  // namespace
+
 void DispatchPolicy::follow(const Announced& announced) {
   budget_.follow_announced(announced.requests_limit, announced.tokens_limit);
   if (announced.requests_remaining) budget_.requests().sync_down(*announced.requests_remaining);
@@ -175,7 +190,7 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
   const auto* answered = std::get_if<call::Answered>(&end);
   std::optional<SendOrder::Settled> settled;
   if (answered != nullptr) {
-    settled = SendOrder::Settled{.used = answered->input_tokens + answered->output_tokens,
+    settled = SendOrder::Settled{.used = counted_usage(*answered, page.cost),
                                  .reserved = page.cost,
                                  .latency = outcome.latency};
   }

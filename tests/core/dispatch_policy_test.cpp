@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -268,6 +269,25 @@ TEST_CASE("An answer settles the lease with the usage, teaches the estimator, co
   CHECK(rig.order.corrections[0] == std::pair<fairlane::UserId, std::int64_t>{kAlice, -600});
   CHECK(rig.policy.tracked_pages() == 0);
   CHECK(rig.policy.calls_out() == 0);
+}
+
+// A provider (or a proxy in front of it) that reports absurd usage: the sum of two counts near
+// INT64_MAX overflowed, and a trillion tokens made the estimator's rate about 5e-8 pages a
+// second, its ETAs past what a duration holds, and the lane owe for ever. What a call is
+// counted is bounded by four times its reservation.
+TEST_CASE("Usage an answer reports is counted up to four times the page's reservation") {
+  Rig rig;
+  rig.add(kAlice, 1, 2);
+  auto sent = rig.send();
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max() - 5;
+  CHECK(
+      std::holds_alternative<verdict::Complete>(rig.end(sent, call::Answered{huge, huge}).action));
+  REQUIRE(rig.order.corrections.size() == 1);
+  CHECK(rig.order.corrections[0] == std::pair<fairlane::UserId, std::int64_t>{kAlice, 3'000});
+  CHECK(rig.estimator.avg_tokens_per_page() == doctest::Approx(4'000.0));
+  auto next = rig.send();
+  (void)rig.end(next, call::Answered{1'000'000'000'000, 0});
+  CHECK(rig.order.corrections[1].second <= 3'000);
 }
 
 TEST_CASE("The estimator learns answered calls in the order they were sent, not as they end") {
