@@ -403,6 +403,15 @@ std::unordered_map<JobId, Clock::duration> DispatchPolicy::held_back() const {
   return held;
 }
 
+std::optional<Clock::duration> DispatchPolicy::held_back(JobId job) const {
+  const Clock::time_point now = clock_.now();
+  std::optional<Clock::duration> last;
+  for (const auto& [release, page] : held_) {
+    if (page.job_id == job) last = std::max(last.value_or(release - now), release - now);
+  }
+  return last;
+}
+
 std::vector<JobId> DispatchPolicy::tracked_jobs() const {
   std::vector<JobId> jobs;
   jobs.reserve(job_pages_.size());

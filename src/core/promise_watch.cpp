@@ -40,6 +40,18 @@ double PromiseWatch::slack_s(double promised_s) {
   return std::max(2.0, 0.1 * promised_s);
 }
 
+std::optional<double> seconds_to_finish(std::optional<double> queued_s, double paused_s,
+                                        std::optional<double> held_s, double latency_s) {
+  paused_s = std::max(paused_s, 0.0);
+  std::optional<double> finish;
+  if (queued_s) finish = *queued_s + paused_s;
+  if (held_s) {
+    const double after = std::max(*held_s, paused_s) + latency_s;
+    finish = std::max(finish.value_or(after), after);
+  }
+  return finish;
+}
+
 std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const PageOrder& order,
                                           WallTime now, Clock::duration paused_for,
                                           const Ended& ended, const HeldBack& held) {
@@ -52,8 +64,10 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const Page
     if (it == watched_.end() || it->second.next_look != due.at) continue;  // stale
     Entry& entry = it->second;
     WallTime projected;
-    if (const auto estimate = order.project(estimator, entry.promise.user, due.job)) {
-      projected = now + wall_duration(estimate->eta_seconds + paused_s);
+    const auto estimate = order.project(estimator, entry.promise.user, due.job);
+    if (estimate) {
+      projected = now + wall_duration(
+                            *seconds_to_finish(estimate->eta_seconds, paused_s, std::nullopt, 0.0));
       entry.last_projection = projected;
     } else if (ended(due.job, entry.promise)) {
       watched_.erase(it);
@@ -68,8 +82,9 @@ std::vector<Revision> PromiseWatch::check(const Estimator& estimator, const Page
     // end) and answers a call later.
     bool held_back = false;
     if (const auto h = held.find(due.job); h != held.end()) {
-      const double goes_s = std::max(Seconds(h->second).count(), paused_s);
-      const WallTime after = now + wall_duration(goes_s + estimator.avg_latency_s());
+      const WallTime after =
+          now + wall_duration(*seconds_to_finish(std::nullopt, paused_s, Seconds(h->second).count(),
+                                                 estimator.avg_latency_s()));
       if (after > projected) {
         projected = after;
         held_back = true;

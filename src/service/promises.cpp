@@ -46,14 +46,10 @@ void Promises::promised(const JobView& job) {
 }
 
 std::vector<JobId> Promises::check() {
-  Clock::duration paused_for = Clock::duration::zero();
-  if (const auto until = dispatcher_.paused_until()) {
-    paused_for = std::max(*until - SteadyClock().now(), Clock::duration::zero());
-  }
   const WallTime now = wall_clock_.now();
   std::vector<JobId> revised;
   for (const Revision& revision : watch_.check(
-           dispatcher_.estimator(), dispatcher_.order(), now, paused_for,
+           dispatcher_.estimator(), dispatcher_.order(), now, dispatcher_.policy().paused_for(),
            [this](JobId job, const WatchedPromise&w) { return ended(job, w); },
            dispatcher_.policy().held_back())) {
     if (store_.revise_eta(revision.job, revision.finish, reason(revision)).ok()) {

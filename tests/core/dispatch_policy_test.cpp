@@ -868,6 +868,26 @@ TEST_CASE("A page withdrawn before its call gives its lane back what it was char
   CHECK(rig.send().page.page_id == 301);
 }
 
+TEST_CASE("What is left of a pause, and of a job's pages held back, on the policy's clock") {
+  Rig rig(kRoomy, config_with(5));
+  rig.add(kAlice, 1, 2);
+  rig.add(kBob, 2, 1);
+  CHECK(rig.policy.paused_for() == Clock::duration::zero());
+  auto first = rig.send();
+  auto second = rig.send();
+  (void)rig.end(first, call::TransientError{"reset"});
+  const auto held = rig.policy.held_back(1);
+  REQUIRE(held.has_value());
+  CHECK(*held <= 1s);  // the first backoff: up to backoff_base
+  CHECK_FALSE(rig.policy.held_back(2).has_value());
+  (void)rig.end(second, call::RateLimited{120s});
+  CHECK(rig.policy.paused_for() == 120s);
+  rig.clock.advance(20s);
+  CHECK(rig.policy.paused_for() == 100s);
+  rig.clock.advance(200s);
+  CHECK(rig.policy.paused_for() == Clock::duration::zero());
+}
+
 // ---- start and stop ------------------------------------------------------------------------
 
 TEST_CASE(

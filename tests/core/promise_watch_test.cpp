@@ -352,3 +352,17 @@ TEST_CASE("PromiseWatch: a job the PromiseOrder keeps is not revised for newer w
   CHECK(plain_revisions >= 1);
   CHECK(kept_revisions == 0);
 }
+
+TEST_CASE("A job ends after a pause, and no sooner than a call after its held pages return") {
+  using fairlane::seconds_to_finish;
+  // Queued pages go once the pause is over.
+  CHECK(seconds_to_finish(10.0, 120.0, std::nullopt, 2.0) == doctest::Approx(130.0));
+  CHECK(seconds_to_finish(10.0, 0.0, std::nullopt, 2.0) == doctest::Approx(10.0));
+  // A page held back answers a call after it returns, or after the pause if that is later.
+  CHECK(seconds_to_finish(std::nullopt, 0.0, 40.0, 2.0) == doctest::Approx(42.0));
+  CHECK(seconds_to_finish(std::nullopt, 60.0, 40.0, 2.0) == doctest::Approx(62.0));
+  CHECK(seconds_to_finish(5.0, 0.0, 40.0, 2.0) == doctest::Approx(42.0));
+  CHECK(seconds_to_finish(50.0, 0.0, 40.0, 2.0) == doctest::Approx(50.0));
+  // Nothing queued or held: all its pages are out, or it has ended.
+  CHECK_FALSE(seconds_to_finish(std::nullopt, 30.0, std::nullopt, 2.0).has_value());
+}

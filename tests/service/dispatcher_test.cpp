@@ -794,6 +794,38 @@ class ScriptedProvider final : public fairlane::Provider {
 
 }  // namespace
 
+// The provider asks for two minutes (a 429 with Retry-After: 120): the job's promise is
+// revised for the pause (PromiseWatch), and its job object says the same. Before, its
+// eta_seconds was the queue's alone, a few seconds, for as long as the pause lasted.
+TEST_CASE("A job's eta_seconds counts what is left of a pause of all dispatch") {
+  namespace o = fairlane::outcome;
+  boost::asio::io_context io;
+  auto store = fairlane::testing::open_store(":memory:");
+  ScriptedProvider provider(io, fairlane::ProviderOutcome{o::RateLimited{120s}, 429, {}, 1ms});
+  Dispatcher dispatcher(io, *store, provider, fairlane_config(1));
+  const auto alice = store->add_user("alice");
+  REQUIRE(alice.ok());
+  REQUIRE(dispatcher.start().ok());
+  auto job = store->enqueue_job(JobRequest{
+      alice->user.id, "book", {PageInput{"page one", 300}, PageInput{"page two", 300}}, 100});
+  REQUIRE(job.ok());
+  dispatcher.add(job.value(), 1);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!dispatcher.paused_until() && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(10ms);
+  }
+  REQUIRE(dispatcher.paused_until().has_value());
+  fairlane::service::Router router(
+      *store, dispatcher,
+      fairlane::service::RouterConfig{"admin-secret", "Extract.", 200, 1'000, 2'000'000});
+  const auto answer = router.handle(fairlane::service::ApiRequest{
+      "GET", "/v1/jobs/" + job->job.public_id, {{"Authorization", "Bearer " + alice->key}}, ""});
+  REQUIRE(answer.status == 200);
+  const double eta = boost::json::parse(answer.body).at("eta_seconds").to_number<double>();
+  CHECK(eta > 110.0);
+  CHECK(eta < 130.0);
+}
+
 // The adapter's half of the outcome table (the decisions are the policy's, tested in
 // tests/core/dispatch_policy_test.cpp): each provider outcome is mapped to the core's, and
 // its verdict is counted and committed as the page's transition, with the reason sentence,

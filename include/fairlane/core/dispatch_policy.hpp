@@ -187,6 +187,11 @@ class DispatchPolicy {
   // Until when all dispatch is paused (a 429/503, the provider unreachable); std::nullopt
   // when it is not (a pause that has passed is cleared by the next step).
   [[nodiscard]] std::optional<Clock::time_point> paused_until() const { return paused_; }
+  // What is left of that pause; zero when there is none.
+  [[nodiscard]] Clock::duration paused_for() const {
+    return paused_ ? std::max(*paused_ - clock_.now(), Clock::duration::zero())
+                   : Clock::duration::zero();
+  }
   // Outage pauses in a row (0 once the provider answers anything).
   [[nodiscard]] std::int64_t outage_pauses() const { return outage_pauses_; }
   // Calls sent and not yet ended.
@@ -198,6 +203,9 @@ class DispatchPolicy {
   // For each job with pages held back, how long until the last of them returns to its lane
   // (for PromiseWatch). O(pages held).
   [[nodiscard]] std::unordered_map<JobId, Clock::duration> held_back() const;
+  // How long until the last of `job`'s pages held back returns to its lane; std::nullopt
+  // when none is held. O(pages held).
+  [[nodiscard]] std::optional<Clock::duration> held_back(JobId job) const;
   // Pages known (queued, held or out), and cancelled jobs remembered because some of their
   // pages are still out: bounded by the pages in the lanes and out.
   [[nodiscard]] std::size_t tracked_pages() const { return pages_.size(); }

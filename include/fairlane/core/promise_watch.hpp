@@ -73,6 +73,16 @@ struct Revision {
   double mu_now = 0.0;   // the rate now, for pages of the size they had then
 };
 
+// When a job ends, in seconds from now: `queued_s` for its queued pages as the order serves
+// them (std::nullopt when none is queued) once what is left of a pause of all dispatch
+// (`paused_s`) has passed, and no sooner than a call (`latency_s`) after the last of its
+// pages held back for a backoff returns (`held_s`), or the pause ends if later. std::nullopt
+// when it has neither queued nor held pages. The one rule for the job object's eta_seconds
+// and the PromiseWatch's projections.
+[[nodiscard]] std::optional<double> seconds_to_finish(std::optional<double> queued_s,
+                                                      double paused_s, std::optional<double> held_s,
+                                                      double latency_s);
+
 class PromiseWatch {
  public:
   // Whether a job with no page queued has ended; an ended job is no longer watched.

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "fairlane/core/dispatch_policy.hpp"
+#include "fairlane/core/promise_watch.hpp"
 #include "fairlane/core/text.hpp"
 #include "fairlane/provider/image_tokens.hpp"
 #include "service/routes.hpp"
@@ -28,7 +32,21 @@ ReadThen at_once(ApiResponse response) {
 
 json::object job_object(const RouteContext& context, const JobView& job) {
   const Estimator& estimator = context.dispatcher.estimator();
-  return job_json(job, estimator.job(job.user_id, job.id), estimator.avg_latency_s());
+  std::optional<JobEstimate> estimate = estimator.job(job.user_id, job.id);
+  // Its ETA after a pause of all dispatch, and a backoff its pages wait out, as its promise
+  // is revised (PromiseWatch): the two say the same.
+  using Seconds = std::chrono::duration<double>;
+  const DispatchPolicy& policy = context.dispatcher.policy();
+  const auto held = policy.held_back(job.id);
+  const std::optional<double> finish = seconds_to_finish(
+      estimate ? std::optional(estimate->eta_seconds) : std::nullopt,
+      Seconds(policy.paused_for()).count(),
+      held ? std::optional(Seconds(*held).count()) : std::nullopt, estimator.avg_latency_s());
+  if (finish) {
+    if (!estimate) estimate.emplace();  // its pages are all out or held: none is ahead of it
+    estimate->eta_seconds = *finish;
+  }
+  return job_json(job, estimate, estimator.avg_latency_s());
 }
 
 std::int64_t estimate_tokens(const RouteContext& context, std::string_view page_text,
