@@ -215,6 +215,18 @@ std::unique_ptr<StoreReaders> readers_of(
   return std::make_unique<StoreReaders>(std::move(stores));
 }
 
+// Two readers whose commits wait at `gate` until the test lets them go.
+std::unique_ptr<StoreReaders> held_commit_readers(const Rig& rig, CommitGate& gate) {
+  return readers_of(rig, 2, [&gate](std::unique_ptr<Store> connection) {
+    return std::make_unique<HeldCommits>(std::move(connection), gate);
+  });
+}
+
+// An upload's answer before it has come.
+Result<fairlane::cli::HttpReply> not_answered() {
+  return fairlane::Status(fairlane::StatusCode::internal, "not answered");
+}
+
 // A router served on loopback, its io_context run on a thread of its own until stop().
 struct Served {
   Served(boost::asio::io_context& context, Router& router)
@@ -444,13 +456,11 @@ TEST_CASE(
     "its lane, and the io thread serves meanwhile") {
   Rig rig;
   CommitGate gate;
-  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
-    return std::make_unique<HeldCommits>(std::move(connection), gate);
-  });
+  const auto readers = held_commit_readers(rig, gate);
   Served served(rig.io, rig.router(readers.get()));
   fairlane::service::HttpServer& server = served.server;
-  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
-  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> first = not_answered();
+  Result<fairlane::cli::HttpReply> second = not_answered();
   std::thread one = served.upload(rig.alice, "first", first);
   const bool first_held = gate.wait_entered(1);
   std::thread two = served.upload(rig.alice, "second", second);
@@ -484,14 +494,12 @@ TEST_CASE(
   config.promise_window = 2s;
   Rig rig(config);
   CommitGate gate;
-  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
-    return std::make_unique<HeldCommits>(std::move(connection), gate);
-  });
+  const auto readers = held_commit_readers(rig, gate);
   Router& router = rig.router(readers.get());
   Served served(rig.io, router);
   fairlane::service::HttpServer& server = served.server;
-  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
-  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> first = not_answered();
+  Result<fairlane::cli::HttpReply> second = not_answered();
   std::thread one = served.upload(rig.alice, "first", first);
   const bool first_held = gate.wait_entered(1);
   std::thread two = served.upload(rig.alice, "second", second);
@@ -525,14 +533,12 @@ TEST_CASE(
   config.max_pending_documents_per_user = 1;
   Rig rig(config);
   CommitGate gate;
-  const auto readers = readers_of(rig, 2, [&](std::unique_ptr<Store> connection) {
-    return std::make_unique<HeldCommits>(std::move(connection), gate);
-  });
+  const auto readers = held_commit_readers(rig, gate);
   Router& router = rig.router(readers.get());
   Served served(rig.io, router);
   fairlane::service::HttpServer& server = served.server;
-  Result<fairlane::cli::HttpReply> first = fairlane::Status(fairlane::StatusCode::internal, "");
-  Result<fairlane::cli::HttpReply> second = fairlane::Status(fairlane::StatusCode::internal, "");
+  Result<fairlane::cli::HttpReply> first = not_answered();
+  Result<fairlane::cli::HttpReply> second = not_answered();
   std::thread one = served.upload(rig.alice, "first", first);
   const bool first_held = gate.wait_entered(1);
   std::thread two([&second, url = served.base, key = rig.alice] {
