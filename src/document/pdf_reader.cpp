@@ -14,6 +14,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <istream>
 #include <iterator>
 #include <new>
@@ -48,10 +49,12 @@ struct Fd {
 
 // Whether the reader ending by `signal` is the PDF's doing: its CPU limit (SIGXCPU, then
 // SIGKILL at the hard limit, as the parent's at the timeout), or a crash the PDF drove poppler
-// into (SIGSEGV, SIGBUS, SIGFPE, SIGILL; SIGABRT, poppler's answer to a failed allocation
-// under the memory limit). Any other signal came from outside: a service being stopped.
+// into (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS, a hardened build's traps;
+// SIGABRT, poppler's answer to a failed allocation under the memory limit). Any other signal
+// came from outside: a service being stopped.
 bool ended_by_the_pdf(int signal) {
-  for (const int limit_or_crash : {SIGXCPU, SIGKILL, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {
+  for (const int limit_or_crash :
+       {SIGXCPU, SIGKILL, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) {
     if (signal == limit_or_crash) return true;
   }
   return false;
@@ -284,11 +287,15 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
   // No core dump, whatever ends the reader: a PDF that drives it to its CPU limit (SIGXCPU)
   // or into an abort under its memory limit would otherwise leave a core of up to that
   // limit in the service's directory each time it is sent, on a host that keeps cores.
-  // Not dumpable either, so that no core pattern piping to a handler gets it.
-  const rlimit no_core{0, 0};
-  setrlimit(RLIMIT_CORE, &no_core);
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): prctl is the only way to ask
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Not dumpable either, so that no core pattern piping to a handler gets it. Set with the
+  // other limits, when they are asked for (the reader process always is; a test reading in
+  // its own process is left as it is).
+  if (cpu_seconds > 0 || memory_mb > 0) {
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): prctl is the only way to ask
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  }
   if (cpu_seconds > 0) {
     // The soft limit sends SIGXCPU (the process ends); the hard one a second later, SIGKILL.
     const rlimit cpu{static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds + 1)};
@@ -324,6 +331,12 @@ int read_pdf_child(std::istream& in, std::ostream& out, std::int64_t cpu_seconds
     read = refusals::refused(
         "the PDF could not be read within fairlane's limits on time and memory (the reader ran "
         "out of memory): it may be damaged or far too complex; export it again or split it");
+  } catch (const std::exception& e) {
+    // poppler, or the reading, threw on what the PDF holds (a length from the file that no
+    // container takes, say): the PDF's doing too, refused naming it.
+    read = refusals::refused(fmt::format(
+        "the PDF could not be read ({}): it may be damaged; export it again (print to PDF)",
+        e.what()));
   }
   if (!read.ok() && out) write_refusal(out, read);
   out.flush();

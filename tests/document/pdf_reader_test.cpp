@@ -15,8 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <istream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <streambuf>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -263,6 +266,25 @@ TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one c
   CHECK(fairlane::read_pdf_child(three, too_many, 0, 0, fairlane::PdfReading{.max_pages = 2}) == 0);
   CHECK(too_many.str() ==
         "too_large the PDF has 3 pages; at most 2 are taken in one upload: split it\n");
+}
+
+namespace {
+// A stream whose reading throws, as poppler or a container may on what a PDF holds.
+class ThrowingBuffer final : public std::streambuf {
+ protected:
+  int_type underflow() override { throw std::length_error("vector::_M_default_append"); }
+};
+}  // namespace
+
+// An exception the reading throws is the PDF's doing, refused as such: out of the reader it
+// became an exit with status 1, which the service now tells as its own failure (503, retry).
+TEST_CASE("read_pdf_child: an exception while reading is a refusal, not an exit") {
+  ThrowingBuffer buffer;
+  std::istream in(&buffer);
+  std::ostringstream out;
+  CHECK(fairlane::read_pdf_child(in, out, 0, 0, fairlane::PdfReading{.max_pages = 10}) == 0);
+  CHECK(out.str().find("vector::_M_default_append") != std::string::npos);
+  CHECK(out.str().find("it may be damaged") != std::string::npos);
 }
 
 TEST_CASE("read_pdf_child: the reader can leave no core dump, whatever ends it") {
