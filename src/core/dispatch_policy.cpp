@@ -295,7 +295,8 @@ void DispatchPolicy::release_held(Clock::time_point now) {
     const QueuedPage page = held_.begin()->second;
     held_.erase(held_.begin());
     if (cancelled_jobs_.contains(page.job_id)) {
-      forget(page);  // the store cancelled it with its job
+      order_.refund(page);  // as put_back would have: its charge goes back to its lane
+      forget(page);         // the store cancelled it with its job
     } else {
       order_.put_back(page);
     }

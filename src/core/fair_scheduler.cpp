@@ -24,7 +24,7 @@ void follow(double& average, double& count, double sample) {
 
 std::int64_t FairScheduler::quantum() const {
   std::int64_t largest_head = 1;
-  if (!head_charges_.empty()) largest_head = head_charges_.rbegin()->first;
+  if (!head_charges_.empty()) largest_head = std::max(largest_head, head_charges_.rbegin()->first);
   if (!unlearned_head_costs_.empty()) {
     largest_head = std::max(largest_head, charge_at(unlearned_head_costs_.rbegin()->first, usage_));
   }

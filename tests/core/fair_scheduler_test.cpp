@@ -546,6 +546,20 @@ TEST_CASE("Each lane is charged what its own pages use: unlike reservations shar
   }
 }
 
+// A lane in debt whose head page costs nothing (a blank page's cost is 0), and no other
+// lane: a quantum of 0 gave it no credit a visit, and peek() looked for ever.
+TEST_CASE("A quantum is at least 1: a lane in debt pays it off behind a page that costs nothing") {
+  FairScheduler scheduler;
+  scheduler.add(QueuedPage{101, 1, kA, 100});
+  scheduler.add(QueuedPage{102, 1, kA, 0});
+  const auto first = scheduler.take();
+  REQUIRE(first.has_value());
+  scheduler.settle(*first, 1'000);  // 900 over its charge: owed
+  const QueuedPage* next = scheduler.peek();
+  REQUIRE(next != nullptr);
+  CHECK(next->page_id == 102);
+}
+
 TEST_CASE("A correction for a lane that has emptied is forgotten with its credit") {
   FairScheduler scheduler;
   add_pages(scheduler, kA, 1, 1, 300);

@@ -11,8 +11,8 @@
 // came back, in page order) with its credit refunded, so it keeps its place.
 //
 // Cost: next page O(1) whatever the number of lanes (the quantum is at least the largest
-// head-of-lane cost, so a visit to a backlogged lane always yields a page); adding a page
-// O(1), or O(log jobs queued in its lane) expected when it starts a job there; taking one
+// head-of-lane charge, so a visit to a backlogged lane not in debt always yields a page); adding a
+// page O(1), or O(log jobs queued in its lane) expected when it starts a job there; taking one
 // O(1), or O(log jobs in the lane) when it is its job's last; a job's place in its lane
 // O(log jobs queued in that lane) expected (its indices are O(1), the tokens ahead of it come
 // from the lane's LaneOrder); returning a page O(queued pages with lower ids + log jobs in
@@ -51,10 +51,11 @@ struct QueuedPage {
 class FairScheduler {
  public:
   // `quantum`: credit per visit per unit of weight, in tokens. 0 (the default) means
-  // automatic: the largest cost among the pages at the heads of the lanes, so equal costs
-  // are plain round robin. A larger quantum lets a lane send several pages a visit; a
-  // smaller one is raised to that largest head cost (while a big page waits at a head,
-  // lanes of small pages send several a visit: fair in tokens, coarser in turns).
+  // automatic: the largest charge (settle()) among the pages at the heads of the lanes, and
+  // at least 1, so equal charges are plain round robin. A larger quantum lets a lane send
+  // several pages a visit; a smaller one is raised to that largest head charge (while a big
+  // page waits at a head, lanes of small pages send several a visit: fair in tokens,
+  // coarser in turns).
   explicit FairScheduler(std::int64_t quantum = 0);
 
   FairScheduler(const FairScheduler&) = delete;
