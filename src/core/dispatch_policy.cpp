@@ -109,6 +109,7 @@ std::vector<InheritedCall> DispatchPolicy::inherit_calls_out(
 
 void DispatchPolicy::drop_held() {
   held_.clear();
+  held_by_job_.clear();
 }
 
 // ---- the loop --------------------------------------------------------------------------
@@ -288,12 +289,16 @@ void DispatchPolicy::forget(const QueuedPage& page) {
 
 void DispatchPolicy::hold(const QueuedPage& page, Clock::time_point until) {
   held_.emplace(until, page);
+  held_by_job_[page.job_id].insert(until);
 }
 
 void DispatchPolicy::release_held(Clock::time_point now) {
   while (!held_.empty() && held_.begin()->first <= now) {
-    const QueuedPage page = held_.begin()->second;
+    const auto [release, page] = *held_.begin();
     held_.erase(held_.begin());
+    const auto job = held_by_job_.find(page.job_id);
+    job->second.erase(job->second.find(release));
+    if (job->second.empty()) held_by_job_.erase(job);
     if (cancelled_jobs_.contains(page.job_id)) {
       order_.refund(page);  // as put_back would have: its charge goes back to its lane
       forget(page);         // the store cancelled it with its job
@@ -395,22 +400,15 @@ std::optional<Clock::duration> DispatchPolicy::pause_for_outage() {
 }
 
 std::unordered_map<JobId, Clock::duration> DispatchPolicy::held_back() const {
-  const Clock::time_point now = clock_.now();
   std::unordered_map<JobId, Clock::duration> held;
-  for (const auto& [release, page] : held_) {
-    Clock::duration& last = held[page.job_id];
-    last = std::max(last, release - now);
-  }
+  for (const auto& [job, releases] : held_by_job_) held[job] = *held_back(job);
   return held;
 }
 
 std::optional<Clock::duration> DispatchPolicy::held_back(JobId job) const {
-  const Clock::time_point now = clock_.now();
-  std::optional<Clock::duration> last;
-  for (const auto& [release, page] : held_) {
-    if (page.job_id == job) last = std::max(last.value_or(release - now), release - now);
-  }
-  return last;
+  const auto it = held_by_job_.find(job);
+  if (it == held_by_job_.end()) return std::nullopt;
+  return *it->second.rbegin() - clock_.now();
 }
 
 std::vector<JobId> DispatchPolicy::tracked_jobs() const {

@@ -53,6 +53,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -201,10 +202,10 @@ class DispatchPolicy {
   // Pages held back until their backoff ends.
   [[nodiscard]] std::size_t held() const { return held_.size(); }
   // For each job with pages held back, how long until the last of them returns to its lane
-  // (for PromiseWatch). O(pages held).
+  // (for PromiseWatch). O(jobs with pages held).
   [[nodiscard]] std::unordered_map<JobId, Clock::duration> held_back() const;
   // How long until the last of `job`'s pages held back returns to its lane; std::nullopt
-  // when none is held. O(pages held).
+  // when none is held. O(1) expected.
   [[nodiscard]] std::optional<Clock::duration> held_back(JobId job) const;
   // Pages known (queued, held or out), and cancelled jobs remembered because some of their
   // pages are still out: bounded by the pages in the lanes and out.
@@ -268,6 +269,8 @@ class DispatchPolicy {
   std::unordered_map<JobId, std::int64_t> job_pages_;  // tracked pages by job
   std::unordered_set<JobId> cancelled_jobs_;           // with pages still out
   std::multimap<Clock::time_point, QueuedPage> held_;  // by release time, then hold order
+  // The release times of held_'s pages by job: a job's last release without a scan of held_.
+  std::unordered_map<JobId, std::multiset<Clock::time_point>> held_by_job_;
   std::optional<Clock::time_point> paused_;
   std::int64_t outage_pauses_ = 0;
   // Pauses of 429/503s without a Retry-After since an answer or a quiet spell; and when the
