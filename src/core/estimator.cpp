@@ -163,29 +163,67 @@ double Estimator::others_ahead(UserId user, double t, std::span<const LaneTail> 
   return std::max(total, 0.0);
 }
 
+double Estimator::usage_of(UserId user) const {
+  const double average = avg_tokens_ / avg_reserved_;
+  return scheduler_.lane_usage(user).value_or(average);
+}
+
+double Estimator::used_units(UserId user, double units) const {
+  if (!(avg_tokens_ > 0.0 && avg_reserved_ > 0.0)) return units;
+  return units * usage_of(user) * avg_reserved_ / avg_tokens_;
+}
+
+namespace {
+
+// What a token index (FairScheduler::token_lengths) counts against `threshold` for a lane
+// with pages whose value is `value`: the value if its key, ceil(value / unit) and at least
+// 1, is at most floor(threshold / unit), else the threshold (LaneLengths::sum_min).
+double as_indexed(double value, double threshold) {
+  const auto unit = static_cast<double>(FairScheduler::kTokenUnit);
+  const double key = std::max(std::ceil(value / unit), 1.0);
+  return key <= std::floor(threshold / unit) ? value : threshold;
+}
+
+}  // namespace
+
 double Estimator::others_tokens_ahead(UserId user, double t,
                                       std::span<const LaneTail> left_out) const {
-  if (!(avg_reserved_ > 0.0)) return others_ahead(user, t, left_out);
-  const LaneLengths& tokens = scheduler_.token_lengths();
+  if (!(avg_tokens_ > 0.0 && avg_reserved_ > 0.0)) return others_ahead(user, t, left_out);
+  // Lanes that have learned what their pages use count that (used_lengths); the others
+  // their tokens at the average usage, a fraction `average` of them.
+  const LaneLengths& used = scheduler_.used_lengths();
+  const LaneLengths& reserved = scheduler_.token_lengths();
+  const double average = avg_tokens_ / avg_reserved_;
   const auto own_weight = static_cast<double>(scheduler_.weight(user));
-  const double own_tokens = t * avg_reserved_;
+  const double own_tokens = t * avg_tokens_;
+  const auto share = [&](std::int64_t weight) {
+    return own_tokens * static_cast<double>(weight) / own_weight;
+  };
   double total = 0.0;
-  for (const std::int64_t weight : tokens.weights()) {
-    total += tokens.sum_min(weight, own_tokens * static_cast<double>(weight) / own_weight,
-                            FairScheduler::kTokenUnit);
+  for (const std::int64_t weight : used.weights()) {
+    total += used.sum_min(weight, share(weight), FairScheduler::kTokenUnit);
   }
-  // The sums include the user's own lane (at ratio 1): take it out as the index counts it.
-  const auto own_lane = static_cast<double>(scheduler_.lane_tokens(user));
-  const auto unit = static_cast<double>(FairScheduler::kTokenUnit);
-  const bool counted_whole = std::ceil(own_lane / unit) <= std::floor(own_tokens / unit);
-  total -= counted_whole ? own_lane : (own_lane > 0.0 ? own_tokens : 0.0);
+  for (const std::int64_t weight : reserved.weights()) {
+    total += average * reserved.sum_min(weight, share(weight) / average, FairScheduler::kTokenUnit);
+  }
+  // The sums include the user's own lane (at ratio 1): take it out as its index counts it.
+  const std::int64_t own_lane = scheduler_.lane_tokens(user);
+  if (scheduler_.lane_length(user) > 0) {
+    if (const auto usage = scheduler_.lane_usage(user)) {
+      total -= as_indexed(static_cast<double>(FairScheduler::expected_use(own_lane, *usage)),
+                          own_tokens);
+    } else {
+      total -= average * as_indexed(static_cast<double>(own_lane), own_tokens / average);
+    }
+  }
   for (const LaneTail& tail : left_out) {
     if (tail.user == user) continue;
-    total -= without_tail(
-        static_cast<double>(scheduler_.lane_tokens(tail.user)), static_cast<double>(tail.tokens),
-        own_tokens * static_cast<double>(scheduler_.weight(tail.user)) / own_weight);
+    const double usage = usage_of(tail.user);
+    total -=
+        without_tail(usage * static_cast<double>(scheduler_.lane_tokens(tail.user)),
+                     usage * static_cast<double>(tail.tokens), share(scheduler_.weight(tail.user)));
   }
-  return std::max(total, 0.0) / avg_reserved_;
+  return std::max(total, 0.0) / avg_tokens_;
 }
 
 double Estimator::scale_for(double tokens_per_page) const {
@@ -299,7 +337,8 @@ double Estimator::reservation_waves(double pages, double competing) const {
   return (high - 1.0) * latency;
 }
 
-double Estimator::seconds_for(double pages, double competing, Refunds refunds) const {
+double Estimator::seconds_for(Work work, double competing, Refunds refunds) const {
+  const double pages = work.used;
   const double steady = mu();
   double burst = 0.0;     // pages the buckets' credit pays for, at what pages use
   double free_now = 0.0;  // pages that can start at once
@@ -348,12 +387,12 @@ double Estimator::seconds_for(double pages, double competing, Refunds refunds) c
   // The refill goes on while the credit is spent, so the two do not add up.
   double paced = 0.0;
   if (pages > burst && !std::isinf(steady)) paced = (pages - burst) / steady * stretch(steady);
-  if (pages > free_now && !std::isinf(burst_rate)) {
-    paced = std::max(paced, after_free(pages - free_now, burst_rate) * stretch(burst_rate));
+  if (work.reserved > free_now && !std::isinf(burst_rate)) {
+    paced = std::max(paced, after_free(work.reserved - free_now, burst_rate) * stretch(burst_rate));
   }
   // Reservations above usage send the calls in waves that the tokens level sets (what is
   // out is bounded by the level, not only by the capacity): a third bound.
-  paced = std::max(paced, reservation_waves(pages, competing));
+  paced = std::max(paced, reservation_waves(work.reserved, competing));
   // A bucket in debt (calls that used more than they reserved) lets nothing through until it
   // has refilled to zero: everyone waits that off first, and what arrives meanwhile queues.
   const double debt = budget_ != nullptr ? debt_seconds(*budget_) : 0.0;
@@ -365,11 +404,17 @@ JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64
                                 Competition competition, std::span<const LaneTail> left_out) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
-  const double position = others_ahead(user, units_to_next, left_out) + (j - 1.0);
-  // In pages of the average size: the others', then the user's own k.
-  const double ahead_with_last =
-      pages_equivalent(others_ahead(user, units_to_last, left_out),
-                       others_tokens_ahead(user, units_to_last, left_out), k, units_to_last);
+  // Fair order charges each lane what its pages are expected to use: the user's pages count
+  // as pages of the average use, at its own lane's usage.
+  const double to_next = used_units(user, units_to_next);
+  const double to_last = used_units(user, units_to_last);
+  const double position = others_ahead(user, to_next, left_out) + (j - 1.0);
+  // In pages of the average: the others', then the user's own k, at what they use and at
+  // what they reserve.
+  const double others = others_ahead(user, to_last, left_out);
+  const double others_units = others_tokens_ahead(user, to_last, left_out);
+  const Work ahead_with_last{pages_equivalent(others, others_units, k, to_last),
+                             pages_equivalent(others, others_units, k, units_to_last)};
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
   const bool held_off = competition == Competition::held_off && scheduler_.lane_jobs(user) == 1;
   const double rho =
@@ -452,8 +497,9 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   JobEstimate e = estimate(user, queued + 1, queued + count, before + scale,
                            before + static_cast<double>(count) * scale, Refunds::when_back);
   const double scaled = static_cast<double>(count) * scale;
-  const double sending =
-      seconds_for(pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled));
+  const double sending = seconds_for(
+      Work{pages_equivalent(0.0, 0.0, static_cast<double>(count), used_units(user, scaled)),
+           pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled)});
   e.own_seconds =
       sending + last_answer_s(static_cast<double>(count), sending, static_cast<double>(count));
   return e;

@@ -66,10 +66,9 @@ void FairScheduler::set_weight(UserId user, std::int64_t weight) {
   if (weight == lane.weight) return;
   const auto length = static_cast<std::int64_t>(lane.pages.size());
   lengths_.update(lane.weight, length, 0);
-  token_lengths_.update(lane.weight, lane.indexed, lane.tokens, 0, 0);
-  lane.weight = weight;
+  const std::int64_t weight_before = std::exchange(lane.weight, weight);
   lengths_.update(lane.weight, 0, length);
-  token_lengths_.update(lane.weight, 0, 0, lane.indexed, lane.tokens);
+  index_tokens(lane, weight_before);
 }
 
 std::int64_t FairScheduler::weight(UserId user) const {
@@ -85,6 +84,16 @@ std::int64_t FairScheduler::lane_length(UserId user) const {
 std::int64_t FairScheduler::lane_tokens(UserId user) const {
   const auto it = lanes_.find(user);
   return it == lanes_.end() ? 0 : it->second.tokens;
+}
+
+std::optional<double> FairScheduler::lane_usage(UserId user) const {
+  const auto it = lanes_.find(user);
+  if (it == lanes_.end() || !(it->second.settled > 0.0)) return std::nullopt;
+  return it->second.usage;
+}
+
+std::int64_t FairScheduler::expected_use(std::int64_t tokens, double usage) {
+  return std::llround(static_cast<double>(tokens) * usage);
 }
 
 void FairScheduler::join_ring(UserId user, Lane& lane) {
@@ -114,14 +123,26 @@ void FairScheduler::leave_ring_if_empty(Lane& lane) {
 
 void FairScheduler::changed(Lane& lane, std::int64_t length_before) {
   lengths_.update(lane.weight, length_before, static_cast<std::int64_t>(lane.pages.size()));
-  // A lane with pages is in the index, under key 1 at least (a page may cost nothing).
-  const std::int64_t indexed =
-      lane.pages.empty() ? 0
-                         : std::max<std::int64_t>((lane.tokens + kTokenUnit - 1) / kTokenUnit, 1);
-  token_lengths_.update(lane.weight, lane.indexed, lane.indexed_tokens, indexed, lane.tokens);
-  lane.indexed = indexed;
-  lane.indexed_tokens = lane.tokens;
+  index_tokens(lane, lane.weight);
   index_head(lane);
+}
+
+void FairScheduler::index_tokens(Lane& lane, std::int64_t weight_before) {
+  const bool used = lane.settled > 0.0;
+  const std::int64_t value = used ? expected_use(lane.tokens, lane.usage) : lane.tokens;
+  // A lane with pages is in an index, under key 1 at least (a page may cost nothing).
+  const std::int64_t key =
+      lane.pages.empty() ? 0 : std::max<std::int64_t>((value + kTokenUnit - 1) / kTokenUnit, 1);
+  if (key == lane.indexed && value == lane.indexed_tokens && used == lane.indexed_used &&
+      weight_before == lane.weight) {
+    return;
+  }
+  (lane.indexed_used ? used_lengths_ : token_lengths_)
+      .update(weight_before, lane.indexed, lane.indexed_tokens, 0, 0);
+  (used ? used_lengths_ : token_lengths_).update(lane.weight, 0, 0, key, value);
+  lane.indexed = key;
+  lane.indexed_tokens = value;
+  lane.indexed_used = used;
 }
 
 void FairScheduler::refile(Lane& lane, JobId job, JobMarks& marks) {
@@ -233,6 +254,7 @@ void FairScheduler::settle(const QueuedPage& page, std::int64_t used) {
     follow(usage_, settled_, usage);
     if (it != lanes_.end()) {
       follow(it->second.usage, it->second.settled, usage);
+      index_tokens(it->second, it->second.weight);
       index_head(it->second);
     }
   }

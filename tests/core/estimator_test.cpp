@@ -818,3 +818,65 @@ TEST_CASE("Given the budget, mu follows the limits the provider announces") {
   CHECK(estimator.mu() == doctest::Approx(3.125));
   CHECK(estimator.binding() == Limit::tokens);
 }
+
+TEST_CASE("Other lanes count at what their own pages use: the tokens fair order shares") {
+  // User 1's pages reserve 1,000 and use all of it; user 2's reserve 4,000 and use 1,000.
+  // Fair order charges each lane what its own pages use (FairScheduler::settle), 1,000 a
+  // page for both, so the two lanes alternate. Counted by reservation, user 2's pages would
+  // look four times as heavy: its ETA too long, and user 1's, ahead of which user 2 would
+  // seem to send a quarter of what it does, too short.
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  scheduler.add(QueuedPage{1, 1, 1, 1'000});
+  scheduler.add(QueuedPage{2, 2, 2, 4'000});
+  while (const auto page = scheduler.take()) {
+    scheduler.settle(*page, 1'000);
+    estimator.record_settled(1'000, page->cost, 2s);
+  }
+  // Averages: 1,000 used and 2,500 reserved a page, 2 s a call; the tokens bind at 300,000
+  // a minute, 5 pages of 1,000 a second.
+  REQUIRE(estimator.mu() == doctest::Approx(5.0));
+
+  SUBCASE("A light user behind a full one") {
+    for (int i = 0; i < 100; ++i) scheduler.add(QueuedPage{100 + i, 10, 1, 1'000});
+    for (int i = 0; i < 10; ++i) scheduler.add(QueuedPage{300 + i, 20, 2, 4'000});
+    // While user 2 sends its 10 pages, user 1 sends 10: 20,000 tokens, 4 s, + 2 s for the
+    // last call. (By reservation: 40,000 + 40,000 reserved, 32 pages of the average, 8.4 s.)
+    const auto light = estimator.job(2, 20);
+    REQUIRE(light);
+    CHECK(light->eta_seconds == doctest::Approx(6.0));
+  }
+  SUBCASE("A full user behind a light one") {
+    for (int i = 0; i < 100; ++i) scheduler.add(QueuedPage{300 + i, 20, 2, 4'000});
+    // User 1 asks about 10 pages of 1,000: user 2 sends 10 meanwhile, 20,000 tokens, 6 s.
+    // (By reservation: 10,000 of user 2's 400,000 ahead, 8 pages of the average, 3.6 s.)
+    CHECK(estimator.estimate_new(1, 10, 1'000).eta_seconds == doctest::Approx(6.0));
+  }
+}
+
+TEST_CASE("A user's own pages hold what they reserve of the tokens level, whatever they use") {
+  // User 1's pages reserve 6,400 and use 800; user 2's reserve and use 800: on average a
+  // page reserves 3,600. Fair order counts user 1's pages at what they use, but each of its
+  // calls out holds its 6,400 of the tokens level: a full level of 300,000 sends 46 of them
+  // at once, and the rest of a 100-page book goes as the refunds come back, a latency later.
+  fairlane::FakeClock clock;
+  fairlane::Budget budget(clock, kLab);
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
+  scheduler.add(QueuedPage{1, 1, 1, 6'400});
+  scheduler.add(QueuedPage{2, 2, 2, 800});
+  while (const auto page = scheduler.take()) {
+    scheduler.settle(*page, 800);
+    estimator.record_settled(800, page->cost, 2s);
+  }
+  REQUIRE(scheduler.lane_usage(1) == doctest::Approx(0.125));
+  // The same question of a scheduler that has not learned what user 1's pages use: the
+  // calls bound is the same, since it counts what the pages reserve.
+  FairScheduler unlearned;
+  Estimator reserved(unlearned, EstimatorConfig{.limits = kLab}, &budget);
+  reserved.record_settled(800, 6'400, 2s);
+  reserved.record_settled(800, 800, 2s);
+  const auto eta = estimator.estimate_new(1, 100, 6'400);
+  CHECK(eta.eta_seconds == doctest::Approx(reserved.estimate_new(1, 100, 6'400).eta_seconds));
+  CHECK(eta.eta_seconds >= 4.0 + 2.0);
+}

@@ -369,6 +369,46 @@ TEST_CASE("The token index sums every lane's tokens up to a threshold, by weight
   CHECK(index.weights() == std::vector<std::int64_t>{1});
 }
 
+TEST_CASE("A lane that has learned what its pages use is indexed by that, not by its tokens") {
+  constexpr std::int64_t kUnit = FairScheduler::kTokenUnit;
+  FairScheduler scheduler;
+  add_pages(scheduler, kA, 1, 11, 8 * kUnit);
+  add_pages(scheduler, kB, 2, 4, 8 * kUnit);
+  const auto reserved = [&](std::int64_t weight) {
+    return scheduler.token_lengths().sum_min(weight, 1e9, kUnit);
+  };
+  const auto used = [&](std::int64_t weight) {
+    return scheduler.used_lengths().sum_min(weight, 1e9, kUnit);
+  };
+  CHECK(!scheduler.lane_usage(kA));
+  CHECK(reserved(1) == doctest::Approx(15.0 * 8 * kUnit));
+  CHECK(used(1) == 0.0);
+
+  // A's first page uses a quarter of its cost: A moves to the used index at a quarter of its
+  // 10 queued pages, and B stays where it was.
+  const auto page = scheduler.take();
+  REQUIRE(page);
+  REQUIRE(page->user_id == kA);
+  scheduler.settle(*page, 2 * kUnit);
+  REQUIRE(scheduler.lane_usage(kA) == doctest::Approx(0.25));
+  CHECK(reserved(1) == doctest::Approx(4.0 * 8 * kUnit));
+  CHECK(used(1) == doctest::Approx(10.0 * 2 * kUnit));
+  CHECK(FairScheduler::expected_use(10 * 8 * kUnit, 0.25) == 10 * 2 * kUnit);
+
+  // Its next settle moves its usage, and the index with it; a take, a change of weight and a
+  // cancellation move it as they move the token index.
+  scheduler.settle(*page, 6 * kUnit);  // (0.25 + 0.75) / 2
+  CHECK(used(1) == doctest::Approx(10.0 * 4 * kUnit));
+  scheduler.set_weight(kA, 2);
+  CHECK(used(1) == 0.0);
+  CHECK(used(2) == doctest::Approx(10.0 * 4 * kUnit));
+  CHECK(reserved(2) == 0.0);
+  scheduler.remove_job(kA, 1);
+  CHECK(used(2) == 0.0);
+  CHECK(scheduler.used_lengths().weights().empty());
+  CHECK(reserved(1) == doctest::Approx(4.0 * 8 * kUnit));
+}
+
 // Against a model of one lane (its queued page ids in page order, which is the lane's
 // order), every job's place after random adds, takes, returns and cancellations: the
 // 1-based index of its first and of its last queued page, its count, its tokens and the

@@ -213,10 +213,13 @@ class Estimator {
   // an average one. A lane's tail in `left_out` is taken out of its q_v.
   [[nodiscard]] double others_ahead(UserId user, double t,
                                     std::span<const LaneTail> left_out = {}) const;
-  // The same in tokens, in average reservations: sum over the other lanes of min(T_v,
-  // t x avg_reserved x w_v / w_u) / avg_reserved, T_v a lane's queued tokens. Deficit round
-  // robin shares tokens, so a lane of big pages puts its tokens ahead, not its page count.
-  // A lane's tail in `left_out` is taken out of its T_v.
+  // The same in tokens, in pages of the average use: sum over the other lanes of min(U_v,
+  // t x avg_tokens x w_v / w_u) / avg_tokens, U_v what a lane's queued pages are expected
+  // to use: their tokens at the lane's own usage once it has learned it, at the average
+  // usage before. Deficit round robin shares what pages are charged, which is that, so a
+  // lane of big pages puts its tokens ahead, not its page count, and a lane whose pages use
+  // a quarter of what they reserve a quarter of its tokens. A lane's tail in `left_out` is
+  // taken out of its U_v.
   [[nodiscard]] double others_tokens_ahead(UserId user, double t,
                                            std::span<const LaneTail> left_out = {}) const;
   // `others` pages worth `others_units` average pages of tokens, and `own` pages worth
@@ -231,14 +234,24 @@ class Estimator {
   // Seconds until the last of `pages` pages is sent when reservations exceed usage: calls go
   // in waves a latency apart, each as many as the tokens level holds at the reservation.
   [[nodiscard]] double reservation_waves(double pages, double competing = 0.0) const;
-  // Seconds until the n-th page from now is answered, with `competing` pages a second
-  // arriving ahead of it meanwhile.
-  [[nodiscard]] double seconds_for(double pages, double competing = 0.0,
+  // Work to be sent, as two sizes in pages of the average (pages_equivalent()): `used`
+  // counts each lane's tokens at what its pages use, which the buckets' refill pays for;
+  // `reserved` counts the asking user's own at what they reserve, which is what the calls
+  // out hold of the tokens level. They differ when the user's pages use a share of their
+  // reservation unlike the average page's.
+  struct Work {
+    double used = 0.0;
+    double reserved = 0.0;
+  };
+  // Seconds until the last page of `work` from now is answered, with `competing` pages a
+  // second arriving ahead of it meanwhile.
+  [[nodiscard]] double seconds_for(Work work, double competing = 0.0,
                                    Refunds refunds = Refunds::when_back) const;
   // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
   // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
-  // Deficit round robin shares tokens: while u sends pages worth t average pages, another
-  // lane sends t of its own (times the weights' ratio).
+  // Deficit round robin shares what pages are expected to use: while u sends pages worth t
+  // pages of the average use (used_units()), another lane sends t of its own (times the
+  // weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
                                      double units_to_next, double units_to_last, Refunds refunds,
                                      Competition competition = Competition::expected,
@@ -255,6 +268,13 @@ class Estimator {
   [[nodiscard]] BudgetLimits limits() const;
   // `tokens` of `pages` pages in average reservations (the pages themselves without one).
   [[nodiscard]] double units(std::int64_t tokens, std::int64_t pages) const;
+  // What `user`'s pages use of what they reserve: its lane's own average once one of its
+  // pages has settled (FairScheduler::lane_usage), the average over every call until then.
+  [[nodiscard]] double usage_of(UserId user) const;
+  // `units` average reservations of `user`'s pages, in pages of the average use: as many
+  // as its pages' tokens at usage_of(user) are worth of avg_tokens_. The same number when
+  // its lane uses what the average page does.
+  [[nodiscard]] double used_units(UserId user, double units) const;
 
   // Constant after construction.
   const FairScheduler& scheduler_;

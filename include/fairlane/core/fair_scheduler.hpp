@@ -147,12 +147,22 @@ class FairScheduler {
 
   // Every lane's length by weight, for the estimator.
   [[nodiscard]] const LaneLengths& lengths() const { return lengths_; }
-  // Every lane's tokens (the costs of its queued pages) by weight, filed under
-  // ceil(tokens / kTokenUnit), for the estimator: sum_min(weight, tokens, kTokenUnit) is the
-  // sum over those lanes of min(their tokens, tokens), exact but for a lane less than a unit
-  // below the threshold, which counts the threshold.
+  // The tokens of the lanes, by weight, for the estimator, each lane in one of two indexes
+  // filed under ceil(value / kTokenUnit): sum_min(weight, tokens, kTokenUnit) is the sum
+  // over the index's lanes of min(their value, tokens), exact but for a lane less than a
+  // unit below the threshold, which counts the threshold.
+  //   token_lengths(): the lanes that have not learned what their pages use (lane_usage()),
+  //     by their tokens (the costs of their queued pages);
+  //   used_lengths(): the lanes that have, by the tokens their queued pages are expected to
+  //     use, expected_use(lane_tokens(), *lane_usage()): what fair order charges them.
   static constexpr std::int64_t kTokenUnit = 256;
   [[nodiscard]] const LaneLengths& token_lengths() const { return token_lengths_; }
+  [[nodiscard]] const LaneLengths& used_lengths() const { return used_lengths_; }
+  // The average used / cost of the user's settled pages (settle()), or std::nullopt while
+  // none has settled.
+  [[nodiscard]] std::optional<double> lane_usage(UserId user) const;
+  // What pages of `tokens` in all are expected to use at `usage`, as used_lengths() files them.
+  [[nodiscard]] static std::int64_t expected_use(std::int64_t tokens, double usage);
 
  private:
   // A job's queued pages occupy lane positions first..last, counted from the lane's
@@ -181,8 +191,9 @@ class FairScheduler {
     std::int64_t consumed = 0;        // absolute position of the head, minus one
     std::int64_t enqueued = 0;        // absolute position of the tail
     std::int64_t tokens = 0;          // the costs of `pages`
-    std::int64_t indexed = 0;         // the key token_lengths_ holds the lane under
-    std::int64_t indexed_tokens = 0;  // and the tokens it holds for it
+    std::int64_t indexed = 0;         // the key token_lengths_ or used_lengths_ holds it under
+    std::int64_t indexed_tokens = 0;  // and the value it holds for it
+    bool indexed_used = false;        // true: in used_lengths_
     std::unordered_map<JobId, JobMarks> jobs;
     // The jobs in lane order with their tokens. Every job is filed under its first queued
     // page with its tokens, except the head page's job: takes leave it where it was filed
@@ -204,6 +215,9 @@ class FairScheduler {
   void leave_ring_if_empty(Lane& lane);
   // Records a change of `lane` in the length and token indexes and the head index.
   void changed(Lane& lane, std::int64_t length_before);
+  // Files the lane afresh in token_lengths_ or used_lengths_, if its tokens, its usage or
+  // its weight changed (`weight_before`: the weight it was filed under).
+  void index_tokens(Lane& lane, std::int64_t weight_before);
   // Files the lane's head page afresh in the head index, if its key changed.
   void index_head(Lane& lane);
   [[nodiscard]] std::int64_t quantum() const;
@@ -244,6 +258,7 @@ class FairScheduler {
   double settled_ = 0.0;  // pages settled
   LaneLengths lengths_;
   LaneLengths token_lengths_;
+  LaneLengths used_lengths_;
 };
 
 }  // namespace fairlane
