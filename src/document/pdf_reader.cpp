@@ -97,17 +97,26 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
   std::call_once(ignore_sigpipe, [] { (void)std::signal(SIGPIPE, SIG_IGN); });
   if (options.command.empty()) return Status(StatusCode::internal, "no PDF reader is set");
   if (processes != nullptr && processes->stopping()) {
-    return Status(StatusCode::internal, "the service is stopping");
+    return Status(StatusCode::unavailable, "the service is stopping");
   }
 
+  // From here on, a failure of the service's side (no descriptor, no process left, a reader
+  // that cannot start) is `unavailable`: the PDF is not at fault, and the upload is worth
+  // sending again.
   int to_child[2];
   int from_child[2];
-  if (pipe2(to_child, O_CLOEXEC) != 0)
-    return Status(StatusCode::internal, "no pipe for the reader");
+  if (pipe2(to_child, O_CLOEXEC) != 0) {
+    return Status(StatusCode::unavailable,
+                  "no pipe for the PDF reader: the service is out of "
+                  "descriptors");
+  }
   Fd child_in(to_child[0]);
   Fd pdf_out(to_child[1]);
-  if (pipe2(from_child, O_CLOEXEC) != 0)
-    return Status(StatusCode::internal, "no pipe for the reader");
+  if (pipe2(from_child, O_CLOEXEC) != 0) {
+    return Status(StatusCode::unavailable,
+                  "no pipe for the PDF reader: the service is out of "
+                  "descriptors");
+  }
   Fd answer_in(from_child[0]);
   Fd child_out(from_child[1]);
 
@@ -130,7 +139,7 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
   const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
-    return Status(StatusCode::internal,
+    return Status(StatusCode::unavailable,
                   fmt::format("the PDF reader {} could not start: {}", argv[0],
                               std::system_category().message(spawned)));
   }
@@ -202,7 +211,7 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
   while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
   if (processes != nullptr && processes->stopping()) {
-    return Status(StatusCode::internal, "the service is stopping");
+    return Status(StatusCode::unavailable, "the service is stopping");
   }
   if (bad_answer) return std::move(*bad_answer);
   if (timed_out) {

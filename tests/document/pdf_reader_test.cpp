@@ -192,7 +192,7 @@ TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   REQUIRE(child > 0);
   processes.stop();
   // The stop killed it: it is soon dead (a zombie, or reaped), not asleep until the
-  // timeout, which would end the read as `internal` too.
+  // timeout.
   const auto dead = [child] {
     std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
     std::string line;
@@ -204,12 +204,13 @@ TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   reading.join();
   REQUIRE(pages.has_value());
   REQUIRE_FALSE(pages->ok());
-  CHECK(pages->status().code() == StatusCode::internal);
+  // A service that stops is not the PDF's fault: 503, to be sent again (to another instance).
+  CHECK(pages->status().code() == StatusCode::unavailable);
   CHECK(processes.reading() == 0);
 
   const auto later = read_pdf_in_child("%PDF", shell("exec sleep 30"), &processes);
   REQUIRE_FALSE(later.ok());
-  CHECK(later.status().code() == StatusCode::internal);
+  CHECK(later.status().code() == StatusCode::unavailable);
 }
 
 TEST_CASE("Reader: a child that answers and then does not exit is killed at the timeout") {
@@ -242,12 +243,14 @@ TEST_CASE("Reader: the child gets no descriptor and no environment of its own pa
   CHECK((*pages)[1].text == "none");
 }
 
-TEST_CASE("Reader: a command that cannot start is an internal error, not the client's") {
+TEST_CASE("Reader: a command that cannot start is unavailable, not the client's fault") {
   const auto pages =
       read_pdf_in_child("%PDF", PdfReaderOptions{.command = {"/nonexistent/reader"}}, nullptr);
   REQUIRE_FALSE(pages.ok());
-  // glibc's posix_spawn reports the failed exec itself.
-  CHECK(pages.status().code() == StatusCode::internal);
+  // glibc's posix_spawn reports the failed exec itself. The upload is worth sending again
+  // (503 with Retry-After), as when a reader that started fails for no fault of the PDF.
+  CHECK(pages.status().code() == StatusCode::unavailable);
+  CHECK(pages.status().message().find("could not start") != std::string::npos);
 }
 
 TEST_CASE("read_pdf_child: a PDF's pages framed, a bad one refused, a long one cut short") {
