@@ -214,11 +214,25 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
     return Status(StatusCode::unavailable, "the service is stopping");
   }
   if (bad_answer) return std::move(*bad_answer);
+  const auto seconds = options.timeout.count() / 1000;
+  // Out of time (the parent's clock, or the CPU limit of the same seconds) midway through its
+  // pages: a long document, a scanned book most likely, each of whose pages takes its time.
+  // Exported again it would be no faster; parts of the size read in the time go through.
+  const bool out_of_time =
+      timed_out || (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGXCPU);
+  if (out_of_time && answer.received() > 0 && answer.received() < answer.announced()) {
+    const std::int64_t part = std::max<std::int64_t>(answer.received() * 4 / 5, 1);
+    return refusals::refused(fmt::format(
+        "the PDF took longer than {} s to read, more than fairlane allows: {} of its {} pages "
+        "were read by then. Split it into parts of at most {} pages and upload each (the "
+        "service's --pdf-timeout sets the time)",
+        seconds, answer.received(), answer.announced(), part));
+  }
   if (timed_out) {
     return refusals::refused(fmt::format(
         "the PDF took longer than {} s to read, more than fairlane allows: it may be damaged or "
         "far too complex; export it again (print to PDF) or split it",
-        options.timeout.count() / 1000));
+        seconds));
   }
   auto pages = answer.finish();
   // A refusal the reader answered stands, however it ended after it.

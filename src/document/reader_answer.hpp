@@ -43,6 +43,12 @@ class ReaderAnswer {
 
   // The bytes of the answer held that are not yet a page.
   [[nodiscard]] std::size_t buffered() const { return bytes_.size(); }
+  // The pages the answer announced ("ok N"; 0 before its first line), and how many of them
+  // have come whole so far.
+  [[nodiscard]] std::int64_t announced() const { return pages_; }
+  [[nodiscard]] std::int64_t received() const {
+    return static_cast<std::int64_t>(pages_done_.size());
+  }
 
  private:
   static constexpr std::size_t kMaxLine = 4096;

@@ -160,6 +160,31 @@ TEST_CASE("Reader: a child past its timeout is killed and the PDF refused") {
   CHECK(pages.status().message().find("took longer than") != std::string::npos);
 }
 
+TEST_CASE("Reader: a PDF past the timeout midway names how many pages it read, and a split") {
+  // A scanned book reads a page at a time: 10 of its 300 pages by the timeout. Exporting it
+  // again would make it no faster; parts of a size read in the time would go through.
+  std::string script = "cat >/dev/null; printf 'ok 300\\n";
+  for (int i = 0; i < 10; ++i) script += "text 1\\nx";
+  script += "'; exec sleep 30";
+  const auto pages = read_pdf_in_child("%PDF", shell(script, std::chrono::seconds(1)), nullptr);
+  REQUIRE_FALSE(pages.ok());
+  CHECK(pages.status().code() == StatusCode::invalid_argument);
+  const std::string& message = pages.status().message();
+  CHECK(message.find("took longer than 1 s") != std::string::npos);
+  CHECK(message.find("10 of its 300 pages") != std::string::npos);
+  CHECK(message.find("parts of at most 8 pages") != std::string::npos);
+  CHECK(message.find("--pdf-timeout") != std::string::npos);
+  CHECK(message.find("export it again") == std::string::npos);
+
+  // The same when the reader's CPU limit, of the same seconds, ends it first.
+  script.replace(script.find("exec sleep 30"), std::string("exec sleep 30").size(),
+                 "kill -XCPU $$");
+  const auto cpu = read_pdf_in_child("%PDF", shell(script, std::chrono::seconds(1)), nullptr);
+  REQUIRE_FALSE(cpu.ok());
+  CHECK(cpu.status().code() == StatusCode::invalid_argument);
+  CHECK(cpu.status().message().find("10 of its 300 pages") != std::string::npos);
+}
+
 TEST_CASE("Reader: a stop kills the children reading and refuses new reads") {
   fairlane::ReaderProcesses processes;
   // A reader that would take 30 s, with 20 s allowed. It writes its pid once it has
