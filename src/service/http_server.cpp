@@ -166,6 +166,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::optional<tcp::acceptor> acceptor;
   std::list<std::weak_ptr<beast::tcp_stream>> connections;
   std::size_t open = 0;
+  // Kept-alive connections resting between requests, the longest resting first. A
+  // connection past max_connections takes the place of the first one still open, which is
+  // closed (HTTP lets a server close an idle persistent connection; its client opens
+  // another), as nginx reuses them: resting clients do not lock new ones out.
+  std::list<std::weak_ptr<beast::tcp_stream>> resting;
+  // Closes the connection that has rested longest, if one still rests; whether one did.
+  bool close_resting();
   bool stopped = false;
   UploadTurns turns;
   // Connections that owe their client the answer to an upload past the door (committed, or
@@ -335,15 +342,29 @@ awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self) {
     }
     if (accept_failing) std::cerr << "fairlane: accepting connections again\n";
     accept_failing = false;
-    if (open >= limits.max_connections) {
+    if (open >= limits.max_connections && !close_resting()) {
       // Bounded: a client beyond the cap is turned away at once, with a 503 if its socket
-      // takes the few bytes now (never waiting for it), so it knows why.
+      // takes the few bytes now (never waiting for it), so it knows why. (A resting one
+      // closed for it ends at the io thread's next turn: the count is over the cap until
+      // then, by the connections closed so.)
       refuse_connection(socket);
       continue;
     }
     ++open;  // counted here, not when the session starts, so a burst cannot pass the cap
     asio::co_spawn(io, session(self, std::move(socket)), report_failure);
   }
+}
+
+bool HttpServer::Impl::close_resting() {
+  for (const auto& weak : resting) {
+    const auto stream = weak.lock();
+    if (!stream || !stream->socket().is_open()) continue;  // closed already, ending
+    boost::system::error_code ignored;
+    stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream->close();  // its rest's read ends, and the session with it
+    return true;
+  }
+  return false;
 }
 
 void HttpServer::Impl::refuse_connection(tcp::socket& socket) const {
@@ -416,6 +437,11 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
       // Between requests a kept-alive connection may rest, up to the idle timeout, until
       // the next one's first byte.
       stream->expires_after(limits.idle_timeout);
+      struct Resting {
+        std::list<std::weak_ptr<beast::tcp_stream>>& list;
+        std::list<std::weak_ptr<beast::tcp_stream>>::iterator at;
+        ~Resting() { list.erase(at); }
+      } rest{resting, resting.insert(resting.end(), stream)};
       const std::size_t n = co_await stream->async_read_some(
           buffer.prepare(4096), asio::redirect_error(use_awaitable, error));
       if (error) break;

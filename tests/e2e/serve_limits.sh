@@ -211,6 +211,58 @@ for _ in $(seq 100); do
 done
 [[ $(curl -sS --max-time 5 "$base/healthz") == *ok* ]] || fail "no connection is taken after the others closed"
 
+# Connections kept alive between requests (a browser's, a client pool's) do not lock new
+# clients out: with 8 of them resting after a request each, a ninth connection is served,
+# and the one that rested longest is closed to make room, as HTTP lets a server close an
+# idle persistent connection; the other 7 are still served. Before, the ninth got 503 for
+# as long as the 8 rested (--idle-timeout).
+cat >"$work/resting.py" <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+ask = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+def answer(s):
+    """One whole answer's status line, or 'closed' when the server closed the connection."""
+    s.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            return "closed"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += s.recv(4096)
+    return head.split(b"\r\n")[0].decode()
+
+resting = []
+for _ in range(8):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(ask)
+    print("resting", answer(s))
+    resting.append(s)
+ninth = socket.create_connection(("127.0.0.1", port))
+ninth.sendall(ask)
+print("ninth", answer(ninth))
+for s in resting:
+    try:
+        s.sendall(ask)
+        print("again", answer(s))
+    except OSError:
+        print("again closed")
+PY
+python3 "$work/resting.py" "$port" >"$work/resting.out" 2>&1 || fail "resting.py: $(cat "$work/resting.out")"
+[[ $(grep -c '^resting HTTP/1.1 200' "$work/resting.out") == 8 ]] || fail "the 8 resting: $(cat "$work/resting.out")"
+grep -q '^ninth HTTP/1.1 200' "$work/resting.out" || fail "a ninth connection beside 8 resting ones: $(cat "$work/resting.out")"
+[[ $(sed -n 10p "$work/resting.out") == "again closed" ]] ||
+  fail "the connection that rested longest was not the one closed: $(cat "$work/resting.out")"
+[[ $(grep -c '^again HTTP/1.1 200' "$work/resting.out") == 7 ]] || fail "the other 7: $(cat "$work/resting.out")"
+
 kill -TERM "$serve_pid"
 wait_exit "$serve_pid" 40
 [[ $exited == 0 ]] || fail "fairlane serve exited $exited: $(cat "$work/serve.1.out")"
