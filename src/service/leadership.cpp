@@ -142,12 +142,14 @@ void Leadership::claim() {
     become_follower(
         fmt::format("instance {} holds the lease now (epoch {})", lease->leader, lease->epoch));
   }
+  if (membership_.leading && resync_owed_) resync();
   schedule();
 }
 
 Status Leadership::become_leader(std::int64_t epoch) {
   const auto began = std::chrono::steady_clock::now();
   if (Status led = dispatcher_.lead(config_.instance, epoch); !led.ok()) return led;
+  resync_owed_ = false;  // lead() read the lanes whole
   led_epoch_ = epoch;
   membership_.leading = true;
   membership_.leader = config_.instance;
@@ -196,10 +198,13 @@ void Leadership::resync() {
   }
   // Jobs accepted elsewhere while nobody listened: the lanes as the store has them. A page
   // the dispatcher knows is not added twice.
+  resync_owed_ = false;
   auto lanes = cluster_.lanes_view();
   if (!lanes.ok()) {
-    std::cerr << "fairlane: the lanes could not be read again: " << lanes.status().message()
-              << '\n';
+    std::cerr << "fairlane: the lanes could not be read again (they are, at the next renewal "
+                 "of the lease): "
+              << lanes.status().message() << '\n';
+    resync_owed_ = true;
     return;
   }
   std::unordered_set<JobId> queued;  // jobs with a page queued in the store
@@ -224,8 +229,11 @@ void Leadership::adopt(JobId job) {
   auto queued = cluster_.queued_job(job);
   if (!queued.ok()) {
     if (queued.status().code() != StatusCode::not_found) {
-      std::cerr << fmt::format("fairlane: job {} accepted elsewhere could not be read: {}\n", job,
-                               queued.status().message());
+      std::cerr << fmt::format(
+          "fairlane: job {} accepted elsewhere could not be read (the lanes are read again at "
+          "the next renewal of the lease): {}\n",
+          job, queued.status().message());
+      resync_owed_ = true;
     }
     return;
   }

@@ -6,8 +6,10 @@
 // it. The others follow: their Dispatcher holds a view of the lanes (follow()), read again
 // when the store notifies a change (at most once a second), for the door's answers and the
 // positions; their uploads and cancellations are written to the store like the leader's.
-// The leader adopts the jobs others accepted when it hears of them, and drops the queued
-// pages of a job another instance cancelled when it hears the job changed.
+// The leader adopts the jobs others accepted when it hears of them (and, when that read
+// fails for a passing reason, reads the lanes again at each renewal until one goes through),
+// and drops the queued pages of a job another instance cancelled when it hears the job
+// changed.
 //
 // The times, for a lease of L = --lease-s (5 s by default):
 //   - the lease is claimed for 3/4 L and renewed every L/4 by its holder;
@@ -108,6 +110,10 @@ class Leadership {
   std::int64_t takeovers_ = 0;
   // The epoch its dispatcher leads under (lead()), while it leads.
   std::int64_t led_epoch_ = 0;
+  // A job accepted elsewhere could not be read for a passing reason (adopt), or the lanes
+  // could not be (resync): nothing would bring the job back, as it will not change again,
+  // so the lanes are read again (resync) at each renewal until a read goes through.
+  bool resync_owed_ = false;
 };
 
 }  // namespace fairlane::service

@@ -696,6 +696,66 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "PostgreSQL: Leadership: a job whose adoption failed for a passing reason is adopted at the "
+    "next renewal") {
+  auto home = postgresql();
+  if (!home) return;
+  // The leader's store, whose read of a job accepted elsewhere fails on demand (a statement
+  // timeout, a connection lost for one statement).
+  struct JobsUnread final : fairlane::ClusterStore {
+    explicit JobsUnread(fairlane::ClusterStore& real) : inner(real) {}
+    fairlane::Result<fairlane::LeaseState> claim_lease(std::string_view instance,
+                                                       std::chrono::milliseconds lease) override {
+      return inner.claim_lease(instance, lease);
+    }
+    fairlane::Status release_lease(std::string_view instance) override {
+      return inner.release_lease(instance);
+    }
+    void fence(std::string_view instance, std::int64_t epoch) override {
+      inner.fence(instance, epoch);
+    }
+    fairlane::Result<fairlane::EnqueuedJob> queued_job(fairlane::JobId job) override {
+      if (fail) return fairlane::Status(fairlane::StatusCode::io_error, "not now");
+      return inner.queued_job(job);
+    }
+    fairlane::Result<std::vector<fairlane::Lane>> lanes_view() override {
+      if (fail) return fairlane::Status(fairlane::StatusCode::io_error, "not now");
+      return inner.lanes_view();
+    }
+    fairlane::ClusterStore& inner;
+    bool fail = false;
+  };
+  struct Store final : fairlane::testing::ForwardingStore {
+    explicit Store(std::unique_ptr<fairlane::Store> inner)
+        : ForwardingStore(std::move(inner)), jobs(*ForwardingStore::cluster()) {}
+    fairlane::ClusterStore* cluster() override { return &jobs; }
+    JobsUnread jobs;
+  };
+  Cluster cluster;
+  Instance a(cluster.io, *home, cluster.port, "a");
+  Instance b(cluster.io, *home, cluster.port, "b");
+  const auto bob = a.store->add_user("bob")->user.id;
+  Store store(home->open());
+  fairlane::service::Leadership lead_a(
+      cluster.io, store, *a.dispatcher, *a.router, a.membership,
+      fairlane::service::LeadershipConfig{.instance = "a", .lease = 400ms});
+  REQUIRE(lead_a.start().ok());
+  REQUIRE(a.membership.leading);
+  // Bob's essay, accepted by the follower, heard of while it cannot be read: nothing else
+  // brings it back (it will not change, so nothing notifies of it again).
+  const auto essay = enqueue(*b.store, bob, 3, "essay");
+  store.jobs.fail = true;
+  lead_a.notified(fairlane::kJobEnqueuedChannel, std::to_string(essay.job.id));
+  CHECK_FALSE(a.dispatcher->tracks_job(essay.job.id));
+  store.jobs.fail = false;
+  // The next renewal, 100 ms on, reads the lanes again and adopts it: it is done.
+  REQUIRE(cluster.run_until([&] { return done_pages(*a.store, essay.job.id) == 3; }, 10s));
+  check_done_once(*a.store, essay, 3);
+  a.dispatcher->stop(1s, [](const fairlane::Status&) {});
+  lead_a.stop();
+}
+
+TEST_CASE(
     "PostgreSQL: Leadership: a promise a follower made again when its window closed is the one "
     "the leader watches once notified") {
   auto home = postgresql();
