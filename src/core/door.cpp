@@ -30,7 +30,7 @@ DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t tokens_p
   if (config_.tokens_per_minute > 0 && largest_page > config_.tokens_per_minute) {
     return DoorRequestTooLarge{largest_page_number, largest_page, config_.tokens_per_minute};
   }
-  if (auto too_long_job = too_long(pages, tokens_per_page)) return *too_long_job;
+  if (auto too_long_job = too_long(user, pages, tokens_per_page)) return *too_long_job;
   const std::int64_t queued = scheduler_.lane_length(user);
   // As a difference: `pages` may be any number an estimate is asked about.
   if (pages > config_.max_queued_pages_per_user - queued) {
@@ -47,10 +47,10 @@ DoorDecision Door::decide(UserId user, std::int64_t pages, std::int64_t tokens_p
   return DoorAccepted{estimate};
 }
 
-std::optional<DoorJobTooLarge> Door::too_long(std::int64_t pages,
+std::optional<DoorJobTooLarge> Door::too_long(UserId user, std::int64_t pages,
                                               std::int64_t tokens_per_page) const {
   if (config_.max_job_s <= 0.0 || pages <= 0) return std::nullopt;
-  const double alone = estimator_.alone_seconds(pages, tokens_per_page);
+  const double alone = estimator_.alone_seconds(user, pages, tokens_per_page);
   if (alone <= config_.max_job_s) return std::nullopt;
   // The most pages that fit, by bisection: a job's time alone grows with its pages (the
   // sending at the steady rate, and the margin for the slowest of its last calls, which
@@ -60,7 +60,7 @@ std::optional<DoorJobTooLarge> Door::too_long(std::int64_t pages,
   std::int64_t over = pages;
   while (over - fits > 1) {
     const std::int64_t mid = fits + (over - fits) / 2;
-    (estimator_.alone_seconds(mid, tokens_per_page) <= config_.max_job_s ? fits : over) = mid;
+    (estimator_.alone_seconds(user, mid, tokens_per_page) <= config_.max_job_s ? fits : over) = mid;
   }
   const std::int64_t parts = fits > 0 ? (pages + fits - 1) / fits : 0;
   return DoorJobTooLarge{pages, alone, config_.max_job_s, fits, parts};

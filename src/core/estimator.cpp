@@ -163,14 +163,21 @@ double Estimator::others_ahead(UserId user, double t, std::span<const LaneTail> 
   return std::max(total, 0.0);
 }
 
-double Estimator::usage_of(UserId user) const {
+double Estimator::usage_of(UserId user, double cost_per_page) const {
   const double average = avg_tokens_ / avg_reserved_;
-  return scheduler_.lane_usage(user).value_or(average);
+  const auto usage = scheduler_.lane_usage(user);
+  if (!usage) return average;
+  const double learned_from = scheduler_.lane_cost(user);
+  if (cost_per_page > 0.0 &&
+      (cost_per_page > 2.0 * learned_from || 2.0 * cost_per_page < learned_from)) {
+    return average;
+  }
+  return *usage;
 }
 
-double Estimator::used_units(UserId user, double units) const {
+double Estimator::used_units(UserId user, double units, double cost_per_page) const {
   if (!(avg_tokens_ > 0.0 && avg_reserved_ > 0.0)) return units;
-  return units * usage_of(user) * avg_reserved_ / avg_tokens_;
+  return units * usage_of(user, cost_per_page) * avg_reserved_ / avg_tokens_;
 }
 
 namespace {
@@ -400,21 +407,19 @@ double Estimator::seconds_for(Work work, double competing, Refunds refunds) cons
 }
 
 JobEstimate Estimator::estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                double units_to_next, double units_to_last, Refunds refunds,
+                                Units to_next, Units to_last, Refunds refunds,
                                 Competition competition, std::span<const LaneTail> left_out) const {
   const auto j = static_cast<double>(next_index);
   const auto k = static_cast<double>(last_index);
-  // Fair order charges each lane what its pages are expected to use: the user's pages count
-  // as pages of the average use, at its own lane's usage.
-  const double to_next = used_units(user, units_to_next);
-  const double to_last = used_units(user, units_to_last);
-  const double position = others_ahead(user, to_next, left_out) + (j - 1.0);
+  // Fair order shares what pages are expected to use: the others send as much as the
+  // user's pages are expected to use.
+  const double position = others_ahead(user, to_next.used, left_out) + (j - 1.0);
   // In pages of the average: the others', then the user's own k, at what they use and at
   // what they reserve.
-  const double others = others_ahead(user, to_last, left_out);
-  const double others_units = others_tokens_ahead(user, to_last, left_out);
-  const Work ahead_with_last{pages_equivalent(others, others_units, k, to_last),
-                             pages_equivalent(others, others_units, k, units_to_last)};
+  const double others = others_ahead(user, to_last.used, left_out);
+  const double others_units = others_tokens_ahead(user, to_last.used, left_out);
+  const Work ahead_with_last{pages_equivalent(others, others_units, k, to_last.used),
+                             pages_equivalent(others, others_units, k, to_last.reserved)};
   // Work arriving meanwhile that fair order puts ahead of the last page stretches the wait.
   const bool held_off = competition == Competition::held_off && scheduler_.lane_jobs(user) == 1;
   const double rho =
@@ -465,11 +470,13 @@ double Estimator::last_answer_s(double pages, double sending_s, double lane_page
   return avg_latency_s_ + std::max(beyond, 0.0);
 }
 
-double Estimator::alone_seconds(std::int64_t pages, std::int64_t tokens_per_page) const {
+double Estimator::alone_seconds(UserId user, std::int64_t pages,
+                                std::int64_t tokens_per_page) const {
   const double steady = mu();
   if (std::isinf(steady) || pages <= 0) return avg_latency_s_;
   const auto count = static_cast<double>(pages);
-  const double own_units = count * scale_for(static_cast<double>(tokens_per_page));
+  const double own_units = used_units(user, count * scale_for(static_cast<double>(tokens_per_page)),
+                                      static_cast<double>(tokens_per_page));
   const double sending = pages_equivalent(0.0, 0.0, count, own_units) / steady;
   return sending + last_answer_s(count, sending, count);
 }
@@ -483,7 +490,13 @@ std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refund
   const double before = units(place->tokens_before, place->next_index - 1);
   const double job_units = units(place->tokens, place->queued);
   const double first = place->queued > 0 ? job_units / static_cast<double>(place->queued) : 0.0;
-  return estimate(user, place->next_index, place->last_index, before + first, before + job_units,
+  const double cost = place->queued > 0
+                          ? static_cast<double>(place->tokens) / static_cast<double>(place->queued)
+                          : 0.0;
+  const double used_before = used_units(user, before);
+  return estimate(user, place->next_index, place->last_index,
+                  Units{before + first, used_before + used_units(user, first, cost)},
+                  Units{before + job_units, used_before + used_units(user, job_units, cost)},
                   refunds, competition, left_out);
 }
 
@@ -493,13 +506,17 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   const std::int64_t count = std::max<std::int64_t>(pages, 1);
   // The user's queued pages at their own costs, then the new ones at theirs.
   const double before = units(scheduler_.lane_tokens(user), queued);
-  const double scale = scale_for(static_cast<double>(tokens_per_page));
-  JobEstimate e = estimate(user, queued + 1, queued + count, before + scale,
-                           before + static_cast<double>(count) * scale, Refunds::when_back);
+  const double used_before = used_units(user, before);
+  const auto cost = static_cast<double>(tokens_per_page);
+  const double scale = scale_for(cost);
   const double scaled = static_cast<double>(count) * scale;
-  const double sending = seconds_for(
-      Work{pages_equivalent(0.0, 0.0, static_cast<double>(count), used_units(user, scaled)),
-           pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled)});
+  const double used = used_units(user, scaled, cost);
+  JobEstimate e = estimate(user, queued + 1, queued + count,
+                           Units{before + scale, used_before + used_units(user, scale, cost)},
+                           Units{before + scaled, used_before + used}, Refunds::when_back);
+  const double sending =
+      seconds_for(Work{pages_equivalent(0.0, 0.0, static_cast<double>(count), used),
+                       pages_equivalent(0.0, 0.0, static_cast<double>(count), scaled)});
   e.own_seconds =
       sending + last_answer_s(static_cast<double>(count), sending, static_cast<double>(count));
   return e;

@@ -89,7 +89,12 @@ std::int64_t FairScheduler::lane_tokens(UserId user) const {
 std::optional<double> FairScheduler::lane_usage(UserId user) const {
   const auto it = lanes_.find(user);
   if (it == lanes_.end() || !(it->second.settled > 0.0)) return std::nullopt;
-  return it->second.usage;
+  return it->second.use_ratio();
+}
+
+double FairScheduler::lane_cost(UserId user) const {
+  const auto it = lanes_.find(user);
+  return it == lanes_.end() ? 0.0 : it->second.cost_average;
 }
 
 std::int64_t FairScheduler::expected_use(std::int64_t tokens, double usage) {
@@ -129,7 +134,7 @@ void FairScheduler::changed(Lane& lane, std::int64_t length_before) {
 
 void FairScheduler::index_tokens(Lane& lane, std::int64_t weight_before) {
   const bool used = lane.settled > 0.0;
-  const std::int64_t value = used ? expected_use(lane.tokens, lane.usage) : lane.tokens;
+  const std::int64_t value = used ? expected_use(lane.tokens, lane.use_ratio()) : lane.tokens;
   // A lane with pages is in an index, under key 1 at least (a page may cost nothing).
   const std::int64_t key =
       lane.pages.empty() ? 0 : std::max<std::int64_t>((value + kTokenUnit - 1) / kTokenUnit, 1);
@@ -253,6 +258,11 @@ void FairScheduler::settle(const QueuedPage& page, std::int64_t used) {
         std::clamp(static_cast<double>(used) / static_cast<double>(page.cost), 0.0, kMaxUsage);
     follow(usage_, settled_, usage);
     if (it != lanes_.end()) {
+      Lane& lane = it->second;
+      const double weight = std::max(kUsageAlpha, 1.0 / (lane.settled + 1.0));
+      lane.used_average +=
+          weight * (static_cast<double>(std::max<std::int64_t>(used, 0)) - lane.used_average);
+      lane.cost_average += weight * (static_cast<double>(page.cost) - lane.cost_average);
       follow(it->second.usage, it->second.settled, usage);
       index_tokens(it->second, it->second.weight);
       index_head(it->second);

@@ -465,7 +465,7 @@ TEST_CASE("Until a call settles, a page is taken to use what the pages seen rese
   // Nothing seen: a page of 4,560 tokens counts 5.7 pages of the configured 800, each
   // using its 800: 100 of them use 456,000 tokens, 91.2 s at 5,000 a second, + 2 s.
   CHECK(estimator.estimate_new(1, 100, 4'560).eta_seconds == doctest::Approx(93.2));
-  CHECK(estimator.alone_seconds(100, 4'560) == doctest::Approx(93.2));
+  CHECK(estimator.alone_seconds(1, 100, 4'560) == doctest::Approx(93.2));
 
   // Pages that arrive set the average reservation to theirs, and usage with it.
   estimator.record_arrival(1, 10, 10 * 4'560);
@@ -879,4 +879,70 @@ TEST_CASE("A user's own pages hold what they reserve of the tokens level, whatev
   const auto eta = estimator.estimate_new(1, 100, 6'400);
   CHECK(eta.eta_seconds == doctest::Approx(reserved.estimate_new(1, 100, 6'400).eta_seconds));
   CHECK(eta.eta_seconds >= 4.0 + 2.0);
+}
+
+TEST_CASE(
+    "A lane's pages count at the tokens they used over those they reserved, as the averages do") {
+  // One user alone, whose pages reserve 1,000 and use 100, or reserve and use 3,000: 3,100
+  // of 4,000 reserved. Its lane's usage is that ratio of the averages, as the estimator's
+  // own averages are (the mean of each page's ratio, 0.55, would count its next 100 pages of
+  // 2,000 at 110,000 tokens where they use 155,000: 24 s promised for 33).
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  FairScheduler fresh;
+  Estimator unlearned(fresh, EstimatorConfig{.limits = kLab});
+  scheduler.add(QueuedPage{1, 1, 1, 1'000});
+  scheduler.add(QueuedPage{2, 1, 1, 3'000});
+  while (const auto page = scheduler.take()) {
+    const std::int64_t used = page->cost == 1'000 ? 100 : 3'000;
+    scheduler.settle(*page, used);
+    estimator.record_settled(used, page->cost, 2s);
+    unlearned.record_settled(used, page->cost, 2s);
+  }
+  REQUIRE(scheduler.lane_usage(1) == doctest::Approx(3'100.0 / 4'000.0));
+  // Alone, the user's lane at its own usage is the average: the same ETA as unlearned.
+  CHECK(estimator.estimate_new(1, 100, 2'000).eta_seconds ==
+        doctest::Approx(unlearned.estimate_new(1, 100, 2'000).eta_seconds));
+  CHECK(estimator.estimate_new(1, 100, 2'000).eta_seconds ==
+        doctest::Approx(100 * 2'000 * 0.775 / 5'000.0 + 2.0));
+}
+
+TEST_CASE("A job's time alone counts its user's pages at what they use, as its ETA does") {
+  // User 1's pages reserve and use 1,000; user 2's reserve 4,000 and use 1,000. The job-size
+  // limit (alone_seconds) and the door's own time of a new job (own_seconds) agree, each at
+  // the asking user's usage: 300 pages of 1,000 from user 1 use 300,000 tokens, 60 s.
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  scheduler.add(QueuedPage{1, 1, 1, 1'000});
+  scheduler.add(QueuedPage{2, 2, 2, 4'000});
+  while (const auto page = scheduler.take()) {
+    scheduler.settle(*page, 1'000);
+    estimator.record_settled(1'000, page->cost, 2s);
+  }
+  CHECK(estimator.alone_seconds(1, 300, 1'000) == doctest::Approx(60.0 + 2.0));
+  CHECK(estimator.alone_seconds(1, 300, 1'000) ==
+        doctest::Approx(estimator.estimate_new(1, 300, 1'000).own_seconds));
+  CHECK(estimator.alone_seconds(2, 300, 4'000) == doctest::Approx(60.0 + 2.0));
+}
+
+TEST_CASE("A lane's usage is not applied to new pages that reserve unlike its own") {
+  // User 1's pages reserved 6,400 and used 800. A new job of pages reserving 1,600 (a
+  // smaller max_tokens) is not that kind of page: counted at 0.125 they would look like 200
+  // tokens each, where they may use all of theirs. Pages of another size (more than twice
+  // or less than half the lane's average cost) count at the average usage, the estimator's
+  // guess for pages it has not seen; pages of about the lane's own size at the lane's.
+  FairScheduler scheduler;
+  Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
+  scheduler.add(QueuedPage{1, 1, 1, 6'400});
+  scheduler.add(QueuedPage{2, 2, 2, 800});
+  while (const auto page = scheduler.take()) {
+    scheduler.settle(*page, 800);
+    estimator.record_settled(800, page->cost, 2s);
+  }
+  // Averages: 800 used, 3,600 reserved: 2/9 of a reservation.
+  const double average = 800.0 / 3'600.0;
+  CHECK(estimator.estimate_new(1, 100, 1'600).eta_seconds ==
+        doctest::Approx(100 * 1'600 * average / 5'000.0 + 2.0));
+  CHECK(estimator.estimate_new(1, 100, 6'000).eta_seconds ==
+        doctest::Approx(100 * 6'000 * 0.125 / 5'000.0 + 2.0));
 }

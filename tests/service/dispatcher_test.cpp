@@ -237,7 +237,7 @@ TEST_CASE("After a restart the estimator starts from what the last calls cost an
   for (const std::int64_t r : reserved) seen.record_settled(360, r, 3s);
   CHECK(warm.avg_reserved_tokens_per_page() ==
         doctest::Approx(seen.avg_reserved_tokens_per_page()));
-  CHECK(warm.alone_seconds(100) == doctest::Approx(seen.alone_seconds(100)));
+  CHECK(warm.alone_seconds(1, 100) == doctest::Approx(seen.alone_seconds(1, 100)));
 }
 
 TEST_CASE("After a restart the estimator expects the arrivals of the last window at once") {

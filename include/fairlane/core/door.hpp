@@ -88,8 +88,8 @@ class Door {
   [[nodiscard]] const DoorConfig& config() const { return config_; }
 
  private:
-  // DoorJobTooLarge when `pages` of `tokens_per_page` alone exceed max_job_s.
-  [[nodiscard]] std::optional<DoorJobTooLarge> too_long(std::int64_t pages,
+  // DoorJobTooLarge when `pages` of `tokens_per_page` from `user` alone exceed max_job_s.
+  [[nodiscard]] std::optional<DoorJobTooLarge> too_long(UserId user, std::int64_t pages,
                                                         std::int64_t tokens_per_page) const;
   [[nodiscard]] DoorDecision decide(UserId user, std::int64_t pages, std::int64_t tokens_per_page,
                                     std::int64_t largest_page,

@@ -200,9 +200,11 @@ class Estimator {
   [[nodiscard]] JobEstimate estimate_new(UserId user, std::int64_t pages,
                                          std::int64_t tokens_per_page = 0) const;
 
-  // Seconds `pages` pages of `tokens_per_page` each (0: the average) take alone: at the
-  // steady rate, with nothing ahead and no arrivals, plus a call's latency.
-  [[nodiscard]] double alone_seconds(std::int64_t pages, std::int64_t tokens_per_page = 0) const;
+  // Seconds `pages` pages from `user` of `tokens_per_page` each (0: the average) take alone:
+  // at the steady rate, with nothing ahead and no arrivals, plus a call's latency. The pages
+  // count at what the user's pages use (usage_of), as in its ETA.
+  [[nodiscard]] double alone_seconds(UserId user, std::int64_t pages,
+                                     std::int64_t tokens_per_page = 0) const;
 
   // The share of the rate that arriving work is expected to take ahead of a page `rounds`
   // rounds from the front: rho above, 0 without a clock.
@@ -247,13 +249,18 @@ class Estimator {
   // second arriving ahead of it meanwhile.
   [[nodiscard]] double seconds_for(Work work, double competing = 0.0,
                                    Refunds refunds = Refunds::when_back) const;
-  // The job's pages are the lane's next_index-th to last_index-th; `units_to_next` and
-  // `units_to_last` are the tokens of the lane's pages up to them, in average reservations.
-  // Deficit round robin shares what pages are expected to use: while u sends pages worth t
-  // pages of the average use (used_units()), another lane sends t of its own (times the
-  // weights' ratio).
+  // Tokens of a lane's pages as pages of the average: at what they reserve (units()), and
+  // at what they are expected to use (used_units()).
+  struct Units {
+    double reserved = 0.0;
+    double used = 0.0;
+  };
+  // The job's pages are the lane's next_index-th to last_index-th; `to_next` and `to_last`
+  // are the tokens of the lane's pages up to them. Deficit round robin shares what pages are
+  // expected to use: while u sends pages worth t pages of the average use, another lane
+  // sends t of its own (times the weights' ratio).
   [[nodiscard]] JobEstimate estimate(UserId user, std::int64_t next_index, std::int64_t last_index,
-                                     double units_to_next, double units_to_last, Refunds refunds,
+                                     Units to_next, Units to_last, Refunds refunds,
                                      Competition competition = Competition::expected,
                                      std::span<const LaneTail> left_out = {}) const;
   [[nodiscard]] double scale_for(double tokens_per_page) const;
@@ -268,13 +275,15 @@ class Estimator {
   [[nodiscard]] BudgetLimits limits() const;
   // `tokens` of `pages` pages in average reservations (the pages themselves without one).
   [[nodiscard]] double units(std::int64_t tokens, std::int64_t pages) const;
-  // What `user`'s pages use of what they reserve: its lane's own average once one of its
-  // pages has settled (FairScheduler::lane_usage), the average over every call until then.
-  [[nodiscard]] double usage_of(UserId user) const;
-  // `units` average reservations of `user`'s pages, in pages of the average use: as many
-  // as its pages' tokens at usage_of(user) are worth of avg_tokens_. The same number when
-  // its lane uses what the average page does.
-  [[nodiscard]] double used_units(UserId user, double units) const;
+  // What `user`'s pages of `cost_per_page` tokens (0: its lane's own) use of what they
+  // reserve: its lane's ratio once one of its pages has settled (FairScheduler::lane_usage),
+  // the average over every call until then, and for pages unlike those it was learned from
+  // (more than twice or less than half their average cost: another max_tokens, say).
+  [[nodiscard]] double usage_of(UserId user, double cost_per_page = 0.0) const;
+  // `units` average reservations of `user`'s pages of `cost_per_page` (usage_of), in pages of
+  // the average use: as many as their tokens at that usage are worth of avg_tokens_. The
+  // same number when they use what the average page does.
+  [[nodiscard]] double used_units(UserId user, double units, double cost_per_page = 0.0) const;
 
   // Constant after construction.
   const FairScheduler& scheduler_;

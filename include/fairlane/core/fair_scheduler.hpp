@@ -154,13 +154,18 @@ class FairScheduler {
   //   token_lengths(): the lanes that have not learned what their pages use (lane_usage()),
   //     by their tokens (the costs of their queued pages);
   //   used_lengths(): the lanes that have, by the tokens their queued pages are expected to
-  //     use, expected_use(lane_tokens(), *lane_usage()): what fair order charges them.
+  //     use, expected_use(lane_tokens(), *lane_usage()): what fair order shares, once each
+  //     page's charge is corrected by what it used.
   static constexpr std::int64_t kTokenUnit = 256;
   [[nodiscard]] const LaneLengths& token_lengths() const { return token_lengths_; }
   [[nodiscard]] const LaneLengths& used_lengths() const { return used_lengths_; }
-  // The average used / cost of the user's settled pages (settle()), or std::nullopt while
-  // none has settled.
+  // What the user's settled pages used over what they cost, as averages (settle(), at the
+  // weights of its charges' usage), or std::nullopt while none has settled: what its queued
+  // pages are expected to use per token, as used_lengths() files them.
   [[nodiscard]] std::optional<double> lane_usage(UserId user) const;
+  // The average cost of the user's settled pages, at the same weights (0 while none has
+  // settled): what kind of page its lane_usage() was learned from.
+  [[nodiscard]] double lane_cost(UserId user) const;
   // What pages of `tokens` in all are expected to use at `usage`, as used_lengths() files them.
   [[nodiscard]] static std::int64_t expected_use(std::int64_t tokens, double usage);
 
@@ -202,9 +207,19 @@ class FairScheduler {
     // it, and they file the head's job afresh first.
     LaneOrder order;
     std::optional<std::list<UserId>::iterator> in_ring;
-    // The average used / cost of the lane's settled pages, and how many have settled.
+    // The average used / cost of the lane's settled pages (each counted up to twice its cost),
+    // what it is charged by, and how many have settled.
     double usage = 1.0;
     double settled = 0.0;
+    // The averages of what they used and of what they cost, at the same weights: what its
+    // queued pages are expected to use is their tokens times the ratio of the two, as the
+    // estimator's averages count it (the mean of each page's ratio is not: pages of 1,000
+    // using 100 beside pages of 3,000 using 3,000 use 0.775 of their tokens, not 0.55).
+    double used_average = 0.0;
+    double cost_average = 0.0;
+    [[nodiscard]] double use_ratio() const {
+      return cost_average > 0.0 ? used_average / cost_average : usage;
+    }
     std::int64_t refunded = 0;  // refunds, added to the credit at the next visit (settle())
     // Where the lane's head page is indexed for the quantum, if it has one (HeadKey).
     std::optional<HeadKey> head;
