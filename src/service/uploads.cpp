@@ -256,7 +256,7 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
 Result<Document> read_document(std::string_view content_type, std::string body,
                                const DocumentReading& reading, ReaderProcesses* processes) {
   if (processes != nullptr && processes->stopping()) {
-    return Status(StatusCode::internal, "the service is stopping");
+    return Status(StatusCode::unavailable, "the service is stopping");
   }
   Document document;
   if (media_type(content_type) == "multipart/form-data") {

@@ -1637,3 +1637,15 @@ TEST_CASE("Without a promise window an upload is answered and promised at once")
   CHECK_FALSE(answer.promise_hold.has_value());
   CHECK(Api::body(answer).at("promised_eta_at").is_string());
 }
+
+TEST_CASE("A document read while the service stops is unavailable, to be sent again") {
+  // As a reader stopped midway (pdf_reader_test): not the PDF's fault, and not a bug. It
+  // was 500 internal here, before a reader was even started.
+  fairlane::ReaderProcesses processes;
+  processes.stop();
+  const std::string pdf = fairlane::write_pdf({"First page."});
+  const auto document = fairlane::service::read_document(
+      "application/pdf", pdf, fairlane::service::DocumentReading{}, &processes);
+  REQUIRE_FALSE(document.ok());
+  CHECK(document.status().code() == fairlane::StatusCode::unavailable);
+}
