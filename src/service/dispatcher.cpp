@@ -178,6 +178,9 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
 
   // Places under the in-flight cap held for a previous process's calls, until they end.
   std::unordered_set<asio::steady_timer*> inherited_timers;
+  // Places held for a previous process's calls, from inherit_calls_out() (at once, not once
+  // their coroutines have started) until each is given back.
+  std::size_t places_held = 0;
   Status commit_error;   // the last flush's failure, ok after a flush that went through
   bool dead = false;     // the Dispatcher is gone: touch neither the store nor the provider
   bool leading = false;  // the loop was started (start, lead); a follower's view has none
@@ -244,8 +247,17 @@ struct Dispatcher::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> loop(std::shared_ptr<Impl> self);
   awaitable<void> run_call(std::shared_ptr<Impl> self, QueuedPage page, Lease lease);
   // Holds `permit` for `delay` (a call of a previous process, still at the provider).
-  awaitable<void> hold_place(std::shared_ptr<Impl> self, InFlightCap::Permit permit,
-                             Clock::duration delay);
+  // A place held for a call of a previous process: the state, and the permit, which goes
+  // first (members go in reverse order). As two parameters, a coroutine destroyed before it
+  // started (its io_context destroyed unrun, after a start that failed) released the state
+  // first, and the permit then returned itself to a cap already freed: GCC 12 destroys an
+  // unstarted coroutine's parameter copies first to last.
+  struct HeldPlace {
+    std::shared_ptr<Impl> keep;
+    InFlightCap::Permit permit;
+  };
+  // Holds the place for `delay` (a call of a previous process, still at the provider).
+  awaitable<void> hold_place(HeldPlace place, Clock::duration delay);
   // At start: a place for each call still out, until it could have ended.
   Status inherit_calls_out();
   // Lets go of the pages held back for a backoff and of the inherited places.
@@ -410,28 +422,30 @@ void Dispatcher::Impl::record(const QueuedPage& page, std::int64_t call, const C
       verdict.action);
 }
 
-awaitable<void> Dispatcher::Impl::hold_place(std::shared_ptr<Impl> self,
-                                             InFlightCap::Permit permit_argument,
-                                             Clock::duration delay) {
-  const std::shared_ptr<Impl> keep = std::move(self);  // outlives the permit and the timer
-  InFlightCap::Permit permit = std::move(permit_argument);
+awaitable<void> Dispatcher::Impl::hold_place(HeldPlace place, Clock::duration delay) {
+  HeldPlace held = std::move(place);  // the state outlives the permit and the timer
   asio::steady_timer timer(io, delay);
   inherited_timers.insert(&timer);
   boost::system::error_code ignored;
   co_await timer.async_wait(asio::redirect_error(use_awaitable, ignored));
   inherited_timers.erase(&timer);
-  permit.release();
+  held.permit.release();
+  --places_held;
   if (!dead) signal();
 }
 
 Status Dispatcher::Impl::inherit_calls_out() {
-  auto out = store.calls_out(std::chrono::minutes(10));
+  // Calls of the last ten minutes, or of the call timeout if longer: none can be out longer.
+  const auto window = std::max<std::chrono::milliseconds>(
+      std::chrono::minutes(10), std::chrono::ceil<std::chrono::milliseconds>(config.call_timeout));
+  auto out = store.calls_out(window);
   if (!out.ok()) return out.status();
   std::optional<Clock::duration> longest;
   if (out->longest_recent_call) longest = *out->longest_recent_call;
   for (InheritedCall& held : policy.inherit_calls_out(out->dispatched_at, longest)) {
     ++counters.calls_inherited;
-    asio::co_spawn(io, hold_place(shared_from_this(), std::move(held.permit), held.left),
+    ++places_held;
+    asio::co_spawn(io, hold_place(HeldPlace{shared_from_this(), std::move(held.permit)}, held.left),
                    report_failure);
   }
   return {};
@@ -729,7 +743,6 @@ void Dispatcher::Impl::count_window(const RecentJobs& recent, WallTime now) {
 }
 
 Status Dispatcher::Impl::begin(bool lead) {
-  // Before load_lanes, which turns the pages of those calls back to queued.
   if (Status inherited = inherit_calls_out(); !inherited.ok()) return inherited;
   // A fresh estimator (a restart, a takeover, a follower's view read again, which never sees
   // a call end) starts from what the provider did lately, as the buckets do below.
@@ -956,7 +969,7 @@ std::size_t Dispatcher::held() const {
   return impl_->policy.held();
 }
 std::size_t Dispatcher::inherited_in_flight() const {
-  return impl_->inherited_timers.size();
+  return impl_->places_held;
 }
 std::size_t Dispatcher::tracked_pages() const {
   return impl_->policy.tracked_pages();

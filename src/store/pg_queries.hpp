@@ -153,10 +153,11 @@ struct PgSql {
       "GROUP BY user_id ORDER BY user_id";
   static constexpr std::string_view recent_spend =
       "SELECT count(*), coalesce(sum(tokens), 0) FROM spend WHERE at > $1::bigint";
-  // Calls still out (read before load_lanes requeues their pages), and the longest call that
-  // ended since $1.
+  // Calls sent since $1 that have not ended: their spend rows, which outlive a requeue of
+  // their pages (load_lanes, at a start that may then fail), and the longest call that ended
+  // since $1.
   static constexpr std::string_view calls_out =
-      "SELECT dispatched_at FROM pages WHERE state = 'in_flight'";
+      "SELECT at FROM spend WHERE at > $1::bigint AND ended_at IS NULL";
   static constexpr std::string_view longest_call =
       "SELECT max(ended_at - at) FROM spend WHERE at > $1::bigint AND ended_at IS NOT NULL";
   // The last $1 calls that ended with usage, newest first, with their pages' reservations.

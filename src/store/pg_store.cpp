@@ -574,13 +574,13 @@ Result<Spend> PgStore::recent_spend(std::chrono::milliseconds window) {
 
 Result<CallsOut> PgStore::calls_out(std::chrono::milliseconds window) {
   CallsOut out;
-  auto rows = read(PgSql::calls_out, {}, "reading the calls still out");
+  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
+  auto rows = read(PgSql::calls_out, params, "reading the calls still out");
   if (!rows.ok()) return rows.status();
   out.dispatched_at.reserve(static_cast<std::size_t>(rows->size()));
   for (int row = 0; row < rows->size(); ++row) {
     out.dispatched_at.emplace_back(std::chrono::milliseconds(rows->int64(row, 0)));
   }
-  const std::array params{pg::Param::int64(to_ms(now()) - window.count())};
   auto longest = read(PgSql::longest_call, params, "reading how long recent calls took");
   if (!longest.ok()) return longest.status();
   if (!longest->is_null(0, 0))

@@ -795,8 +795,10 @@ Result<Spend> SqliteStore::recent_spend(std::chrono::milliseconds window) {
 
 Result<CallsOut> SqliteStore::calls_out(std::chrono::milliseconds window) {
   CallsOut out;
+  const std::int64_t since = to_ms(now()) - window.count();
   {
     Use use(calls_out_);
+    use->bind(1, since);
     int rc = SQLITE_ROW;
     while ((rc = use->step()) == SQLITE_ROW) {
       out.dispatched_at.emplace_back(std::chrono::milliseconds(use->int64(0)));
@@ -804,7 +806,7 @@ Result<CallsOut> SqliteStore::calls_out(std::chrono::milliseconds window) {
     if (rc != SQLITE_DONE) return db_.error(rc, "reading the calls still out");
   }
   Use use(longest_call_);
-  use->bind(1, to_ms(now()) - window.count());
+  use->bind(1, since);
   if (const int rc = use->step(); rc != SQLITE_ROW) {
     return db_.error(rc, "reading how long recent calls took");
   }

@@ -202,6 +202,46 @@ TEST_CASE("After a restart, pages that were in flight are sent again and end don
   CHECK(rig.dispatcher->counters().queue_wait_seconds.count() == 6);
 }
 
+TEST_CASE("A start that failed after requeueing the dead process's calls still holds them next") {
+  // The last process died with four calls out. A start requeues their pages (load_lanes)
+  // and then fails (the recent spend cannot be read, once): the next start must still hold
+  // their places under the cap, though no page of theirs is in flight any more. Read from
+  // the pages in flight, it found none and sent up to the cap beside the dead calls.
+  fairlane::testing::TempDir dir;
+  const std::string db = dir.file("requeued.db");
+  {
+    auto store = fairlane::testing::open_store(db);
+    const auto user = store->add_user("alice")->user.id;
+    const auto job = fairlane::testing::enqueue(*store, user, 6);
+    std::vector<fairlane::PageTransition> sent;
+    for (int i = 0; i < 4; ++i) {
+      sent.push_back(fairlane::PageTransition::dispatched(
+          job.pages[static_cast<std::size_t>(i)].page_id, 300));
+    }
+    fairlane::testing::apply(*store, sent);
+  }
+  struct SpendUnread final : fairlane::testing::ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    fairlane::Result<fairlane::Spend> recent_spend(std::chrono::milliseconds /*window*/) override {
+      return fairlane::Status(fairlane::StatusCode::io_error, "not now");
+    }
+  };
+  {
+    Rig failing(stand_in(8), fairlane_config(8), db, "",
+                [](std::unique_ptr<fairlane::Store> inner) {
+                  return std::make_unique<SpendUnread>(std::move(inner));
+                });
+    REQUIRE_FALSE(failing.dispatcher->start().ok());
+  }
+  Rig rig(stand_in(8), fairlane_config(8), db);
+  REQUIRE(rig.dispatcher->start().ok());
+  CHECK(rig.dispatcher->counters().calls_inherited == 4);
+  CHECK(rig.dispatcher->budget().in_flight().in_use() == 4);
+  // Counted at once, for the log line and the gauge (it counted the places' timers, set
+  // only once their coroutines had run: "0 calls of the previous leader held" at a takeover).
+  CHECK(rig.dispatcher->inherited_in_flight() == 4);
+}
+
 TEST_CASE("After a restart the estimator starts from what the last calls cost and took") {
   fairlane::testing::TempDir dir;
   const std::string db = dir.file("warm.db");

@@ -247,8 +247,9 @@ class Store {
   virtual Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() = 0;
   // Calls dispatched in the last `window`, for warm-starting the budgets after a restart.
   virtual Result<Spend> recent_spend(std::chrono::milliseconds window) = 0;
-  // At start, before load_lanes(): the calls still out, and the longest call that ended in
-  // the last `window`.
+  // At start: the calls sent in the last `window` that have not ended (their spend, which
+  // a requeue of their pages by load_lanes() leaves as it is, so a start that failed after
+  // it finds them again), and the longest call that ended in that window.
   virtual Result<CallsOut> calls_out(std::chrono::milliseconds window) = 0;
   // The last `limit` calls that ended with usage (within the spend kept, an hour), oldest
   // first: an estimator starts from what they cost and took, not from configured guesses.
