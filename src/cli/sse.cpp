@@ -1,5 +1,6 @@
 #include "cli/sse.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace fairlane::cli {
@@ -44,9 +45,15 @@ void SseParser::line(std::string_view text, std::vector<SseEvent>& out) {
       data_ = std::string(value);
     }
   } else if (field == "retry") {
-    std::int64_t ms = 0;
+    // ASCII digits only, as the standard says (from_chars would take a sign); too many of
+    // them is a minute.
+    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return;
+    std::int64_t ms = kMaxRetryMs;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), ms);
-    if (error == std::errc() && end == value.data() + value.size()) retry_ms_ = ms;
+    if (error != std::errc() || end != value.data() + value.size()) ms = kMaxRetryMs;
+    retry_ms_ = std::clamp<std::int64_t>(ms, kMinRetryMs, kMaxRetryMs);
   }
 }
 

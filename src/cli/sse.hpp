@@ -25,8 +25,12 @@ class SseParser {
   // Feeds the next bytes; returns the events they completed, in order.
   std::vector<SseEvent> feed(std::string_view bytes);
 
-  // The last `retry:` the stream sent, in milliseconds.
+  // The last `retry:` the stream sent, in milliseconds, kept from kMinRetryMs to kMaxRetryMs
+  // (a retry of 0 from a proxy would have every reconnect fire at once); one that is not all
+  // digits is ignored, as the SSE standard says.
   [[nodiscard]] std::optional<std::int64_t> retry_ms() const { return retry_ms_; }
+  static constexpr std::int64_t kMinRetryMs = 500;
+  static constexpr std::int64_t kMaxRetryMs = 60'000;
 
  private:
   void line(std::string_view text, std::vector<SseEvent>& out);

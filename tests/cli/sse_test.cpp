@@ -43,3 +43,20 @@ TEST_CASE("SSE: an event without data is not dispatched, and a partial event wai
   REQUIRE(events.size() == 1);
   CHECK(events[0].data == "half");
 }
+
+TEST_CASE("SSE: a retry is digits only, and kept between half a second and a minute") {
+  // The SSE standard ignores a retry that is not all digits; taken as given, `retry: 0` or
+  // `retry: -5` from a proxy made every reconnect of a watch fire at once, and a large one
+  // would have it wait for hours.
+  SseParser parser;
+  (void)parser.feed("retry: -5\n\n");
+  CHECK_FALSE(parser.retry_ms().has_value());
+  (void)parser.feed("retry: +700\n\n");
+  CHECK_FALSE(parser.retry_ms().has_value());
+  (void)parser.feed("retry: 0\n\n");
+  CHECK(parser.retry_ms() == 500);
+  (void)parser.feed("retry: 99999999999\n\n");
+  CHECK(parser.retry_ms() == 60'000);
+  (void)parser.feed("retry: 1500\n\n");
+  CHECK(parser.retry_ms() == 1'500);
+}
