@@ -12,8 +12,10 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "book.hpp"
@@ -252,11 +255,19 @@ Summary run(const Config& config) {
   Summary summary;
   const auto start = SteadyClock::now();
   namespace fs = std::filesystem;
-  const fs::path dir = config.work_dir.empty()
-                           ? fs::temp_directory_path() /
-                                 fmt::format("fairlane-crashtest-{}", static_cast<long>(getpid()))
-                           : fs::path(config.work_dir);
   std::error_code fs_error;
+  fs::path dir = config.work_dir;
+  if (dir.empty()) {
+    // A folder of its own, made afresh (mkdtemp): a name known in advance under /tmp could
+    // be made first, or be a symlink, by another user of the machine.
+    std::string pattern = (fs::temp_directory_path() / "fairlane-crashtest-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error(fmt::format("could not make a folder for the run under {}: {}",
+                                           fs::temp_directory_path().string(),
+                                           std::strerror(errno)));
+    }
+    dir = pattern;
+  }
   fs::create_directories(dir, fs_error);
   for (const char* name : {"crash.db", "crash.db-wal", "crash.db-shm", "serve.log"}) {
     fs::remove(dir / name, fs_error);

@@ -4,6 +4,8 @@
 // Exits 0 only when every check holds.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -113,8 +115,12 @@ int main(int argc, char** argv) try {
     if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
     std::ofstream out(report);
     out << fairlane::crashtest::summary_markdown(config, summary, command);
-    if (!out) {
-      std::cerr << "fairlane-crashtest: could not write " << report << '\n';
+    // Closed before it is checked: a report smaller than the stream's buffer is written only
+    // then, and a full disk would otherwise pass unseen.
+    out.close();
+    if (out.fail()) {
+      std::cerr << "fairlane-crashtest: could not write " << report << ": " << std::strerror(errno)
+                << '\n';
       return 1;
     }
   }
