@@ -107,6 +107,37 @@ TEST_CASE("A page whose output is another page's text is a wrong output") {
   CHECK(f.wrong_outputs == 1);
 }
 
+TEST_CASE("PDF books whose pages came back as each other's are wrong outputs") {
+  // Every generated book's page K starts "Page K of N", so a result that only starts so
+  // passed when two PDFs' pages were crossed. A PDF's page is its text as the reader
+  // extracted it, its lines wrapped elsewhere: it must hold its own page's words.
+  Ledger ledger;
+  for (int b = 0; b < 2; ++b) {
+    auto& u = ledger.uploads[static_cast<std::size_t>(b)];
+    u.pdf = true;
+    for (int p = 0; p < 2; ++p) {
+      u.texts[static_cast<std::size_t>(p)] =
+          "Page " + std::to_string(p + 1) + " of 2\n\nBook " + std::to_string(b + 1) +
+          " says its own words here, page " + std::to_string(p + 1) + ".\n";
+    }
+  }
+  const auto extracted = [&](int book, int page) {  // wrapped elsewhere, as a reader would
+    return "Page " + std::to_string(page) + " of 2\nBook " + std::to_string(book) +
+           " says its own\nwords here, page " + std::to_string(page) + ".";
+  };
+  for (auto& result : ledger.observed.results) {
+    const int book = result.job_id == Ledger::job(1) ? 1 : 2;
+    result.output = extracted(book, static_cast<int>(result.page));
+  }
+  CHECK(ledger.check().wrong_outputs == 0);
+  // Crossed: book 1's results hold book 2's pages and the other way round.
+  for (auto& result : ledger.observed.results) {
+    const int book = result.job_id == Ledger::job(1) ? 2 : 1;
+    result.output = extracted(book, static_cast<int>(result.page));
+  }
+  CHECK(ledger.check().wrong_outputs == 4);
+}
+
 TEST_CASE("An extra call is allowed once per kill that found the page in flight, and no more") {
   Ledger ledger;
   ledger.observed.calls_by_text[Ledger::text(1, 1)] = 2;

@@ -22,7 +22,7 @@ struct UploadRecord {
   int pages = 0;                       // pages in the book
   bool pdf = false;                    // sent as a PDF (else JSON pages)
   std::string key;                     // its Idempotency-Key, the same on every retry
-  std::vector<std::string> texts;      // the JSON pages' texts (empty for a PDF)
+  std::vector<std::string> texts;      // the pages' texts (a PDF's as written into it)
   std::optional<std::string> job_id;   // the job of the 202, when one came
   bool abandoned = false;              // cut by a kill and, on purpose, never sent again
   int attempts = 0;                    // requests sent

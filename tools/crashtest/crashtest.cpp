@@ -338,6 +338,7 @@ Summary run(const Config& config) {
         const auto pages = pdfgen::generate_book(
             config.pages, config.seed * 1'000'003 + static_cast<std::uint64_t>(u * 1000 + b));
         book = Book{"application/pdf", "/v1/jobs?name=" + name + ".pdf", write_pdf(pages, {})};
+        record.texts = pages;
       } else {
         json::array pages;
         for (int p = 1; p <= config.pages; ++p) {
