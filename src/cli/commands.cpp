@@ -106,6 +106,16 @@ std::string upload_target(const std::string& path, std::string_view content_type
   return target;
 }
 
+// Whether an upload answered `reply` (not 202) may have been accepted all the same: the
+// service says so (outcome_unknown), or something between it and the client answered for it
+// after the whole body went (a proxy's 502, 504 or 408, any answer that is not the
+// service's JSON error), which says nothing of whether the service took it.
+bool may_have_been_accepted(const HttpReply& reply) {
+  const std::string type = string_of(error_of(reply), "type");
+  if (!type.empty()) return type == "outcome_unknown";
+  return reply.status == 408 || reply.status >= 500;
+}
+
 void print_accepted(const JobStatus& job, std::string_view file, const Output& output) {
   output.out << fmt::format("accepted {} as {}: {} pages, position {}, eta {}\n", file, job.id,
                             job.total, job.position ? std::to_string(*job.position) : "-",
@@ -221,7 +231,7 @@ int enqueue(HttpClient& client, const EnqueueOptions& options, const Output& out
     }
     if (reply->status != 202) {
       const int code = refused(reply.value(), upload.path, output);
-      if (string_of(error_of(reply.value()), "type") == "outcome_unknown") resend_hint();
+      if (may_have_been_accepted(reply.value())) resend_hint();
       if (exit_status == kExitOk) exit_status = code;
       continue;
     }

@@ -192,8 +192,9 @@ run 0 status --key "$alice" --config "$work/wrong.toml"
 
 # What an upload sends, seen by a stand-in for the service (fake.py MODE): "refuse" answers
 # 413 from the headers and counts the body's bytes that come within a second; "vanish" reads
-# the whole request and closes without an answer. Either way it writes the request's
-# headers to $work/fake.headers, and the body's bytes it saw to $work/fake.bytes.
+# the whole request and closes without an answer; "gateway" reads it and answers a proxy's
+# 504, in HTML. Each writes the request's headers to $work/fake.headers, and the body's
+# bytes it saw to $work/fake.bytes.
 cat >"$work/fake.py" <<'PY'
 import socket, sys
 mode, work = sys.argv[1], sys.argv[2]
@@ -226,6 +227,10 @@ if mode == "refuse":
 else:
     while len(body) < length:
         body += conn.recv(65536)
+    if mode == "gateway":
+        answer = b"<html><body>504 Gateway Time-out</body></html>"
+        conn.sendall(b"HTTP/1.1 504 Gateway Time-out\r\nContent-Type: text/html\r\n"
+                     b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
 open(work + "/fake.bytes", "w").write(str(len(body)))
 conn.close()
 PY
@@ -256,6 +261,15 @@ has err "not sent: $work/3mb.pdf"
 key=$(grep -i '^Idempotency-Key:' "$work/fake.headers" | cut -d' ' -f2 | tr -d '\r')
 has err "may have been accepted"
 has err "send it again with --idempotency-key $key: if it was accepted"
+# A proxy's 504 (or 502, 408) after the whole body went: the service behind it may have
+# taken it (reading a PDF can outlast a proxy's timeout), so the key is given as well. It
+# was not: the key was random, and sending the file again made a second job.
+fake gateway
+run 1 enqueue "$work/book.pdf" --key "$alice" --server "http://127.0.0.1:$fake_port"
+wait_exit "$fake_pid" 10
+gateway_key=$(grep -i '^Idempotency-Key:' "$work/fake.headers" | cut -d' ' -f2 | tr -d '\r')
+has err "504"
+has err "send it again with --idempotency-key $gateway_key: if it was accepted"
 # And sent again with it, the service gives the first job, not a second one.
 run 0 enqueue "$work/book.pdf" --key "$alice" --idempotency-key "$key"
 first=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
