@@ -2,16 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "cli/display.hpp"
@@ -104,6 +110,54 @@ std::string upload_target(const std::string& path, std::string_view content_type
   std::string target = "/v1/jobs";
   for (std::size_t i = 0; i < query.size(); ++i) target += (i == 0 ? "?" : "&") + query[i];
   return target;
+}
+
+// Writes `text` to `path`. A regular file (or none yet) is replaced whole or not at all: the
+// text goes to a file of its own beside it (mkstemp), synced, which then takes its name, so a
+// full disk leaves an older result there as it was. Anything else (/dev/stdout, a pipe) is
+// written to as it is. The error names the cause (strerror).
+Status write_whole(const std::string& path, std::string_view text) {
+  const auto failed = [](const std::string& what) {
+    return Status(StatusCode::io_error,
+                  what.empty() ? std::generic_category().message(errno) : what);
+  };
+  std::error_code ignored;
+  const auto type = std::filesystem::status(path, ignored).type();
+  const bool replace =
+      type == std::filesystem::file_type::regular || type == std::filesystem::file_type::not_found;
+  std::string temporary = path + ".XXXXXX";
+  const int fd = replace ? ::mkstemp(temporary.data()) : ::open(path.c_str(), O_WRONLY | O_TRUNC);
+  if (fd < 0) return failed("");
+  if (replace) {
+    // mkstemp's file is the owner's alone: give it the mode the file had, or a new file's.
+    struct stat had {};
+    mode_t mode = 0;
+    if (type == std::filesystem::file_type::regular && ::stat(path.c_str(), &had) == 0) {
+      mode = had.st_mode & 07777;
+    } else {
+      mode = ::umask(0);
+      ::umask(mode);
+      mode = 0666 & ~mode;
+    }
+    (void)::fchmod(fd, mode);
+  }
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
+  }
+  const int write_error = written == text.size() ? 0 : (errno != 0 ? errno : EIO);
+  const bool synced = !replace || write_error != 0 || ::fsync(fd) == 0;
+  const int sync_error = synced ? 0 : errno;
+  const bool closed = ::close(fd) == 0;
+  const int error =
+      write_error != 0 ? write_error : (sync_error != 0 ? sync_error : (closed ? 0 : errno));
+  if (error == 0 && (!replace || ::rename(temporary.c_str(), path.c_str()) == 0)) return {};
+  const int cause = error != 0 ? error : errno;
+  if (replace) (void)::unlink(temporary.c_str());
+  return failed(std::generic_category().message(cause));
 }
 
 // Whether an upload answered `reply` (not 202) may have been accepted all the same: the
@@ -422,14 +476,8 @@ int result(HttpClient& client, const std::string& job, const std::optional<std::
   const std::string text =
       as_json ? reply->body + "\n" : result_markdown(parse_or_null(reply->body), name);
   if (file) {
-    std::ofstream out(*file, std::ios::binary);
-    out << text;
-    out.close();  // a full disk shows only once the data is flushed
-    if (out.fail()) {
-      output.err << fmt::format(
-          "fairlane: cannot write {}: check the folder exists and is "
-          "writable\n",
-          *file);
+    if (Status written = write_whole(*file, text); !written.ok()) {
+      output.err << fmt::format("fairlane: cannot write {}: {}\n", *file, written.message());
       return kExitFailure;
     }
     output.out << fmt::format("wrote {} ({} pages, {})\n", *file, status.ok() ? status->total : 0,

@@ -65,8 +65,17 @@ has out "^## Page 6"
 has out "^Page 6 of 6"
 run 0 result "$id" -o "$work/book.md" --key "$alice"
 grep -q '^Page 1 of 6' "$work/book.md" || fail "result -o wrote: $(head -5 "$work/book.md")"
+# A write that fails says why (it said "check the folder exists and is writable" whatever
+# happened), and a file there is replaced whole or not at all: the result goes to a file of
+# its own beside it first, then takes its name.
 run 1 result "$id" -o /dev/full --key "$alice"
-has err "cannot write /dev/full"
+has err "cannot write /dev/full: No space left on device"
+run 1 result "$id" -o "$work/no-such-folder/book.md" --key "$alice"
+has err "cannot write $work/no-such-folder/book.md: No such file or directory"
+echo "an older result" >"$work/book.md"
+run 0 result "$id" -o "$work/book.md" --key "$alice"
+grep -q '^Page 1 of 6' "$work/book.md" || fail "result -o over a file wrote: $(head -5 "$work/book.md")"
+[[ -z $(find "$work" -maxdepth 1 -name 'book.md.*') ]] || fail "result -o left files behind: $(ls "$work")"
 run 0 result "$id" --json --key "$alice"
 has out '"pages":\[{"page":1,"state":"done"'
 

@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -24,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "book.hpp"
@@ -264,7 +264,7 @@ Summary run(const Config& config) {
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw std::runtime_error(fmt::format("could not make a folder for the run under {}: {}",
                                            fs::temp_directory_path().string(),
-                                           std::strerror(errno)));
+                                           std::generic_category().message(errno)));
     }
     dir = pattern;
   }

@@ -5,11 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <system_error>
 
 #include "crashtest.hpp"
 #include "fairlane/version.hpp"
@@ -119,8 +119,8 @@ int main(int argc, char** argv) try {
     // then, and a full disk would otherwise pass unseen.
     out.close();
     if (out.fail()) {
-      std::cerr << "fairlane-crashtest: could not write " << report << ": " << std::strerror(errno)
-                << '\n';
+      std::cerr << "fairlane-crashtest: could not write " << report << ": "
+                << std::generic_category().message(errno) << '\n';
       return 1;
     }
   }
