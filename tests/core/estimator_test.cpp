@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <variant>
 #include <vector>
@@ -44,6 +46,18 @@ struct EightTimesUsage {
     estimator.record_settled(800, 6'400, 2s);
   }
 };
+
+// Adds `pages` and takes them all in fair order, each settled at `used(page)` tokens in 2 s,
+// in the scheduler and in each estimator: the lanes and the averages learn what pages use.
+void learn(FairScheduler& scheduler, std::initializer_list<Estimator*> estimators,
+           std::initializer_list<QueuedPage> pages,
+           const std::function<std::int64_t(const QueuedPage&)>& used) {
+  for (const QueuedPage& page : pages) scheduler.add(page);
+  while (const auto page = scheduler.take()) {
+    scheduler.settle(*page, used(*page));
+    for (Estimator* estimator : estimators) estimator->record_settled(used(*page), page->cost, 2s);
+  }
+}
 
 }  // namespace
 
@@ -827,12 +841,8 @@ TEST_CASE("Other lanes count at what their own pages use: the tokens fair order 
   // seem to send a quarter of what it does, too short.
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
-  scheduler.add(QueuedPage{1, 1, 1, 1'000});
-  scheduler.add(QueuedPage{2, 2, 2, 4'000});
-  while (const auto page = scheduler.take()) {
-    scheduler.settle(*page, 1'000);
-    estimator.record_settled(1'000, page->cost, 2s);
-  }
+  learn(scheduler, {&estimator}, {QueuedPage{1, 1, 1, 1'000}, QueuedPage{2, 2, 2, 4'000}},
+        [](const QueuedPage&) { return 1'000; });
   // Averages: 1,000 used and 2,500 reserved a page, 2 s a call; the tokens bind at 300,000
   // a minute, 5 pages of 1,000 a second.
   REQUIRE(estimator.mu() == doctest::Approx(5.0));
@@ -863,12 +873,8 @@ TEST_CASE("A user's own pages hold what they reserve of the tokens level, whatev
   fairlane::Budget budget(clock, kLab);
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab}, &budget);
-  scheduler.add(QueuedPage{1, 1, 1, 6'400});
-  scheduler.add(QueuedPage{2, 2, 2, 800});
-  while (const auto page = scheduler.take()) {
-    scheduler.settle(*page, 800);
-    estimator.record_settled(800, page->cost, 2s);
-  }
+  learn(scheduler, {&estimator}, {QueuedPage{1, 1, 1, 6'400}, QueuedPage{2, 2, 2, 800}},
+        [](const QueuedPage&) { return 800; });
   REQUIRE(scheduler.lane_usage(1) == doctest::Approx(0.125));
   // The same question of a scheduler that has not learned what user 1's pages use: the
   // calls bound is the same, since it counts what the pages reserve.
@@ -891,14 +897,9 @@ TEST_CASE(
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
   FairScheduler fresh;
   Estimator unlearned(fresh, EstimatorConfig{.limits = kLab});
-  scheduler.add(QueuedPage{1, 1, 1, 1'000});
-  scheduler.add(QueuedPage{2, 1, 1, 3'000});
-  while (const auto page = scheduler.take()) {
-    const std::int64_t used = page->cost == 1'000 ? 100 : 3'000;
-    scheduler.settle(*page, used);
-    estimator.record_settled(used, page->cost, 2s);
-    unlearned.record_settled(used, page->cost, 2s);
-  }
+  learn(scheduler, {&estimator, &unlearned},
+        {QueuedPage{1, 1, 1, 1'000}, QueuedPage{2, 1, 1, 3'000}},
+        [](const QueuedPage& page) { return page.cost == 1'000 ? 100 : 3'000; });
   REQUIRE(scheduler.lane_usage(1) == doctest::Approx(3'100.0 / 4'000.0));
   // Alone, the user's lane at its own usage is the average: the same ETA as unlearned.
   CHECK(estimator.estimate_new(1, 100, 2'000).eta_seconds ==
@@ -913,12 +914,8 @@ TEST_CASE("A job's time alone counts its user's pages at what they use, as its E
   // the asking user's usage: 300 pages of 1,000 from user 1 use 300,000 tokens, 60 s.
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
-  scheduler.add(QueuedPage{1, 1, 1, 1'000});
-  scheduler.add(QueuedPage{2, 2, 2, 4'000});
-  while (const auto page = scheduler.take()) {
-    scheduler.settle(*page, 1'000);
-    estimator.record_settled(1'000, page->cost, 2s);
-  }
+  learn(scheduler, {&estimator}, {QueuedPage{1, 1, 1, 1'000}, QueuedPage{2, 2, 2, 4'000}},
+        [](const QueuedPage&) { return 1'000; });
   CHECK(estimator.alone_seconds(1, 300, 1'000) == doctest::Approx(60.0 + 2.0));
   CHECK(estimator.alone_seconds(1, 300, 1'000) ==
         doctest::Approx(estimator.estimate_new(1, 300, 1'000).own_seconds));
@@ -933,12 +930,8 @@ TEST_CASE("A lane's usage is not applied to new pages that reserve unlike its ow
   // guess for pages it has not seen; pages of about the lane's own size at the lane's.
   FairScheduler scheduler;
   Estimator estimator(scheduler, EstimatorConfig{.limits = kLab});
-  scheduler.add(QueuedPage{1, 1, 1, 6'400});
-  scheduler.add(QueuedPage{2, 2, 2, 800});
-  while (const auto page = scheduler.take()) {
-    scheduler.settle(*page, 800);
-    estimator.record_settled(800, page->cost, 2s);
-  }
+  learn(scheduler, {&estimator}, {QueuedPage{1, 1, 1, 6'400}, QueuedPage{2, 2, 2, 800}},
+        [](const QueuedPage&) { return 800; });
   // Averages: 800 used, 3,600 reserved: 2/9 of a reservation.
   const double average = 800.0 / 3'600.0;
   CHECK(estimator.estimate_new(1, 100, 1'600).eta_seconds ==
