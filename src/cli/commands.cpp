@@ -112,58 +112,66 @@ std::string upload_target(const std::string& path, std::string_view content_type
   return target;
 }
 
-// Writes `text` to `path`. A regular file (or none yet) is replaced whole or not at all: the
-// text goes to a file of its own beside it (mkstemp), synced, which then takes its name, so a
-// full disk leaves an older result there as it was. Anything else (/dev/stdout, a pipe) is
-// written to as it is. The error names the cause (strerror).
-Status write_whole(const std::string& path, std::string_view text) {
-  const auto failed = [](const std::string& what) {
-    return Status(StatusCode::io_error,
-                  what.empty() ? std::generic_category().message(errno) : what);
-  };
-  std::error_code ignored;
-  const auto type = std::filesystem::status(path, ignored).type();
-  const bool replace =
-      type == std::filesystem::file_type::regular || type == std::filesystem::file_type::not_found;
-  std::string temporary = path + ".XXXXXX";
-  const int fd = replace ? ::mkstemp(temporary.data()) : ::open(path.c_str(), O_WRONLY | O_TRUNC);
-  if (fd < 0) return failed("");
-  if (replace) {
-    // mkstemp's file is the owner's alone: give it the mode the file had, or a new file's.
-    struct stat had {};
-    mode_t mode = 0;
-    if (type == std::filesystem::file_type::regular && ::stat(path.c_str(), &had) == 0) {
-      mode = had.st_mode & 07777;
-    } else {
-      mode = ::umask(0);
-      ::umask(mode);
-      mode = 0666 & ~mode;
-    }
-    (void)::fchmod(fd, mode);
-  }
+// Writes all of `text` to `fd`: 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view text) {
   std::size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
     written += static_cast<std::size_t>(n);
   }
-  const int write_error = written == text.size() ? 0 : (errno != 0 ? errno : EIO);
-  const bool synced = !replace || write_error != 0 || ::fsync(fd) == 0;
-  const int sync_error = synced ? 0 : errno;
-  const bool closed = ::close(fd) == 0;
-  const int error =
-      write_error != 0 ? write_error : (sync_error != 0 ? sync_error : (closed ? 0 : errno));
-  if (error == 0 && (!replace || ::rename(temporary.c_str(), path.c_str()) == 0)) return {};
-  const int cause = error != 0 ? error : errno;
-  if (replace) (void)::unlink(temporary.c_str());
-  return failed(std::generic_category().message(cause));
+  return 0;
+}
+
+// The mode a file written in place of `path` gets: the one it had, or a new file's.
+mode_t mode_for(const std::string& path) {
+  struct stat had {};
+  if (::stat(path.c_str(), &had) == 0) return had.st_mode & 07777;
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return 0666 & ~mask;
+}
+
+// Writes `text` to `path`. A regular file (or none yet) is replaced whole or not at all: the
+// text goes to a file of its own beside it (mkstemp), synced, which then takes its name, so a
+// full disk leaves an older result there as it was. Anything else is written through as it
+// is: a symlink (/dev/stdout redirected to a file is one), a device, a pipe; and a file in a
+// folder that may not have files made in it. The error names the cause.
+Status write_whole(const std::string& path, std::string_view text) {
+  std::error_code ignored;
+  const auto type = std::filesystem::symlink_status(path, ignored).type();
+  bool replace =
+      type == std::filesystem::file_type::regular || type == std::filesystem::file_type::not_found;
+  std::string temporary = path + ".XXXXXX";
+  int fd = replace ? ::mkstemp(temporary.data()) : -1;
+  if (replace && fd < 0) {
+    const bool folder_closed = errno == EACCES || errno == EROFS || errno == EPERM;
+    if (type != std::filesystem::file_type::regular || !folder_closed) {
+      return Status(StatusCode::io_error, std::generic_category().message(errno));
+    }
+    replace = false;
+  }
+  if (replace) {
+    (void)::fchmod(fd, mode_for(path));  // mkstemp's file is the owner's alone
+  } else {
+    fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return Status(StatusCode::io_error, std::generic_category().message(errno));
+  }
+  int error = write_all(fd, text);
+  if (error == 0 && replace && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && replace && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0 && replace) (void)::unlink(temporary.c_str());
+  if (error != 0) return Status(StatusCode::io_error, std::generic_category().message(error));
+  return {};
 }
 
 // Whether an upload answered `reply` (not 202) may have been accepted all the same: the
-// service says so (outcome_unknown), or something between it and the client answered for it
-// after the whole body went (a proxy's 502, 504 or 408, any answer that is not the
-// service's JSON error), which says nothing of whether the service took it.
+// service says so (outcome_unknown), or something between it and the client answered 408
+// or 5xx in its place (a proxy's 502 or 504: an answer that is not the service's own JSON
+// error), which says nothing of whether the service took it.
 bool may_have_been_accepted(const HttpReply& reply) {
   const std::string type = string_of(error_of(reply), "type");
   if (!type.empty()) return type == "outcome_unknown";

@@ -76,6 +76,12 @@ echo "an older result" >"$work/book.md"
 run 0 result "$id" -o "$work/book.md" --key "$alice"
 grep -q '^Page 1 of 6' "$work/book.md" || fail "result -o over a file wrote: $(head -5 "$work/book.md")"
 [[ -z $(find "$work" -maxdepth 1 -name 'book.md.*') ]] || fail "result -o left files behind: $(ls "$work")"
+# A symlink is written through, not replaced: /dev/stdout with the output redirected to a
+# file is one (replaced, as root, it would become a file made in /dev; a link of the test's
+# own stands for it here).
+ln -s "$work/book.md" "$work/link.md"
+run 0 result "$id" -o "$work/link.md" --key "$alice"
+[[ -L "$work/link.md" ]] || fail "result -o replaced a symlink with a file"
 run 0 result "$id" --json --key "$alice"
 has out '"pages":\[{"page":1,"state":"done"'
 
