@@ -142,14 +142,17 @@ void Leadership::claim() {
     become_follower(
         fmt::format("instance {} holds the lease now (epoch {})", lease->leader, lease->epoch));
   }
-  if (membership_.leading && resync_owed_) resync();
   schedule();
+  if (membership_.leading && resync_owed_ && std::chrono::steady_clock::now() >= resync_due_) {
+    resync();
+  }
 }
 
 Status Leadership::become_leader(std::int64_t epoch) {
   const auto began = std::chrono::steady_clock::now();
   if (Status led = dispatcher_.lead(config_.instance, epoch); !led.ok()) return led;
   resync_owed_ = false;  // lead() read the lanes whole
+  resync_backoff_ = {};
   led_epoch_ = epoch;
   membership_.leading = true;
   membership_.leader = config_.instance;
@@ -201,10 +204,10 @@ void Leadership::resync() {
   resync_owed_ = false;
   auto lanes = cluster_.lanes_view();
   if (!lanes.ok()) {
-    std::cerr << "fairlane: the lanes could not be read again (they are, at the next renewal "
-                 "of the lease): "
+    std::cerr << "fairlane: the lanes could not be read again (they are, at a renewal of the "
+                 "lease, later each time): "
               << lanes.status().message() << '\n';
-    resync_owed_ = true;
+    owe_resync();
     return;
   }
   std::unordered_set<JobId> queued;  // jobs with a page queued in the store
@@ -223,6 +226,7 @@ void Leadership::resync() {
   for (const JobId job : dispatcher_.policy().tracked_jobs()) {
     if (!queued.contains(job)) follow_change(job);
   }
+  if (!resync_owed_) resync_backoff_ = {};  // every read went through
 }
 
 void Leadership::adopt(JobId job) {
@@ -231,9 +235,9 @@ void Leadership::adopt(JobId job) {
     if (queued.status().code() != StatusCode::not_found) {
       std::cerr << fmt::format(
           "fairlane: job {} accepted elsewhere could not be read (the lanes are read again at "
-          "the next renewal of the lease): {}\n",
+          "a renewal of the lease): {}\n",
           job, queued.status().message());
-      resync_owed_ = true;
+      owe_resync();
     }
     return;
   }
@@ -245,6 +249,17 @@ void Leadership::adopt(JobId job) {
   if (dispatcher_.add(queued.value(), weight)) router_.watch(queued->job);
 }
 
+void Leadership::owe_resync() {
+  resync_owed_ = true;
+  // The first retry at the next renewal; each one after that failed waits twice as long,
+  // up to a minute: a read that keeps failing must not read every lane every L/4.
+  resync_due_ = std::chrono::steady_clock::now() + resync_backoff_;
+  resync_backoff_ = std::min<std::chrono::steady_clock::duration>(
+      std::max<std::chrono::steady_clock::duration>(2 * resync_backoff_,
+                                                    renew_every(config_.lease)),
+      std::chrono::minutes(1));
+}
+
 void Leadership::follow_change(JobId job) {
   // A job it holds no page of has nothing to drop and is not read; one it holds pages of is
   // read at each notification (its own commits notify too, once a job a batch).
@@ -252,8 +267,13 @@ void Leadership::follow_change(JobId job) {
   auto view = store_.job(job);
   if (!view.ok()) {
     if (view.status().code() != StatusCode::not_found) {
-      std::cerr << fmt::format("fairlane: job {} changed elsewhere could not be read: {}\n", job,
-                               view.status().message());
+      // A cancel made elsewhere would be missed: the lanes are compared again (resync reads
+      // a job it holds pages of with none queued in the store).
+      std::cerr << fmt::format(
+          "fairlane: job {} changed elsewhere could not be read (the lanes are read again at a "
+          "renewal of the lease): {}\n",
+          job, view.status().message());
+      owe_resync();
     }
     return;
   }

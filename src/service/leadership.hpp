@@ -110,10 +110,15 @@ class Leadership {
   std::int64_t takeovers_ = 0;
   // The epoch its dispatcher leads under (lead()), while it leads.
   std::int64_t led_epoch_ = 0;
-  // A job accepted elsewhere could not be read for a passing reason (adopt), or the lanes
-  // could not be (resync): nothing would bring the job back, as it will not change again,
-  // so the lanes are read again (resync) at each renewal until a read goes through.
+  // A job accepted elsewhere could not be read (adopt), or a job changed elsewhere (a cancel,
+  // follow_change), or the lanes (resync): nothing would bring the job back, as it will not
+  // change again, so the lanes are read again (resync) at a renewal, the waits between
+  // tries doubling from L/4 to a minute, until a read goes through.
   bool resync_owed_ = false;
+  std::chrono::steady_clock::time_point resync_due_{};    // not before then (owe_resync)
+  std::chrono::steady_clock::duration resync_backoff_{};  // the wait after the next failure
+  // A read for resync failed: owes one, at a renewal of the lease after a wait that doubles.
+  void owe_resync();
 };
 
 }  // namespace fairlane::service
