@@ -224,9 +224,9 @@ Result<std::vector<DocumentPage>> read_pdf_in_child(std::string_view bytes,
     const std::int64_t part = std::max<std::int64_t>(answer.received() * 4 / 5, 1);
     return refusals::refused(fmt::format(
         "the PDF took longer than {} s to read, more than fairlane allows: {} of its {} pages "
-        "were read by then. Split it into parts of at most {} pages and upload each (the "
+        "were read by then. Split it into parts of at most {} page{} and upload each (the "
         "service's --pdf-timeout sets the time)",
-        seconds, answer.received(), answer.announced(), part));
+        seconds, answer.received(), answer.announced(), part, part == 1 ? "" : "s"));
   }
   if (timed_out) {
     return refusals::refused(fmt::format(

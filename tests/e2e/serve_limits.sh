@@ -215,7 +215,7 @@ done
 # clients out: with 8 of them resting after a request each, a ninth connection is served,
 # and the one that rested longest is closed to make room, as HTTP lets a server close an
 # idle persistent connection; the other 7 are still served. Before, the ninth got 503 for
-# as long as the 8 rested (--idle-timeout).
+# as long as the 8 rested (the 60 s idle timeout).
 cat >"$work/resting.py" <<'PY'
 import socket, sys
 port = int(sys.argv[1])
