@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "fairlane/version.hpp"
 
@@ -24,6 +25,18 @@ CLI::Validator not_empty() {
       "", "not empty");
 }
 
+// The whole of `text` as a finite number, or nullopt: not a number, past double's range,
+// NaN or infinite.
+std::optional<double> finite_number(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double number = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(number)) {
+    return std::nullopt;
+  }
+  return number;
+}
+
 // A number from `min` to `max`, finite: CLI11's own range checks compare, and NaN compares
 // false, so `--max-wait nan` passed and made the door accept everything; and an integer past
 // int64 was read as INT64_MAX. Checked on the text, before it is converted, for integer
@@ -31,15 +44,9 @@ CLI::Validator not_empty() {
 CLI::Validator within(double min, double max) {
   return CLI::Validator(
       [min, max](const std::string& value) {
-        char* end = nullptr;
-        errno = 0;
-        const double number = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || !std::isfinite(number)) {
-          return fmt::format("'{}' is not a number", value);
-        }
-        if (errno == ERANGE || number < min || number > max) {
-          return fmt::format("must be from {} to {}", min, max);
-        }
+        const auto number = finite_number(value);
+        if (!number) return fmt::format("'{}' is not a number", value);
+        if (*number < min || *number > max) return fmt::format("must be from {} to {}", min, max);
         return std::string();
       },
       "", "within");
@@ -84,12 +91,9 @@ CLI::Validator retention(bool allow_zero) {
   return CLI::Validator(
       [allow_zero](const std::string& value) {
         // The text as AsNumberWithUnit left it: seconds, or what it could not read.
-        char* end = nullptr;
-        errno = 0;
-        const double seconds = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds)) {
-          return fmt::format("'{}' is not a length of time such as 30d or 12h", value);
-        }
+        const auto number = finite_number(value);
+        if (!number) return fmt::format("'{}' is not a length of time such as 30d or 12h", value);
+        const double seconds = *number;
         if (allow_zero && seconds == 0.0) return std::string();
         if (seconds > std::chrono::duration<double>(kMaxRetention).count()) {
           return std::string("must be at most 36500d (100 years)") +

@@ -494,10 +494,11 @@ std::optional<JobEstimate> Estimator::job(UserId user, JobId job, Refunds refund
                           ? static_cast<double>(place->tokens) / static_cast<double>(place->queued)
                           : 0.0;
   const double used_before = used_units(user, before);
+  const double job_use = used_units(user, 1.0, cost);  // each of its units, at its usage
   return estimate(user, place->next_index, place->last_index,
-                  Units{before + first, used_before + used_units(user, first, cost)},
-                  Units{before + job_units, used_before + used_units(user, job_units, cost)},
-                  refunds, competition, left_out);
+                  Units{before + first, used_before + first * job_use},
+                  Units{before + job_units, used_before + job_units * job_use}, refunds,
+                  competition, left_out);
 }
 
 JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
@@ -510,9 +511,10 @@ JobEstimate Estimator::estimate_new(UserId user, std::int64_t pages,
   const auto cost = static_cast<double>(tokens_per_page);
   const double scale = scale_for(cost);
   const double scaled = static_cast<double>(count) * scale;
-  const double used = used_units(user, scaled, cost);
+  const double new_use = used_units(user, 1.0, cost);  // each of its units, at its usage
+  const double used = scaled * new_use;
   JobEstimate e = estimate(user, queued + 1, queued + count,
-                           Units{before + scale, used_before + used_units(user, scale, cost)},
+                           Units{before + scale, used_before + scale * new_use},
                            Units{before + scaled, used_before + used}, Refunds::when_back);
   const double sending =
       seconds_for(Work{pages_equivalent(0.0, 0.0, static_cast<double>(count), used),
