@@ -141,7 +141,17 @@ std::optional<WallTime> parse_rfc3339(std::string_view text) {
   }
   const auto local = std::chrono::sys_days(date) + std::chrono::hours(hour) +
                      std::chrono::minutes(minute) + std::chrono::seconds(second) - offset;
-  return std::chrono::time_point_cast<WallTime::duration>(local) + from_seconds(fraction);
+  const WallTime time =
+      std::chrono::time_point_cast<WallTime::duration>(local) + from_seconds(fraction);
+  // In range in UTC too, as format_rfc3339 writes it (to the next second): an offset or a
+  // fraction can take a time at either end out of the years checked above.
+  const auto utc = std::chrono::ceil<std::chrono::seconds>(time);
+  const auto first = std::chrono::sys_days(std::chrono::year{static_cast<int>(kFirstYear)} /
+                                           std::chrono::January / 1);
+  const auto after_last = std::chrono::sys_days(std::chrono::year{static_cast<int>(kLastYear + 1)} /
+                                                std::chrono::January / 1);
+  if (utc < first || utc >= after_last) return std::nullopt;
+  return time;
 }
 
 std::string format_go_duration(Clock::duration d) {
