@@ -184,8 +184,8 @@ std::string error_detail(std::string_view body) {
 namespace {
 
 // What the operator should check when the provider refuses fairlane itself, never the page:
-// its key (401), its account's payment (402), a proxy's login (407); OpenAI's 429 of an
-// account out of quota (error.code "insufficient_quota": no wait helps, and its pages are
+// its URL (a redirect), its key (401), its account's payment (402), a proxy's login (407); OpenAI's
+// 429 of an account out of quota (error.code "insufficient_quota": no wait helps, and its pages are
 // not the cause); Anthropic's 400 of an account out of credit. Empty for anything else. 403
 // and 404 are not among them: they may be the page's own (a proxy refusing its text, a
 // model that cannot take its image), and an outage for one page would pause every user's.
@@ -197,6 +197,14 @@ std::string remedy_for(int status, std::string_view body) {
       return "check the provider account's payment";
     case 407:
       return "check the proxy's login (libcurl's proxy variables)";
+    case 300:
+    case 301:
+    case 302:
+    case 303:
+    case 307:
+    case 308:
+      // fairlane follows no redirect (a POST would not survive every one of them).
+      return "the provider redirects fairlane elsewhere: set --provider-url to the URL it names";
     case 429:
       if (error_field(body, "code") == "insufficient_quota" ||
           error_field(body, "type") == "insufficient_quota") {

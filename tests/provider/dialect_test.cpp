@@ -177,6 +177,13 @@ TEST_CASE("A refusal of fairlane itself, not of the page, names what the operato
         "(not a refusal)");
   CHECK(remedy(Dialect::openai, 403, "blocked").empty());
   CHECK(remedy(Dialect::openai, 404, "no such model").empty());
+  // fairlane does not follow redirects: one is of its --provider-url, never of a page.
+  // Before, every page failed at once as "the provider answered 301".
+  for (const int status : {301, 302, 307, 308}) {
+    CAPTURE(status);
+    CHECK(remedy(Dialect::openai, status, "") ==
+          "the provider redirects fairlane elsewhere: set --provider-url to the URL it names");
+  }
 }
 
 TEST_CASE("Text no database takes as it is, in an answer or an error, comes out storable") {
