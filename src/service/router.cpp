@@ -8,6 +8,8 @@
 #include <limits>
 #include <thread>
 
+#include "fairlane/core/text.hpp"
+
 namespace fairlane::service {
 namespace {
 
@@ -67,7 +69,9 @@ bool announces_body(const ApiRequest& head) {
 }
 
 ApiResponse no_such_route(std::string_view method, std::string_view path) {
-  return error_response(404, "not_found", fmt::format("there is no {} {}", method, path));
+  // The path as decoded may hold any byte: named storable, the answer stays JSON.
+  return error_response(404, "not_found",
+                        fmt::format("there is no {} {}", method, storable_text(path)));
 }
 
 }  // namespace
@@ -167,7 +171,7 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
     }
     return error_response(
         400, "invalid_request",
-        fmt::format("{} {} takes no body: send it without one", head.method, path));
+        fmt::format("{} {} takes no body: send it without one", head.method, storable_text(path)));
   }
   if (!caller.admin) {
     // The door counts the user's weight from the first request, before any lane of theirs.

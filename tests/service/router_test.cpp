@@ -1040,6 +1040,15 @@ TEST_CASE("A job id or a cursor that is not text names no job, in an answer that
               .ends_with("' is not a cursor from an earlier list of your jobs, or names a "
                          "job since pruned: list your jobs again without a cursor"));
   }
+  // A path that is no route is named in its 404, storable: it was echoed as decoded, so
+  // the error itself was not JSON a strict client could read.
+  for (const std::string& target : {std::string("/%FF"), std::string("/v1/jobs/job_x/%FF")}) {
+    CAPTURE(target);
+    const auto answer = api.send("GET", target, api.alice);
+    CHECK(answer.status == 404);
+    const std::string message(Api::body(answer).at("error").at("message").as_string());
+    CHECK(message.find("\xef\xbf\xbd") != std::string::npos);
+  }
 }
 
 TEST_CASE("Hostile job names and idempotency keys come back from the API as sent") {
