@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "distribution.hpp"
 #include "report.hpp"
@@ -255,5 +257,40 @@ TEST_CASE(
     CHECK(windowed.books[i].finish_s == doctest::Approx(at_once.books[i].finish_s));
     // Never promised earlier than the door's first answer.
     CHECK(*windowed.books[i].predicted_eta_s >= *at_once.books[i].predicted_eta_s - 1e-9);
+  }
+}
+
+TEST_CASE("The fair-share ideal is finite for a provider that answers at once, or pages of 0") {
+  // A latency of 0 made the in-flight rate infinite, and the ideal's burst stepped by
+  // infinity x 0 = NaN: the work left was never done, and the simulator never returned.
+  // Pages of no tokens (none in, none out) divided 0 by 0 the same way.
+  for (const char* provider : {R"("latency_s": {"kind": "fixed", "value": 0},
+           "output_tokens": {"kind": "fixed", "value": 240})",
+                               R"("latency_s": {"kind": "fixed", "value": 1},
+           "output_tokens": {"kind": "fixed", "value": 0})"}) {
+    CAPTURE(provider);
+    const auto scenario = scenario_from(std::string(R"({
+      "name": "instant", "seed": 1,
+      "provider": {"rpm": 600, "tpm": 48000, "max_in_flight": 20, )") +
+                                        provider + R"(},
+      "fairlane": {"rpm": 600, "tpm": 48000, "max_in_flight": 20, "max_tokens": 240},
+      "users": [{"name": "a"}, {"name": "b"}],
+      "arrivals": [{"at_s": 0, "user": "a", "books": 1, "pages": 40, "input_tokens": 0}]
+    })");
+    std::vector<fairlane::sim::BookResult> books(3);
+    const auto set = [&](std::size_t i, const char* user, double at_s, std::int64_t pages) {
+      books[i].user = user;
+      books[i].arrival_s = at_s;
+      books[i].pages = pages;
+    };
+    set(0, "a", 0.0, 40);
+    set(1, "a", 0.0, 40);
+    set(2, "b", 5.0, 10);
+    fairlane::sim::fill_fair_share_ideal(scenario, books);
+    for (const auto& book : books) {
+      REQUIRE(book.ideal_s.has_value());
+      CHECK(std::isfinite(*book.ideal_s));
+      CHECK(*book.ideal_s >= 0.0);
+    }
   }
 }

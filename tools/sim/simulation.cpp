@@ -747,7 +747,8 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
     pages += as_double(b.pages);
     input += as_double(b.pages * b.input_tokens);
   }
-  const double page_tokens = input / std::max(pages, 1.0) + output;
+  // Pages of no tokens count as pages of one, so that work is never 0 / 0.
+  const double page_tokens = std::max(input / std::max(pages, 1.0) + output, 1.0);
 
   // Pages per second each limit allows at the average page: the smallest binds (mu). The
   // buckets start full, so first the binding bucket's capacity drains at the in-flight
@@ -756,16 +757,18 @@ void fill_fair_share_ideal(const Scenario& scenario, std::vector<BookResult>& bo
   const auto rate = [infinity](std::int64_t per_minute, double divisor) {
     return per_minute > 0 ? as_double(per_minute) / 60.0 / divisor : infinity;
   };
-  const double mu =
-      std::min({rate(f.requests_per_minute, 1.0), rate(f.tokens_per_minute, page_tokens),
-                f.max_in_flight > 0 ? as_double(f.max_in_flight) / latency : infinity});
+  const double mu = std::min(
+      {rate(f.requests_per_minute, 1.0), rate(f.tokens_per_minute, page_tokens),
+       f.max_in_flight > 0 && latency > 0 ? as_double(f.max_in_flight) / latency : infinity});
   if (!std::isfinite(mu)) {
     for (BookResult& b : books) b.ideal_s = latency;
     return;
   }
   constexpr double kInstant = 1e12;  // pages/s standing in for "at once"
-  const double c =
-      f.max_in_flight > 0 ? std::max(as_double(f.max_in_flight) / latency, mu) : kInstant;
+  // Calls that answer at once (latency 0) are out for no time: the cap never binds.
+  const double c = f.max_in_flight > 0 && latency > 0
+                       ? std::max(as_double(f.max_in_flight) / latency, mu)
+                       : kInstant;
   // The buckets start full, and a page holds its whole reservation (input + max_tokens)
   // until it is answered: that is what the burst is made of.
   double reserved = 0.0;
