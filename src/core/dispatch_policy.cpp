@@ -202,6 +202,9 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     // The provider ran the call and counted its tokens, but its answer cannot be read:
     // count what was reserved, the side that never overspends.
     lease.settle(lease.reserved_tokens());
+  } else if (const auto* declined = std::get_if<call::ClientError>(&end);
+             declined != nullptr && declined->used_tokens) {
+    lease.settle(*declined->used_tokens);  // a refusal by the model: it counted these
   } else {
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }

@@ -92,12 +92,61 @@ std::string request_body(Dialect dialect, const ProviderRequest& request) {
   return json::serialize(body);
 }
 
-Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
+namespace {
+
+Result<json::value> parse_body(std::string_view text) {
   boost::system::error_code error;
-  const json::value root = json::parse(text, error);
+  json::value root = json::parse(text, error);
   if (error) return bad(fmt::format("the body is not JSON ({})", error.message()));
-  const json::object* body = root.if_object();
-  if (body == nullptr) return bad("the body is not a JSON object");
+  if (!root.is_object()) return bad("the body is not a JSON object");
+  return root;
+}
+
+// The tokens the provider counted for an answer: its input and output, or nullopt when the
+// usage cannot be read.
+std::optional<std::int64_t> used_in(Dialect dialect, const json::object& body) {
+  const json::value* usage_value = body.if_contains("usage");
+  const json::object* usage = usage_value != nullptr ? usage_value->if_object() : nullptr;
+  if (usage == nullptr) return std::nullopt;
+  const bool openai = dialect == Dialect::openai;
+  auto input = count_at(*usage, openai ? "prompt_tokens" : "input_tokens", "usage");
+  auto output = count_at(*usage, openai ? "completion_tokens" : "output_tokens", "usage");
+  if (!input.ok() || !output.ok() || input.value() > INT64_MAX - output.value()) {
+    return std::nullopt;
+  }
+  return input.value() + output.value();
+}
+
+// A 2xx in which the model declines the page (its safety refusal): no text will come of it,
+// whatever the tries, and the provider counted its tokens. OpenAI says so in
+// choices[0].message.refusal, with no content; Anthropic with stop_reason "refusal".
+std::optional<outcome::ClientError> declined(Dialect dialect, int status,
+                                             const json::object& body) {
+  if (dialect == Dialect::openai) {
+    const json::value* choices = body.if_contains("choices");
+    const json::array* list = choices != nullptr ? choices->if_array() : nullptr;
+    if (list == nullptr || list->empty() || !list->front().is_object()) return std::nullopt;
+    const json::value* message = list->front().as_object().if_contains("message");
+    if (message == nullptr || !message->is_object()) return std::nullopt;
+    const json::value* refusal = message->as_object().if_contains("refusal");
+    const json::value* content = message->as_object().if_contains("content");
+    if (refusal == nullptr || !refusal->is_string() ||
+        (content != nullptr && content->is_string())) {
+      return std::nullopt;
+    }
+    return outcome::ClientError{status,
+                                fmt::format("the model declined the page: {}",
+                                            error_detail(std::string_view(refusal->as_string()))),
+                                {},
+                                used_in(dialect, body)};
+  }
+  const json::value* stop = body.if_contains("stop_reason");
+  if (stop == nullptr || !stop->is_string() || stop->as_string() != "refusal") return std::nullopt;
+  return outcome::ClientError{
+      status, "the model declined the page (stop_reason refusal)", {}, used_in(dialect, body)};
+}
+
+Result<outcome::Ok> answer_from(Dialect dialect, const json::object* body) {
   const json::value* usage_value = body->if_contains("usage");
   const json::object* usage = usage_value != nullptr ? usage_value->if_object() : nullptr;
   if (usage == nullptr) return bad("usage is missing");
@@ -145,6 +194,14 @@ Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
     ok.output_tokens = output.value();
   }
   return ok;
+}
+
+}  // namespace
+
+Result<outcome::Ok> parse_answer(Dialect dialect, std::string_view text) {
+  auto root = parse_body(text);
+  if (!root.ok()) return root.status();
+  return answer_from(dialect, root->if_object());
 }
 
 namespace {
@@ -226,7 +283,10 @@ std::string remedy_for(int status, std::string_view body) {
 OutcomeKind classify(Dialect dialect, int status, std::string_view body,
                      const RateLimitHeaders& limits) {
   if (status >= 200 && status < 300) {
-    auto answer = parse_answer(dialect, body);
+    auto root = parse_body(body);
+    if (!root.ok()) return outcome::BadResponse{root.status().message()};
+    if (auto refusal = declined(dialect, status, root->as_object())) return std::move(*refusal);
+    auto answer = answer_from(dialect, root->if_object());
     if (!answer.ok()) return outcome::BadResponse{answer.status().message()};
     return std::move(answer).value();
   }

@@ -74,6 +74,7 @@ std::string reason_of(const OutcomeKind& kind, int status) {
         if constexpr (std::is_same_v<T, outcome::ServerError>) {
           return fmt::format("the provider answered {} ({})", o.status, o.detail);
         } else if constexpr (std::is_same_v<T, outcome::ClientError>) {
+          if (o.status / 100 == 2) return o.detail;  // the model declined the page
           return fmt::format("the provider refused the request with {} ({})", o.status, o.detail);
         } else if constexpr (std::is_same_v<T, outcome::Timeout>) {
           return "the provider did not answer in time";
@@ -112,7 +113,7 @@ CallOutcome core_outcome(const ProviderOutcome& o, Clock::duration latency) {
       if (!refused->remedy.empty()) {
         return call::Rejected{fmt::format("{}: {}", reason, refused->remedy)};
       }
-      return call::ClientError{std::move(reason)};
+      return call::ClientError{std::move(reason), refused->used_tokens};
     }
     if (std::holds_alternative<outcome::BadResponse>(o.kind) && o.http_status / 100 == 2) {
       return call::Unreadable{std::move(reason)};

@@ -615,6 +615,21 @@ TEST_CASE("A client error fails the page at once with its reason, and gives the 
   CHECK(rig.policy.tracked_pages() == 0);
 }
 
+TEST_CASE("A page the model declines fails at once, its usage counted, not its reservation") {
+  // A refusal comes as a 2xx with usage: the provider counted those tokens. Before, it was
+  // unreadable (retried, each try billed) or, for Anthropic, done with no text.
+  Rig rig;
+  rig.add(kAlice, 1, 1);
+  auto sent = rig.send();
+  const CallVerdict v =
+      rig.end(sent, call::ClientError{"the model declined the page: I can't help", 300});
+  CHECK(as<verdict::Fail>(v).reason == "the model declined the page: I can't help");
+  CHECK(rig.tokens_spent() == 300);
+  CHECK(rig.requests_spent() == 1);
+  CHECK(rig.budget.in_flight().in_use() == 0);
+  CHECK(rig.policy.tracked_pages() == 0);
+}
+
 TEST_CASE("A 2xx whose answer cannot be read keeps its reservation spent and spends an attempt") {
   Rig rig;
   rig.add(kAlice, 1, 1);

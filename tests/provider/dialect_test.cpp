@@ -186,6 +186,38 @@ TEST_CASE("A refusal of fairlane itself, not of the page, names what the operato
   }
 }
 
+TEST_CASE("A refusal by the model is a refusal of the page, with its text and its usage") {
+  const RateLimitHeaders limits;
+  // OpenAI: no content, the refusal in message.refusal. Before: unreadable, retried.
+  const OutcomeKind openai =
+      provider::classify(Dialect::openai, 200,
+                         R"({"choices":[{"message":{"role":"assistant","content":null,)"
+                         R"("refusal":"I can't help with that."},"finish_reason":"stop"}],)"
+                         R"("usage":{"prompt_tokens":900,"completion_tokens":12}})",
+                         limits);
+  const auto* declined = std::get_if<outcome::ClientError>(&openai);
+  REQUIRE(declined != nullptr);
+  CHECK(declined->status == 200);
+  CHECK(declined->detail == "the model declined the page: I can't help with that.");
+  CHECK(declined->remedy.empty());  // the page's own
+  CHECK(declined->used_tokens == 912);
+  // Anthropic: stop_reason "refusal", whatever text came before it. Before: done, no text.
+  const OutcomeKind anthropic = provider::classify(
+      Dialect::anthropic, 200,
+      R"({"content":[],"stop_reason":"refusal","usage":{"input_tokens":900,"output_tokens":0}})",
+      limits);
+  declined = std::get_if<outcome::ClientError>(&anthropic);
+  REQUIRE(declined != nullptr);
+  CHECK(declined->detail == "the model declined the page (stop_reason refusal)");
+  CHECK(declined->used_tokens == 900);
+  // An answer that ends otherwise is an answer.
+  CHECK(std::holds_alternative<outcome::Ok>(
+      provider::classify(Dialect::anthropic, 200,
+                         R"({"content":[{"type":"text","text":"x"}],"stop_reason":"end_turn",)"
+                         R"("usage":{"input_tokens":9,"output_tokens":1}})",
+                         limits)));
+}
+
 TEST_CASE("Text no database takes as it is, in an answer or an error, comes out storable") {
   const std::string replacement = "\xef\xbf\xbd";  // U+FFFD
   // JSON's \u0000 is a NUL in the text: PostgreSQL's text cannot hold it.

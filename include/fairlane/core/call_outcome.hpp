@@ -11,7 +11,8 @@
 //                   operator mends it
 //   TransientError  5xx, timeout, reset: the call may succeed if made again
 //   ClientError     any other 4xx but 408 and 429: the request itself is wrong; again would
-//                   not help
+//                   not help. Also a 2xx in which the model declines the page (a refusal),
+//                   with the tokens it counted
 //   Unreadable      a 2xx whose answer could not be read: it ran and its tokens counted
 //
 // Every reason is a sentence for the page's error ("the provider answered 500 (...)").
@@ -52,6 +53,7 @@ struct TransientError {
 };
 struct ClientError {
   std::string reason;
+  std::optional<std::int64_t> used_tokens = std::nullopt;  // when the provider counted some
 };
 struct Unreadable {
   std::string reason;

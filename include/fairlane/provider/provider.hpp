@@ -74,6 +74,9 @@ struct ClientError {
   // credit or payment, a proxy's login), and every page would meet it: what the operator
   // should check. Empty for a refusal of the page (classify() tells them apart).
   std::string remedy = {};
+  // What the provider counted for it, when it says: a 2xx in which the model declines the
+  // page (a refusal) comes with its usage. Nullopt for a 4xx.
+  std::optional<std::int64_t> used_tokens = std::nullopt;
 };
 struct Timeout {};
 struct ConnectionError {
