@@ -62,6 +62,7 @@ struct Upload {
   // the SHA-256 of what it held (Document::digest).
   std::optional<std::string> head = std::nullopt;
   std::optional<std::string> digest = std::nullopt;
+  bool max_tokens_given = false;  // false: max_tokens is the service's (--max-tokens)
 };
 
 // An upload whose body is read off the io thread (a PDF, raw or as the `file` part of a

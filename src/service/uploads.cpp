@@ -50,6 +50,16 @@ std::int64_t max_tokens_of(const RouteContext& context, const ApiRequest& reques
   return n.value_or(context.config.max_tokens);
 }
 
+// What the upload's query says of its job: its max_tokens (or the service's) and its name.
+void asked_in_query(const RouteContext& context, const ApiRequest& request, Upload& upload) {
+  upload.max_tokens = max_tokens_of(context, request);
+  upload.max_tokens_given = param(request, "max_tokens").has_value();
+  if (auto name = param(request, "name"); name && !name->empty()) {
+    upload.name = *name;
+    upload.name_given = true;
+  }
+}
+
 ApiResponse accepted(RouteContext& context, const JobView& job) {
   ApiResponse response = json_response(202, job_object(context, job));
   response.headers.emplace_back("Location", "/v1/jobs/" + job.public_id);
@@ -80,14 +90,21 @@ std::optional<std::string> upload_head(const ApiRequest& head) {
   return fmt::format("{} {}", media_type(head.header("Content-Type").value_or("")), *bytes);
 }
 
-// 422: the Idempotency-Key came before with another upload, which made `earlier`.
-ApiResponse key_reused(RouteContext& context, std::string_view key, const JobView& earlier) {
+// 422: the Idempotency-Key came before with another upload, which made `earlier`; `differs`
+// names a setting the upload asks otherwise, or is empty when its bytes differ.
+ApiResponse key_reused(RouteContext& context, std::string_view key, const JobView& earlier,
+                       std::string_view differs = {}) {
   json::object refusal = error_json(
       "idempotency_key_reused",
-      fmt::format("the Idempotency-Key \"{}\" came before with another upload, which made job "
-                  "{}: an upload sent again under its key must hold the same bytes. Send this "
-                  "one with a new key",
-                  key, earlier.public_id));
+      differs.empty()
+          ? fmt::format("the Idempotency-Key \"{}\" came before with another upload, which made "
+                        "job {}: an upload sent again under its key must hold the same bytes. "
+                        "Send this one with a new key",
+                        key, earlier.public_id)
+          : fmt::format("the Idempotency-Key \"{}\" came before with an upload that made job {}; "
+                        "this one asks {}: an upload sent again under its key must ask the same. "
+                        "Send this one with a new key",
+                        key, earlier.public_id, differs));
   refusal["error"].as_object()["job"] = job_object(context, earlier);
   return json_response(422, refusal);
 }
@@ -106,6 +123,21 @@ struct KeyAnswer {
 // is always read. Otherwise nothing is answered yet (`known` says that a job has the key).
 // A job stored with no digest (before 2026-12-07) answers every upload under its key, as
 // then. Whatever the door would say now: the answer is the first job's, or the refusal.
+// What the upload asks otherwise than the job its key made, as key_reused names it, or
+// empty: its max_tokens and its name, each when said (a setting left to the service, or a
+// name the body's bytes hold, is the same by its digest).
+std::string asked_otherwise(const Upload& upload, const JobView& earlier) {
+  if (upload.max_tokens_given && upload.max_tokens != earlier.max_tokens) {
+    return fmt::format("max_tokens {}, where the first asked {}", upload.max_tokens,
+                       earlier.max_tokens);
+  }
+  if (upload.name_given && storable_text(upload.name) != earlier.name) {
+    return fmt::format("name \"{}\", where the first was named \"{}\"", storable_text(upload.name),
+                       earlier.name);
+  }
+  return {};
+}
+
 KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
   if (!upload.idempotency_key) return {};
   auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
@@ -115,12 +147,19 @@ KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
   }
   const KeyedJob& keyed = earlier.value();
   if (!keyed.upload_digest) return {accepted(context, keyed.job), true};
+  // The same upload: the first job, unless it asks another setting.
+  const auto same = [&]() -> KeyAnswer {
+    if (const std::string differs = asked_otherwise(upload, keyed.job); !differs.empty()) {
+      return {key_reused(context, *upload.idempotency_key, keyed.job, differs), true};
+    }
+    return {accepted(context, keyed.job), true};
+  };
   if (upload.digest) {
-    if (upload.digest == keyed.upload_digest) return {accepted(context, keyed.job), true};
+    if (upload.digest == keyed.upload_digest) return same();
     return {key_reused(context, *upload.idempotency_key, keyed.job), true};
   }
   const bool document = upload.head && !upload.head->starts_with("application/json ");
-  if (document && upload.head == keyed.upload_head) return {accepted(context, keyed.job), true};
+  if (document && upload.head == keyed.upload_head) return same();
   return {std::nullopt, true};
 }
 
@@ -343,6 +382,7 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   // first's; with another head, its body decides, and the door has nothing to say to it.
   Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};
   retried.head = upload_head(head);
+  asked_in_query(context, head, retried);
   KeyAnswer earlier = uploaded_before(context, retried);
   if (earlier.answer) return std::move(earlier.answer);
   if (earlier.known) return std::nullopt;
@@ -418,17 +458,10 @@ ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request
                          const User& user) {
   const std::string type = request.header("Content-Type").value_or("");
   const bool json_pages = format_of(type) == Format::json_pages;
-  Upload upload{user.id,
-                user.weight,
-                json_pages ? "pages.json" : "document.pdf",
-                false,
-                max_tokens_of(context, request),
-                request.header("Idempotency-Key")};
+  Upload upload{user.id, user.weight, json_pages ? "pages.json" : "document.pdf",
+                false,   0,           request.header("Idempotency-Key")};
   upload.head = upload_head(request);
-  if (auto name = param(request, "name"); name && !name->empty()) {
-    upload.name = *name;
-    upload.name_given = true;
-  }
+  asked_in_query(context, request, upload);
   if (!json_pages && request.body.empty()) {
     return error_response(400, "invalid_document", "the body is empty: send the PDF's bytes");
   }
@@ -450,18 +483,25 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   // or this is an upload sent again under its key, whose head said nothing (see
   // uploaded_before), or another upload under the same key.
   Upload named = upload;
-  if (auto* document = std::get_if<Document>(&read)) named.digest = document->digest;
+  if (auto* document = std::get_if<Document>(&read)) {
+    named.digest = document->digest;
+    // A JSON body's name wins (an empty one is none, as an empty ?name= is); a multipart
+    // part's file name only when ?name= said none. Its bytes, in the digest, hold those.
+    if (!named.name_given && !document->filename.empty()) named.name = document->filename;
+    if (document->name && !document->name->empty()) {
+      named.name = std::move(*document->name);
+      named.name_given = false;
+    }
+    if (document->max_tokens) {
+      named.max_tokens = *document->max_tokens;
+      named.max_tokens_given = false;
+    }
+  }
   if (KeyAnswer earlier = uploaded_before(context, named); earlier.answer) {
     return std::move(*earlier.answer);
   }
   if (auto* refusal = std::get_if<ApiAnswer>(&read)) return response_for(*refusal);
-  auto& document = std::get<Document>(read);
-  // A JSON body's name wins (an empty one is none, as an empty ?name= is); a multipart
-  // part's file name only when ?name= said none.
-  if (document.name && !document.name->empty()) named.name = std::move(*document.name);
-  if (!named.name_given && !document.filename.empty()) named.name = document.filename;
-  if (document.max_tokens) named.max_tokens = *document.max_tokens;
-  return enqueue(context, named, std::move(document.pages), on_their_way);
+  return enqueue(context, named, std::move(std::get<Document>(read).pages), on_their_way);
 }
 
 void close_promise_windows(RouteContext& context) {

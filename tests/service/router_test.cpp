@@ -303,6 +303,48 @@ TEST_CASE("An Idempotency-Key sent again with another upload is refused, naming 
   CHECK(Api::body(tuesday).at("error").at("job").at("id") == Api::body(monday).at("id"));
 }
 
+TEST_CASE("An upload sent again under its key with another max_tokens or name is refused") {
+  // The key named the first job, and a changed ?max_tokens= or ?name= was dropped without a
+  // word: the client believed its new settings taken. The same settings, or none said (the
+  // service's then), are the same upload.
+  Api api;
+  const std::string book = fairlane::write_pdf({"One.", "Two."});
+  const auto pdf = [&](const std::string& query) {
+    return api.send("POST", "/v1/jobs" + query, api.alice, book,
+                    {{"Content-Type", "application/pdf"},
+                     {"Idempotency-Key", "book-2"},
+                     {"Content-Length", std::to_string(book.size())}});
+  };
+  const auto finish = [&](const ApiResponse& pending) {
+    if (!pending.document) return pending;
+    return api.router->finish_upload(
+        pending.document->upload, fairlane::service::upload_read(fairlane::service::read_document(
+                                      pending.document->content_type, pending.document->body)));
+  };
+  const auto first = finish(pdf("?max_tokens=100&name=draft"));
+  REQUIRE(first.status == 202);
+  const auto id = Api::body(first).at("id");
+  CHECK(Api::body(finish(pdf("?max_tokens=100&name=draft"))).at("id") == id);
+  CHECK(Api::body(finish(pdf(""))).at("id") == id);
+  const auto tokens = finish(pdf("?max_tokens=4000&name=draft"));
+  CHECK(tokens.status == 422);
+  CHECK(Api::body(tokens).at("error").at("job").at("id") == id);
+  CHECK(std::string(Api::body(tokens).at("error").at("message").as_string())
+            .find("max_tokens 4000, where the first asked 100") != std::string::npos);
+  const auto name = finish(pdf("?name=final"));
+  CHECK(name.status == 422);
+  CHECK(std::string(Api::body(name).at("error").at("message").as_string())
+            .find("name \"final\", where the first was named \"draft\"") != std::string::npos);
+  // JSON: the same bytes under another ?max_tokens= are another upload too.
+  const std::vector<std::pair<std::string, std::string>> key{{"Idempotency-Key", "pages-2"}};
+  REQUIRE(api.send("POST", "/v1/jobs?max_tokens=100", api.alice, Api::pages_json(2), key).status ==
+          202);
+  CHECK(api.send("POST", "/v1/jobs?max_tokens=100", api.alice, Api::pages_json(2), key).status ==
+        202);
+  CHECK(api.send("POST", "/v1/jobs?max_tokens=900", api.alice, Api::pages_json(2), key).status ==
+        422);
+}
+
 TEST_CASE("A PDF sent again under its key is told from another by its head, then its bytes") {
   Api api;
   const std::string book = fairlane::write_pdf({"One.", "Two."});
