@@ -7,6 +7,7 @@
 #include <boost/url/parse.hpp>
 #include <limits>
 #include <thread>
+#include <unordered_set>
 
 #include "fairlane/core/text.hpp"
 
@@ -32,6 +33,19 @@ std::optional<Target> target_of(const ApiRequest& request) {
 
 ApiResponse bad_target() {
   return error_response(400, "invalid_request", "the request's target is not a valid path");
+}
+
+// 400 for a query that gives a parameter twice (?pages=1&pages=100000): which one counts
+// is each reader's guess, and a proxy's may differ from fairlane's.
+std::optional<ApiResponse> repeated_param(const Target& target) {
+  std::unordered_set<std::string> seen;
+  for (const auto& param : target.url.params()) {
+    if (seen.insert(std::string(param.key)).second) continue;
+    return error_response(400, "invalid_request",
+                          fmt::format("the query gives {} more than once: send each parameter once",
+                                      storable_text(param.key)));
+  }
+  return std::nullopt;
 }
 
 bool is_ui(const Target& target, const ApiRequest& request) {
@@ -138,6 +152,7 @@ ApiResponse Router::close_promise(const PromiseHold& hold) {
 std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   const auto target = target_of(head);
   if (!target) return bad_target();
+  if (auto twice = repeated_param(*target)) return std::move(*twice);
   // Open: the probes of an orchestrator, which carry no key.
   if (auto probe = routes::probe(context_, head.method, target->path)) return std::move(*probe);
 

@@ -1058,6 +1058,27 @@ TEST_CASE("An Idempotency-Key too long, not UTF-8 or with a control is refused b
   }
 }
 
+TEST_CASE("A query that gives a parameter twice is refused, naming it") {
+  // The first counted, and a proxy or a log that reads the last saw another request.
+  Api api;
+  for (const std::string& target :
+       {std::string("/v1/estimate?pages=1&pages=100000"),
+        std::string("/v1/jobs?limit=5&limit=5000"),
+        std::string("/v1/jobs?max_tokens=10&name=a&max_tokens=900000")}) {
+    CAPTURE(target);
+    const std::string method = target.starts_with("/v1/jobs?max") ? "POST" : "GET";
+    const auto answer =
+        api.send(method, target, api.alice, method == "POST" ? Api::pages_json(1) : "");
+    CHECK(answer.status == 400);
+    const std::string message(Api::body(answer).at("error").at("message").as_string());
+    const std::string name =
+        target.substr(target.find('?') + 1, target.find('=') - target.find('?') - 1);
+    CHECK(message == "the query gives " + name + " more than once: send each parameter once");
+  }
+  CHECK(api.dispatcher->scheduler().size() == 0);
+  CHECK(api.send("GET", "/v1/estimate?pages=1&tokens_per_page=100", api.alice).status == 200);
+}
+
 TEST_CASE("A job id or a cursor that is not text names no job, in an answer that is JSON") {
   Api api;
   // %FF and %00 in the path or the query: a byte that is no UTF-8, and a NUL.
