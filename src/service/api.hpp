@@ -39,6 +39,9 @@ struct ApiRequest {
   // without a body, or nullopt when chunked (its size unknown until read) or not read by a
   // parser (a request built whole, whose Content-Length header is then read).
   std::optional<std::uint64_t> announced_bytes = std::nullopt;
+  // A HEAD, which the transport routes as the GET it asks about (`method` "GET"): answered
+  // with that GET's status and headers, and no body; it opens no event stream.
+  bool head_only = false;
   [[nodiscard]] std::optional<std::string> header(std::string_view name) const;
 };
 

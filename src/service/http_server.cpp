@@ -469,7 +469,10 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     ApiRequest api = api_request(parser);
     // A HEAD is routed as the GET it asks about; its answer goes without the body.
     const bool head_only = api.method == "HEAD";
-    if (head_only) api.method = "GET";
+    if (head_only) {
+      api.method = "GET";
+      api.head_only = true;
+    }
     auto admitted = router.admit(api);
     // An upload counts as on its way, with its body's bytes, from its headers until its
     // body (and a document's pages) has been read.

@@ -252,7 +252,9 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
       tail = rest.substr(slash + 1);
       rest = rest.substr(0, slash);
     }
-    if (auto answer = routes::job(context_, user, method, rest, tail)) return std::move(*answer);
+    if (auto answer = routes::job(context_, user, method, rest, tail, request.head_only)) {
+      return std::move(*answer);
+    }
   }
   if (path == "/v1/estimate" && method == "GET") {
     return routes::estimate(context_, user, target->param("pages"),

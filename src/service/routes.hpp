@@ -128,9 +128,10 @@ namespace routes {
                                     const std::optional<std::string>& cursor);
 // GET, DELETE /v1/jobs/{id}, GET /v1/jobs/{id}/events and /result; `tail` is what follows
 // the id ("", "events", "result"). nullopt: no such route for this method.
+// `head_only`: a HEAD routed as its GET, which opens no event stream.
 [[nodiscard]] std::optional<ApiResponse> job(RouteContext& context, const User& user,
                                              std::string_view method, std::string_view public_id,
-                                             std::string_view tail);
+                                             std::string_view tail, bool head_only = false);
 // GET /v1/estimate: what the door would say now, always 200 when it could say.
 [[nodiscard]] ApiResponse estimate(RouteContext& context, const User& user,
                                    const std::optional<std::string>& pages_text,

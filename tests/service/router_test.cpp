@@ -1169,6 +1169,14 @@ TEST_CASE("A user holds 16 live-event streams at most: the 17th gets 429 until o
   const auto refused = api.send("GET", events, api.alice);
   CHECK(refused.status == 429);
   CHECK_FALSE(refused.events.has_value());
+  // A HEAD, routed as its GET (as the transport does), opens no stream and takes no slot:
+  // it was refused 429 with all 16 open.
+  ApiRequest head{"GET", events, {{"Authorization", "Bearer " + api.alice}}, ""};
+  head.head_only = true;
+  const auto headed = answered(*api.router, api.router->handle(head));
+  CHECK(headed.status == 200);
+  CHECK(headed.content_type == "text/event-stream");
+  CHECK_FALSE(headed.events.has_value());
   const auto error = Api::body(refused).at("error");
   CHECK(error.at("type") == "too_many_streams");
   CHECK(error.at("message").as_string().find("16") != std::string::npos);

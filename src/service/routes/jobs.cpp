@@ -91,13 +91,19 @@ ApiResponse cancel(RouteContext& context, const User& user, const JobView& job) 
 }
 
 // GET /v1/jobs/{id}/events: a stream for the transport, 204 for a job that has ended.
-ApiResponse events(RouteContext& context, const User& user, const JobView& job) {
+// `head_only`: a HEAD's, told the stream's headers with no stream, so it takes no slot.
+ApiResponse events(RouteContext& context, const User& user, const JobView& job, bool head_only) {
   // EventSource clients reconnect after a stream ends, unless the answer is 204.
   if (is_terminal(job.state)) {
     ApiResponse ended;
     ended.status = 204;
     ended.content_type.clear();
     return ended;
+  }
+  if (head_only) {
+    ApiResponse headers;
+    headers.content_type = "text/event-stream";
+    return headers;
   }
   auto slot = context.streams.take(user.id);
   if (!slot) {
@@ -172,7 +178,7 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
 }
 
 std::optional<ApiResponse> job(RouteContext& context, const User& user, std::string_view method,
-                               std::string_view public_id, std::string_view tail) {
+                               std::string_view public_id, std::string_view tail, bool head_only) {
   const bool get = method == "GET";
   const bool known = (tail.empty() && (get || method == "DELETE")) ||
                      (get && (tail == "events" || tail == "result"));
@@ -185,7 +191,7 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   return with_store(
       context,
       [&context, user, method = std::string(method), public_id = std::string(public_id),
-       tail = std::string(tail)](Store& store) -> ReadThen {
+       tail = std::string(tail), head_only](Store& store) -> ReadThen {
         auto job = store.job_of(public_id, user.id);
         if (!job.ok()) {
           if (job.status().code() == StatusCode::not_found) {
@@ -194,8 +200,8 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
           return at_once(response_for(answer_for(job.status())));
         }
         if (tail == "result") return at_once(result(store, job.value()));
-        return [&context, user, method, tail, job = std::move(job).value()] {
-          if (tail == "events") return events(context, user, job);
+        return [&context, user, method, tail, head_only, job = std::move(job).value()] {
+          if (tail == "events") return events(context, user, job, head_only);
           if (method == "DELETE") return cancel(context, user, job);
           return json_response(200, job_object(context, job));
         };
