@@ -114,7 +114,7 @@ fairlane::service::DispatcherConfig dispatcher_config(const ServeOptions& o) {
   fairlane::service::DispatcherConfig config;
   // 250 ms of the token refill kept unspent: the provider's bucket counts from our calls'
   // arrivals, ours from their sending (BudgetLimits::token_headroom).
-  config.limits = {o.rpm, o.tpm, o.max_in_flight, o.tpm / 240};
+  config.limits = fairlane::BudgetLimits::served(o.rpm, o.tpm, o.max_in_flight);
   config.prompt = o.prompt;
   config.model = o.model;
   config.max_attempts = o.max_attempts;

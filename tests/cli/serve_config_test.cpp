@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "simulation.hpp"
+
 using fairlane::cli::provider_config;
 using fairlane::cli::ServeOptions;
 
@@ -58,4 +60,25 @@ TEST_CASE("--listen refuses a host that is not an IP address, saying to use one"
         listen.status().message().find("such as 127.0.0.1:8080 or [::1]:8080") != std::string::npos,
         listen.status().message());
   }
+}
+
+TEST_CASE("The simulator runs the budget fairlane serve keeps for the same limits") {
+  // Its headroom included: without it, the simulator sent pages that the service holds back
+  // a quarter second (two pages of 1,040 tokens at 2,080 TPM), and its figures were of a
+  // budget the service does not run.
+  ServeOptions options;
+  options.rpm = 600;
+  options.tpm = 300'000;
+  options.max_in_flight = 20;
+  fairlane::sim::FairlaneSettings settings;
+  settings.requests_per_minute = 600;
+  settings.tokens_per_minute = 300'000;
+  settings.max_in_flight = 20;
+  const fairlane::BudgetLimits served = fairlane::cli::dispatcher_config(options).limits;
+  const fairlane::BudgetLimits simulated = fairlane::sim::limits_of(settings);
+  CHECK(simulated.requests_per_minute == served.requests_per_minute);
+  CHECK(simulated.tokens_per_minute == served.tokens_per_minute);
+  CHECK(simulated.max_in_flight == served.max_in_flight);
+  CHECK(served.token_headroom == 1'250);
+  CHECK(simulated.token_headroom == served.token_headroom);
 }

@@ -158,6 +158,15 @@ class FifoOrder final : public PageOrder {
   std::deque<QueuedPage> pages_;
 };
 
+}  // namespace
+
+BudgetLimits limits_of(const FairlaneSettings& fairlane) {
+  return BudgetLimits::served(fairlane.requests_per_minute, fairlane.tokens_per_minute,
+                              fairlane.max_in_flight);
+}
+
+namespace {
+
 // The service's settings for everything the scenario does not set (DispatcherConfig's
 // defaults): 1 s pauses after a refusal with no Retry-After, 100 returns at most.
 DispatchPolicyConfig policy_config(const Scenario& scenario) {
@@ -183,9 +192,7 @@ class Run {
         kind_(kind),
         rng_(scenario.seed),
         wall_clock_(clock_),
-        budget_(clock_,
-                BudgetLimits{scenario.fairlane.requests_per_minute,
-                             scenario.fairlane.tokens_per_minute, scenario.fairlane.max_in_flight}),
+        budget_(clock_, limits_of(scenario.fairlane)),
         provider_(clock_, scenario.provider, scenario.fairlane.max_tokens, rng_),
         scheduler_(scenario.fairlane.quantum),
         estimator_(

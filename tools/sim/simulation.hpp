@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fairlane/core/budget.hpp"
 #include "scenario.hpp"
 
 namespace fairlane::sim {
@@ -87,6 +88,10 @@ struct Metrics {
 
 // Runs `scenario` with `scheduler`. Deterministic for a given scenario seed.
 Metrics simulate(const Scenario& scenario, SchedulerKind scheduler);
+
+// fairlane's budget in a run of `fairlane`: as fairlane serve keeps it for those limits
+// (BudgetLimits::served, its token headroom included).
+BudgetLimits limits_of(const FairlaneSettings& fairlane);
 
 // The books' completion times under fluid fair sharing (generalized processor sharing in
 // tokens, by weight, FIFO within a user): the ideal each book is compared with. Fills

@@ -38,6 +38,14 @@ struct BudgetLimits {
   // difference. fairlane serve keeps 250 ms of refill (TPM / 240); 0 keeps nothing (the
   // stand-in, which models the provider's own bucket).
   std::int64_t token_headroom = 0;
+
+  // The limits fairlane serve keeps for a provider's: its own, with 250 ms of the token
+  // refill as headroom. The simulator uses the same, so that it runs the budget served.
+  [[nodiscard]] static BudgetLimits served(std::int64_t requests_per_minute,
+                                           std::int64_t tokens_per_minute,
+                                           std::int64_t max_in_flight) {
+    return {requests_per_minute, tokens_per_minute, max_in_flight, tokens_per_minute / 240};
+  }
 };
 
 class Budget {
