@@ -273,6 +273,12 @@ double debt_seconds(const Budget& budget) {
 
 }  // namespace
 
+double Estimator::tokens_free() const {
+  // A call is admitted once its cost and the headroom fit (BudgetLimits::token_headroom).
+  const auto headroom = static_cast<double>(budget_->effective_limits().token_headroom);
+  return std::max(budget_->tokens().level() - headroom, 0.0);
+}
+
 double Estimator::after_free(double waiting, double burst_rate) const {
   // The calls out end a latency after they were sent, each letting one page go. Taken as
   // sent evenly over twice their mean age (at most a latency) before now, they end evenly
@@ -311,7 +317,7 @@ double Estimator::reservation_waves(double pages, double competing) const {
   const double refill = capacity / 60.0;  // tokens a second
   // The calls out give back (reserved - used) each as they end, within the next latency.
   const auto out = static_cast<double>(budget_->in_flight().in_use());
-  const double level = std::min(std::max(tokens.level(), 0.0) + (reserved - used) * out, capacity);
+  const double level = std::min(tokens_free() + (reserved - used) * out, capacity);
   // Wave i sends level_i / reserved pages; a latency later their refunds are back and the
   // refill has added refill x latency: level_{i+1} = level_i - used x wave_i + refill x
   // latency, so the level tends geometrically (ratio q = 1 - used / reserved) to the one
@@ -358,7 +364,7 @@ double Estimator::seconds_for(Work work, double competing, Refunds refunds) cons
     double at_once = kUnlimited;
     if (!budget_->requests().unlimited()) burst = std::max(budget_->requests().level(), 0.0);
     if (!budget_->tokens().unlimited() && avg_tokens_ > 0 && avg_reserved_ > 0) {
-      const double level = std::max(budget_->tokens().level(), 0.0);
+      const double level = tokens_free();
       double credit = level;
       if (refunds == Refunds::expected && avg_reserved_ > avg_tokens_) {
         // The calls out give back (reserved - used) each within a latency.

@@ -939,3 +939,25 @@ TEST_CASE("A lane's usage is not applied to new pages that reserve unlike its ow
   CHECK(estimator.estimate_new(1, 100, 6'000).eta_seconds ==
         doctest::Approx(100 * 6'000 * 0.125 / 5'000.0 + 2.0));
 }
+
+TEST_CASE("The tokens the bucket keeps as headroom are not counted as credit") {
+  // fairlane serve keeps 250 ms of the refill unspent (BudgetLimits::served): a call goes
+  // once its cost and that headroom fit. Counted as credit, the door promised a burst the
+  // budget does not send: 400 pages of 800 tokens at 300,000 TPM, the bucket full, go 375
+  // at once and the rest at the refill, 6.25 a second; with 1,250 kept, 1.56 pages fewer
+  // go at once, a quarter second later.
+  constexpr BudgetLimits kTokensOnly{.tokens_per_minute = 300'000};
+  const BudgetLimits kept = BudgetLimits{.tokens_per_minute = 300'000, .token_headroom = 1'250};
+  fairlane::FakeClock clock;
+  fairlane::Budget plain(clock, kTokensOnly);
+  fairlane::Budget served(clock, kept);
+  FairScheduler scheduler;
+  Estimator without(scheduler, EstimatorConfig{.limits = kTokensOnly, .ewma_alpha = 1.0}, &plain);
+  Estimator with(scheduler, EstimatorConfig{.limits = kept, .ewma_alpha = 1.0}, &served);
+  without.record_settled(800, 800, 2s);
+  with.record_settled(800, 800, 2s);
+  const double later =
+      with.estimate_new(1, 400).eta_seconds - without.estimate_new(1, 400).eta_seconds;
+  CHECK(later > 0.24);
+  CHECK(later < 0.26);
+}

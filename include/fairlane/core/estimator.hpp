@@ -230,6 +230,8 @@ class Estimator {
   // the slowest sets the time. So a cheap page still costs a whole request under an RPM limit.
   [[nodiscard]] double pages_equivalent(double others, double others_units, double own,
                                         double own_units) const;
+  // The tokens bucket's level that calls can take now: above the headroom it keeps.
+  [[nodiscard]] double tokens_free() const;
   // Seconds until the last of `waiting` pages that cannot start at once starts, calls going
   // out at `burst_rate` (pages a second) once they flow.
   [[nodiscard]] double after_free(double waiting, double burst_rate) const;
