@@ -43,6 +43,19 @@ std::optional<std::string> param(const ApiRequest& request, std::string_view nam
   return std::string((*it).value);
 }
 
+// Whether a Content-Encoding says none: "identity" (any case), or nothing, in each of its
+// comma-separated codings.
+bool is_identity(std::string_view codings) {
+  std::size_t start = 0;
+  while (start <= codings.size()) {
+    const std::size_t comma = std::min(codings.find(',', start), codings.size());
+    const std::string_view coding = trim(codings.substr(start, comma - start));
+    if (!coding.empty() && !iequals(coding, "identity")) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
 // The upload's ?max_tokens= (checked with its headers), or the service's.
 std::int64_t max_tokens_of(const RouteContext& context, const ApiRequest& request) {
   const auto text = param(request, "max_tokens");
@@ -353,6 +366,14 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
                           "send a PDF as application/pdf (the raw file) or multipart/form-data (a "
                           "part named file), or the pages' text as application/json: "
                           "{\"name\": ..., \"pages\": [\"text\", ...]}");
+  }
+  // The body is read as the PDF's or the JSON's own bytes: a compressed one is refused
+  // before it is received (else a gzipped JSON is "not valid JSON at byte 1").
+  if (const auto coding = head.header("Content-Encoding"); coding && !is_identity(*coding)) {
+    return error_response(
+        415, "unsupported_media_type",
+        fmt::format("a body sent with Content-Encoding {} is not taken: send it uncompressed",
+                    storable_text(*coding)));
   }
   // A multipart body cannot be read without its boundary: refused before it is received.
   if (media_type(content_type) == "multipart/form-data") {

@@ -1058,6 +1058,27 @@ TEST_CASE("An Idempotency-Key too long, not UTF-8 or with a control is refused b
   }
 }
 
+TEST_CASE("An upload with a Content-Encoding is refused from its headers, naming it") {
+  // A gzipped body was received whole, then refused as "not valid JSON (syntax error at
+  // byte 1)", or, as a PDF, took a reader's slot and process before its 400.
+  Api api;
+  for (const std::string type : {"application/json", "application/pdf"}) {
+    CAPTURE(type);
+    const auto refused = api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1),
+                                  {{"Content-Type", type}, {"Content-Encoding", "gzip"}});
+    CHECK(refused.status == 415);
+    CHECK_FALSE(refused.document.has_value());
+    const auto error = Api::body(refused).at("error");
+    CHECK(error.at("type") == "unsupported_media_type");
+    CHECK(error.at("message") ==
+          "a body sent with Content-Encoding gzip is not taken: send it uncompressed");
+  }
+  // identity is no encoding.
+  CHECK(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1),
+                 {{"Content-Type", "application/json"}, {"Content-Encoding", "Identity"}})
+            .status == 202);
+}
+
 TEST_CASE("A query that gives a parameter twice is refused, naming it") {
   // The first counted, and a proxy or a log that reads the last saw another request.
   Api api;
