@@ -21,6 +21,7 @@ BookResult book(const std::string& user, double arrival_s, double finish_s,
   b.arrival_s = arrival_s;
   b.pages = 10;
   b.finish_s = finish_s;
+  b.finished = true;
   b.predicted_eta_s = promised_s;
   b.own_s = own_s;
   b.ideal_s = ideal_s;
@@ -63,6 +64,23 @@ TEST_CASE("Promises: lateness quantiles, the share later than promise + 10%, and
   CHECK(f.late_over_10_share == doctest::Approx(0.6));
   // |lateness| sorted: 20%, 25%, 40%, 50%, 50%: the early B counts as much as a late book.
   CHECK(f.abs_error_p50 == doctest::Approx(0.4));
+}
+
+TEST_CASE("Promises: a book that never finished is counted apart, not as early") {
+  // Its finish stayed 0, so its completion was minus its arrival: a book stuck at 10 s,
+  // promised 20, counted -150% (very early), never past max_wait, and a light user's
+  // stuck book showed a negative ratio.
+  Metrics m = six_books();
+  BookResult stuck = book("light", 10, 0, 20.0, 5.0, 25.0);
+  stuck.finished = false;
+  m.books.push_back(stuck);
+  const auto f = promise_figures(m, 60.0, "light");
+  CHECK(f.unfinished == 1);
+  CHECK(f.promised == 5);
+  CHECK(f.lateness_p50 == doctest::Approx(0.25));
+  CHECK(f.over_max_wait == 2);
+  REQUIRE(f.light.has_value());
+  CHECK(f.light->ratio == doctest::Approx(1.2));
 }
 
 TEST_CASE("Promises: books past max_wait count the wait the queue added, not the book's own time") {

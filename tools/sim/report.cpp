@@ -28,6 +28,10 @@ PromiseFigures promise_figures(const Metrics& m, double max_wait_s, const std::s
   std::vector<double> notice;
   std::vector<double> revised_error;
   for (const BookResult& b : m.books) {
+    if (!b.finished) {
+      ++f.unfinished;
+      continue;
+    }
     if (b.revised_eta_s && *b.revised_eta_s > 0) {
       revised_error.push_back(std::abs(b.completion_s() - *b.revised_eta_s) / *b.revised_eta_s);
     }
@@ -139,6 +143,10 @@ void books_table(std::string& out, const Metrics& m) {
 void promises_section(std::string& out, const Scenario& scenario, const Metrics& m) {
   const PromiseFigures f = promise_figures(m, scenario.fairlane.max_wait_s, scenario.light_user);
   out += "### Promises\n\n| measure | value |\n| --- | --- |\n";
+  if (f.unfinished > 0) {
+    out += fmt::format("| accepted books that never finished (left out below) | {} of {} |\n",
+                       f.unfinished, m.books.size());
+  }
   if (f.promised > 0) {
     out += fmt::format(
         "| lateness against the door's promise, (actual - promised) / promised: p50 / p90 / max "

@@ -16,6 +16,8 @@ namespace fairlane::sim {
 struct PromiseFigures {
   // Accepted books with a promise (the door is asked under the fair scheduler only).
   std::size_t promised = 0;
+  // Accepted books that never finished (a broken run): left out of every figure here.
+  std::size_t unfinished = 0;
   // Lateness, (actual completion - promised) / promised: above 0 late, below 0 early.
   double lateness_p50 = 0.0;
   double lateness_p90 = 0.0;

@@ -437,7 +437,7 @@ class Run {
     }
     book.result = metrics_.books.size();
     metrics_.books.push_back(BookResult{book.user_name, book.arrival_s, book.pages,
-                                        book.input_tokens, 0.0, predicted, own, std::nullopt,
+                                        book.input_tokens, 0.0, false, predicted, own, std::nullopt,
                                         std::nullopt, std::nullopt});
     metrics_.pages_accepted += book.pages;
     const auto job = static_cast<JobId>(index + 1);
@@ -642,7 +642,11 @@ class Run {
     state = PageState::ended;
     ++(done ? metrics_.pages_done : metrics_.pages_failed);
     Book& book = books_[page_books_[static_cast<std::size_t>(page.page_id - 1)]];
-    if (++book.ended == book.pages) metrics_.books[*book.result].finish_s = to_s(now());
+    if (++book.ended == book.pages) {
+      BookResult& result = metrics_.books[*book.result];
+      result.finish_s = to_s(now());
+      result.finished = true;
+    }
   }
 
   void schedule_wake(Ns at) {

@@ -29,6 +29,7 @@ struct BookResult {
   std::int64_t pages = 0;
   std::int64_t input_tokens = 0;          // per page
   double finish_s = 0.0;                  // when its last page's answer came back
+  bool finished = false;                  // false: some page never ended (a broken run)
   std::optional<double> predicted_eta_s;  // what the door promised (fair scheduler only)
   std::optional<double> own_s;            // the door's estimate of its time alone (fair only)
   std::optional<double> ideal_s;          // completion time under fluid fair sharing
