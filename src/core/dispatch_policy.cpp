@@ -170,8 +170,12 @@ namespace {
 // to four times the page's reservation. A count past that is a provider's (or a proxy's)
 // mistake, not a page: summed near INT64_MAX it overflowed, and a trillion tokens made every
 // ETA absurd and its lane owe for ever.
+std::int64_t most_counted(std::int64_t reserved) {
+  return 4 * std::max<std::int64_t>(reserved, 1);
+}
+
 std::int64_t counted_usage(const call::Answered& answered, std::int64_t reserved) {
-  const std::int64_t most = 4 * std::max<std::int64_t>(reserved, 1);
+  const std::int64_t most = most_counted(reserved);
   const std::int64_t input = std::clamp<std::int64_t>(answered.input_tokens, 0, most);
   const std::int64_t output = std::clamp<std::int64_t>(answered.output_tokens, 0, most);
   return std::min(input + output, most);
@@ -204,7 +208,10 @@ CallVerdict DispatchPolicy::on_outcome(const QueuedPage& page, Lease& lease,
     lease.settle(lease.reserved_tokens());
   } else if (const auto* declined = std::get_if<call::ClientError>(&end);
              declined != nullptr && declined->used_tokens) {
-    lease.settle(*declined->used_tokens);  // a refusal by the model: it counted these
+    // A refusal by the model: the provider counted these, up to what an answer counts for.
+    // (Its lane keeps the page's charge, as for every page that fails: a refusal says
+    // nothing of what the lane's pages use.)
+    lease.settle(std::clamp<std::int64_t>(*declined->used_tokens, 0, most_counted(page.cost)));
   } else {
     lease.cancel();  // no usage came back: the provider counted the request, not the tokens
   }

@@ -130,8 +130,9 @@ std::optional<outcome::ClientError> declined(Dialect dialect, int status,
     if (message == nullptr || !message->is_object()) return std::nullopt;
     const json::value* refusal = message->as_object().if_contains("refusal");
     const json::value* content = message->as_object().if_contains("content");
-    if (refusal == nullptr || !refusal->is_string() ||
-        (content != nullptr && content->is_string())) {
+    // Words of refusal, and no text beside them (null, none, or "", as proxies write it).
+    const bool text = content != nullptr && content->is_string() && !content->as_string().empty();
+    if (refusal == nullptr || !refusal->is_string() || refusal->as_string().empty() || text) {
       return std::nullopt;
     }
     return outcome::ClientError{status,

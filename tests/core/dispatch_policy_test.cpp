@@ -628,6 +628,12 @@ TEST_CASE("A page the model declines fails at once, its usage counted, not its r
   CHECK(rig.requests_spent() == 1);
   CHECK(rig.budget.in_flight().in_use() == 0);
   CHECK(rig.policy.tracked_pages() == 0);
+  // A usage past four times the reservation counts four times it, as an answer's does: a
+  // trillion would have put the bucket minutes in debt for every user.
+  rig.add(kAlice, 2, 1);
+  auto odd = rig.send();
+  (void)rig.end(odd, call::ClientError{"the model declined the page: no", 1'000'000'000'000});
+  CHECK(rig.tokens_spent() == 300 + 4'000);
 }
 
 TEST_CASE("A 2xx whose answer cannot be read keeps its reservation spent and spends an attempt") {

@@ -201,6 +201,19 @@ TEST_CASE("A refusal by the model is a refusal of the page, with its text and it
   CHECK(declined->detail == "the model declined the page: I can't help with that.");
   CHECK(declined->remedy.empty());  // the page's own
   CHECK(declined->used_tokens == 912);
+  // Content "" (as proxies write null) is no text: the refusal stands. A refusal of no
+  // words is none: the answer is unreadable (retried), as before.
+  const auto openai_with = [&](const std::string& message) {
+    return provider::classify(Dialect::openai, 200,
+                              R"({"choices":[{"message":)" + message +
+                                  R"(}],"usage":{"prompt_tokens":9,"completion_tokens":1}})",
+                              limits);
+  };
+  CHECK(std::holds_alternative<outcome::ClientError>(
+      openai_with(R"({"content":"","refusal":"I can't help"})")));
+  CHECK(std::holds_alternative<outcome::BadResponse>(
+      openai_with(R"({"content":null,"refusal":""})")));
+  CHECK(std::holds_alternative<outcome::Ok>(openai_with(R"({"content":"text","refusal":null})")));
   // Anthropic: stop_reason "refusal", whatever text came before it. Before: done, no text.
   const OutcomeKind anthropic = provider::classify(
       Dialect::anthropic, 200,
