@@ -27,6 +27,17 @@ using tcp = asio::ip::tcp;
 // body is not the provider's answer (a wrong URL, a proxy's stream), and is not held.
 constexpr std::size_t kMaxAnswerBytes = std::size_t{8} * 1024 * 1024;
 
+// A redirect's outcome names where it points (libcurl follows none): the remedy sends the
+// operator there.
+void name_redirect(CURL* easy, ProviderOutcome& outcome) {
+  auto* refused = std::get_if<outcome::ClientError>(&outcome.kind);
+  if (refused == nullptr || outcome.http_status / 100 != 3) return;
+  char* url = nullptr;
+  if (curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &url) == CURLE_OK && url != nullptr) {
+    refused->detail = fmt::format("redirected to {}", storable_text(url));
+  }
+}
+
 class CurlProvider final : public Provider {
  public:
   CurlProvider(asio::io_context& io, CurlProviderConfig config, std::string api_key)
@@ -309,8 +320,24 @@ void CurlProvider::finish_done_calls() {
     } else if (result == CURLE_OK) {
       outcome.kind =
           provider::classify(config_.dialect, outcome.http_status, call->response, outcome.limits);
+      name_redirect(easy, outcome);
     } else if (result == CURLE_OPERATION_TIMEDOUT && sent > 0) {
       outcome.kind = outcome::Timeout{};
+    } else if (long tunnel = 0;
+               curl_easy_getinfo(easy, CURLINFO_HTTP_CONNECTCODE, &tunnel) == CURLE_OK &&
+               tunnel >= 300) {
+      // A proxy (HTTPS_PROXY) refused the tunnel to the provider: its 407 is a refusal of
+      // fairlane (the proxy's login), anything else leaves the provider out of reach.
+      const auto code = static_cast<int>(tunnel);
+      outcome.kind = provider::classify(config_.dialect, code, "", outcome.limits);
+      if (auto* refused = std::get_if<outcome::ClientError>(&outcome.kind);
+          refused != nullptr && !refused->remedy.empty()) {
+        outcome.http_status = code;
+        refused->detail = fmt::format("the proxy answered the tunnel's CONNECT with {}", code);
+      } else {
+        outcome.kind = outcome::ConnectionError{
+            fmt::format("the proxy answered the tunnel's CONNECT with {}", code), true};
+      }
     } else {
       const std::string detail = call->error[0] != '\0' ? call->error : curl_easy_strerror(result);
       // Refused, not found, or a timeout before a byte was sent (a connect whose SYNs were

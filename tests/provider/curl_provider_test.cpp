@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
 #include <chrono>
@@ -669,4 +670,110 @@ TEST_CASE("The stand-in counts a CJK character as a token when asked, the rest a
   CHECK(count_input_tokens("\xea\xb0\x80\xe3\x81\x82", true) == 2);
   CHECK(count_input_tokens("\xe2\x82\xac\xe2\x82\xac", true) == 2);  // ceil(6 / 4)
   CHECK(count_input_tokens("", true) == 0);
+}
+
+namespace {
+
+// A server on loopback that answers every connection's first request head with `answer`,
+// and the outcome of one call to `url` (the provider's URL) with it there.
+struct Canned {
+  using tcp = boost::asio::ip::tcp;
+  explicit Canned(std::string answer_text) : answer(std::move(answer_text)) { accept(); }
+
+  void accept() {
+    acceptor.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+      if (error) return;
+      auto peer = std::make_shared<tcp::socket>(std::move(socket));
+      auto head = std::make_shared<std::string>();
+      boost::asio::async_read_until(
+          *peer, boost::asio::dynamic_buffer(*head), "\r\n\r\n",
+          [this, peer, head](const boost::system::error_code& read, std::size_t) {
+            if (!read) boost::asio::write(*peer, boost::asio::buffer(answer));
+            heads.push_back(*head);
+          });
+      accept();
+    });
+  }
+
+  ProviderOutcome call(const std::string& url) {
+    CurlProviderConfig config;
+    config.base_url = url;
+    auto provider = fairlane::make_curl_provider(io, config);
+    REQUIRE(provider.ok());
+    std::vector<ProviderOutcome> done;
+    provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (done.empty() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
+    REQUIRE(done.size() == 1);
+    return done[0];
+  }
+
+  [[nodiscard]] std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  }
+
+  boost::asio::io_context io;
+  tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  std::string answer;
+  std::vector<std::string> heads;
+};
+
+// Sets an environment variable for a scope (libcurl reads its proxy from there).
+struct ScopedEnv {
+  ScopedEnv(const char* name_text, const char* value) : name(name_text) {
+    if (const char* before = std::getenv(name)) old = before;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old) {
+      ::setenv(name, old->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name;
+  std::optional<std::string> old;
+};
+
+}  // namespace
+
+TEST_CASE("A redirect names where it points, and is a refusal of fairlane's URL") {
+  Canned moved(
+      "HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.test/v1/chat/completions"
+      "\r\nContent-Type: text/html\r\nContent-Length: 9\r\n\r\n<html/>\r\n");
+  const ProviderOutcome o = moved.call(moved.url());
+  CHECK(o.http_status == 301);
+  const auto& refused = expect<outcome::ClientError>(o);
+  CHECK(refused.detail == "redirected to https://api.example.test/v1/chat/completions");
+  CHECK_FALSE(refused.remedy.empty());
+}
+
+TEST_CASE("A proxy that refuses the tunnel with 407 is a refusal of fairlane, naming the proxy") {
+  // An https provider through HTTPS_PROXY: libcurl asks the proxy to CONNECT, and a 407
+  // there failed the transfer with no response code, a transient error every page spent
+  // its attempts on. Any other refusal of the tunnel leaves the provider out of reach.
+  Canned proxy("HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
+  const ScopedEnv https_proxy("HTTPS_PROXY", proxy.url().c_str());
+  const ScopedEnv lower("https_proxy", proxy.url().c_str());
+  const ScopedEnv no_proxy("NO_PROXY", nullptr);
+  const ScopedEnv no_proxy_lower("no_proxy", nullptr);
+  const ProviderOutcome o = proxy.call("https://provider.example.test");
+  REQUIRE(proxy.heads.size() == 1);
+  CHECK(proxy.heads[0].starts_with("CONNECT provider.example.test:443"));
+  CHECK(o.http_status == 407);
+  const auto& refused = expect<outcome::ClientError>(o);
+  CHECK(refused.detail == "the proxy answered the tunnel's CONNECT with 407");
+  CHECK(refused.remedy == "check the proxy's login (libcurl's proxy variables)");
+
+  Canned gateway("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+  const ScopedEnv https_proxy_2("HTTPS_PROXY", gateway.url().c_str());
+  const ScopedEnv lower_2("https_proxy", gateway.url().c_str());
+  const ProviderOutcome away = gateway.call("https://provider.example.test");
+  CHECK(expect<outcome::ConnectionError>(away).unreachable);
 }
