@@ -286,21 +286,27 @@ ApiResponse enqueue(RouteContext& context, const Upload& upload, std::vector<Doc
   // upload at a time between its door and its lane, so that the door never misses a job
   // being committed); then the lane, on the io thread, with the uploads on their way then
   // (those that came while it was committed among them).
-  return with_store(context,
-                    [&context, job = std::move(job), weight = upload.weight, door_eta_s,
-                     on_their_way](Store& store) -> ReadThen {
-                      auto enqueued = store.enqueue_job(job);
-                      if (!enqueued.ok())
-                        return at_once(response_for(answer_for(enqueued.status())));
-                      // The key taken meanwhile (another instance's commit): by this upload?
-                      const bool reused = !enqueued->created && another_upload(store, job);
-                      return [&context, enqueued = std::move(enqueued).value(), weight, door_eta_s,
-                              on_their_way, reused, key = job.idempotency_key] {
-                        if (reused) return key_reused(context, key.value_or(""), enqueued.job);
-                        return committed(context, enqueued, weight, door_eta_s,
-                                         on_their_way != nullptr ? on_their_way->taken() : 0);
-                      };
-                    });
+  return with_store(
+      context,
+      [&context, job = std::move(job), upload, door_eta_s, on_their_way](Store& store) -> ReadThen {
+        auto enqueued = store.enqueue_job(job);
+        if (!enqueued.ok()) return at_once(response_for(answer_for(enqueued.status())));
+        // The key taken meanwhile (another instance's commit): by this upload,
+        // asking the same?
+        const bool reused = !enqueued->created && another_upload(store, job);
+        std::string differs =
+            enqueued->created ? std::string() : asked_otherwise(upload, enqueued->job);
+        return
+            [&context, enqueued = std::move(enqueued).value(), weight = upload.weight, door_eta_s,
+             on_their_way, reused, differs = std::move(differs), key = job.idempotency_key] {
+              if (reused || !differs.empty()) {
+                return key_reused(context, key.value_or(""), enqueued.job,
+                                  reused ? std::string() : differs);
+              }
+              return committed(context, enqueued, weight, door_eta_s,
+                               on_their_way != nullptr ? on_their_way->taken() : 0);
+            };
+      });
 }
 
 }  // namespace
@@ -507,7 +513,9 @@ ApiResponse finish_upload(RouteContext& context, const Upload& upload, UploadRea
   if (auto* document = std::get_if<Document>(&read)) {
     named.digest = document->digest;
     // A JSON body's name wins (an empty one is none, as an empty ?name= is); a multipart
-    // part's file name only when ?name= said none. Its bytes, in the digest, hold those.
+    // part's file name only when ?name= said none. The JSON's bytes, in the digest, hold its
+    // name; a part's file name is not compared (the file's bytes are): the same file sent
+    // raw (no file name) or from a form is the same upload.
     if (!named.name_given && !document->filename.empty()) named.name = document->filename;
     if (document->name && !document->name->empty()) {
       named.name = std::move(*document->name);

@@ -345,6 +345,41 @@ TEST_CASE("An upload sent again under its key with another max_tokens or name is
         422);
 }
 
+namespace {
+
+// A store in which a key's job is not found until it is committed under it: as when another
+// instance commits the same key between this one's look-up and its own commit.
+class KeyTakenMeanwhile final : public fairlane::testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  fairlane::Result<fairlane::KeyedJob> job_by_idempotency_key(fairlane::UserId /*user*/,
+                                                              std::string_view /*key*/) override {
+    return fairlane::Status{fairlane::StatusCode::not_found, "not yet"};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("An upload whose key was taken meanwhile asking another max_tokens is refused") {
+  // The store's commit finds the key's job (created false): it was answered 202 with that
+  // job, whatever it asked.
+  Api api(60.0, ":memory:", "", kLabLimits, [](std::unique_ptr<fairlane::Store> inner) {
+    return std::make_unique<KeyTakenMeanwhile>(std::move(inner));
+  });
+  const std::vector<std::pair<std::string, std::string>> key{{"Idempotency-Key", "raced"}};
+  const auto first =
+      api.send("POST", "/v1/jobs?max_tokens=100", api.alice, Api::pages_json(2), key);
+  REQUIRE(first.status == 202);
+  const auto same = api.send("POST", "/v1/jobs?max_tokens=100", api.alice, Api::pages_json(2), key);
+  CHECK(same.status == 202);
+  CHECK(Api::body(same).at("id") == Api::body(first).at("id"));
+  const auto other =
+      api.send("POST", "/v1/jobs?max_tokens=900", api.alice, Api::pages_json(2), key);
+  CHECK(other.status == 422);
+  CHECK(std::string(Api::body(other).at("error").at("message").as_string())
+            .find("max_tokens 900, where the first asked 100") != std::string::npos);
+}
+
 TEST_CASE("A PDF sent again under its key is told from another by its head, then its bytes") {
   Api api;
   const std::string book = fairlane::write_pdf({"One.", "Two."});
