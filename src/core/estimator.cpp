@@ -260,13 +260,17 @@ double Estimator::pages_equivalent(double others, double others_units, double ow
 
 namespace {
 
-// How long until the more indebted bucket is back at zero; 0 when neither owes.
+// How long until the more indebted bucket is back at what a call needs beside its cost: zero
+// for the requests, the headroom for the tokens (BudgetLimits::token_headroom); 0 when
+// neither is below it.
 double debt_seconds(const Budget& budget) {
+  const auto headroom = static_cast<double>(budget.effective_limits().token_headroom);
   double seconds = 0.0;
-  for (const TokenBucket* bucket : {&budget.requests(), &budget.tokens()}) {
-    if (bucket->unlimited() || bucket->level() >= 0) continue;
+  for (const auto& [bucket, floor] :
+       {std::pair{&budget.requests(), 0.0}, std::pair{&budget.tokens(), headroom}}) {
+    if (bucket->unlimited() || bucket->level() >= floor) continue;
     const double per_second = static_cast<double>(bucket->capacity()) / 60.0;
-    seconds = std::max(seconds, -bucket->level() / per_second);
+    seconds = std::max(seconds, (floor - bucket->level()) / per_second);
   }
   return seconds;
 }

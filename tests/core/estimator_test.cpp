@@ -960,4 +960,12 @@ TEST_CASE("The tokens the bucket keeps as headroom are not counted as credit") {
       with.estimate_new(1, 400).eta_seconds - without.estimate_new(1, 400).eta_seconds;
   CHECK(later > 0.24);
   CHECK(later < 0.26);
+  // The bucket at 500, below the 1,250 kept: the first call waits for the refill (5,000 a
+  // second) to bring it to the headroom, 0.15 s, not to 0 (before: 0.003 s apart).
+  plain.tokens().sync_down(500);
+  served.tokens().sync_down(500);
+  const double behind =
+      with.estimate_new(1, 10).eta_seconds - without.estimate_new(1, 10).eta_seconds;
+  CHECK(behind > 0.14);
+  CHECK(behind < 0.26);
 }
