@@ -145,7 +145,7 @@ std::string asked_otherwise(const Upload& upload, const JobView& earlier) {
                        earlier.max_tokens);
   }
   if (upload.name_given && storable_text(upload.name) != earlier.name) {
-    return fmt::format("name \"{}\", where the first was named \"{}\"", storable_text(upload.name),
+    return fmt::format(R"(name "{}", where the first was named "{}")", storable_text(upload.name),
                        earlier.name);
   }
   return {};
