@@ -79,6 +79,20 @@ const Kind& expect(const ProviderOutcome& o) {
   return std::get<Kind>(o.kind);
 }
 
+// One call of the page to `url` by a client of its own on `io`, run until it ends (20 s).
+ProviderOutcome call_once(boost::asio::io_context& io, const std::string& url) {
+  CurlProviderConfig config;
+  config.base_url = url;
+  auto provider = fairlane::make_curl_provider(io, config);
+  REQUIRE(provider.ok());
+  std::vector<ProviderOutcome> done;
+  provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (done.empty() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
+  REQUIRE(done.size() == 1);
+  return done[0];
+}
+
 }  // namespace
 
 TEST_CASE("An answer in each dialect: the page's text, the usage, the rate-limit headers") {
@@ -433,16 +447,9 @@ TEST_CASE("An answer larger than any page's is cut off, not held whole") {
     boost::asio::write(*peer, boost::asio::buffer(head));
     write_more();
   });
-  CurlProviderConfig config;
-  config.base_url = "http://127.0.0.1:" + std::to_string(endless.local_endpoint().port());
-  auto provider = fairlane::make_curl_provider(io, config);
-  REQUIRE(provider.ok());
-  std::vector<ProviderOutcome> done;
-  provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (done.empty() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-  REQUIRE(done.size() == 1);
-  const auto& failed = expect<outcome::BadResponse>(done[0]);
+  const ProviderOutcome o =
+      call_once(io, "http://127.0.0.1:" + std::to_string(endless.local_endpoint().port()));
+  const auto& failed = expect<outcome::BadResponse>(o);
   CHECK_MESSAGE(failed.why.find("larger than 8 MB") != std::string::npos, failed.why);
   CHECK(written < std::size_t{64} * 1024 * 1024);  // stopped near the cap, not at the deadline
 }
@@ -695,18 +702,7 @@ struct Canned {
     });
   }
 
-  ProviderOutcome call(const std::string& url) {
-    CurlProviderConfig config;
-    config.base_url = url;
-    auto provider = fairlane::make_curl_provider(io, config);
-    REQUIRE(provider.ok());
-    std::vector<ProviderOutcome> done;
-    provider.value()->call(Rig::kPage, [&](ProviderOutcome o) { done.push_back(std::move(o)); });
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (done.empty() && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-    REQUIRE(done.size() == 1);
-    return done[0];
-  }
+  ProviderOutcome call(const std::string& url) { return call_once(io, url); }
 
   [[nodiscard]] std::string url() const {
     return "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
