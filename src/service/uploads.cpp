@@ -128,17 +128,10 @@ struct KeyAnswer {
   bool known = false;                 // some job has the key
 };
 
-// The first job of an upload sent again (same Idempotency-Key), or the 422 of the key sent
-// with another upload. Once its body is read, its `digest` decides. From its headers alone, a
-// PDF (raw or multipart) of the same head (media type and length) as the first is taken for
-// it, and answered without its body, which a reader would have to read again; JSON is cheap
-// to read, and a nightly report under one key keeps its length from night to night, so it
-// is always read. Otherwise nothing is answered yet (`known` says that a job has the key).
-// A job stored with no digest (before 2026-12-07) answers every upload under its key, as
-// then. Whatever the door would say now: the answer is the first job's, or the refusal.
 // What the upload asks otherwise than the job its key made, as key_reused names it, or
-// empty: its max_tokens and its name, each when said (a setting left to the service, or a
-// name the body's bytes hold, is the same by its digest).
+// empty: its max_tokens and its name, each when its query says it (one left to the service
+// is not compared; one the JSON body says is in its bytes, which the digest covers; a form's
+// file name is not compared).
 std::string asked_otherwise(const Upload& upload, const JobView& earlier) {
   if (upload.max_tokens_given && upload.max_tokens != earlier.max_tokens) {
     return fmt::format("max_tokens {}, where the first asked {}", upload.max_tokens,
@@ -151,6 +144,14 @@ std::string asked_otherwise(const Upload& upload, const JobView& earlier) {
   return {};
 }
 
+// The first job of an upload sent again (same Idempotency-Key), or the 422 of the key sent
+// with another upload. Once its body is read, its `digest` decides. From its headers alone, a
+// PDF (raw or multipart) of the same head (media type and length) as the first is taken for
+// it, and answered without its body, which a reader would have to read again; JSON is cheap
+// to read, and a nightly report under one key keeps its length from night to night, so it
+// is always read. Otherwise nothing is answered yet (`known` says that a job has the key).
+// A job stored with no digest (before 2026-12-07) answers every upload under its key, as
+// then. Whatever the door would say now: the answer is the first job's, or the refusal.
 KeyAnswer uploaded_before(RouteContext& context, const Upload& upload) {
   if (!upload.idempotency_key) return {};
   auto earlier = context.store.job_by_idempotency_key(upload.user, *upload.idempotency_key);
