@@ -277,15 +277,15 @@ TEST_CASE("The fair-share ideal is finite for a provider that answers at once, o
       "users": [{"name": "a"}, {"name": "b"}],
       "arrivals": [{"at_s": 0, "user": "a", "books": 1, "pages": 40, "input_tokens": 0}]
     })");
-    std::vector<fairlane::sim::BookResult> books(3);
-    const auto set = [&](std::size_t i, const char* user, double at_s, std::int64_t pages) {
-      books[i].user = user;
-      books[i].arrival_s = at_s;
-      books[i].pages = pages;
+    const auto make = [](std::string user, double at_s, std::int64_t pages) {
+      fairlane::sim::BookResult result;
+      result.user = std::move(user);
+      result.arrival_s = at_s;
+      result.pages = pages;
+      return result;
     };
-    set(0, "a", 0.0, 40);
-    set(1, "a", 0.0, 40);
-    set(2, "b", 5.0, 10);
+    std::vector<fairlane::sim::BookResult> books{make("a", 0.0, 40), make("a", 0.0, 40),
+                                                 make("b", 5.0, 10)};
     fairlane::sim::fill_fair_share_ideal(scenario, books);
     for (const auto& book : books) {
       REQUIRE(book.ideal_s.has_value());
