@@ -18,9 +18,44 @@ namespace http = beast::http;
 using asio::awaitable;
 using asio::use_awaitable;
 
-awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventStream events,
-                              unsigned version, bool keep_alive, const HttpLimits& limits,
-                              const bool& stopped) {
+namespace {
+
+// Whether the client is still there. A stream only writes, so without a read pending it
+// would learn of a client that left only when a write failed: a heartbeat or two later, up
+// to minutes, while the client's stream slot stayed taken. A read is kept pending instead:
+// the client's close (an end of stream or a reset) ends it, marks the client gone and wakes
+// the stream. Bytes the client sends meanwhile (its next request, pipelined) end the watch
+// too; they stay in the session's buffer for that request.
+struct ClientWatch {
+  explicit ClientWatch(const asio::any_io_executor& executor) : ended(executor) {
+    ended.expires_at(asio::steady_timer::time_point::max());
+  }
+  bool reading = true;
+  bool gone = false;
+  asio::steady_timer ended;  // cancelled once the read has ended
+};
+
+awaitable<void> watch_client(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                             std::shared_ptr<ClientWatch> watch,
+                             std::shared_ptr<asio::steady_timer> wake) {
+  boost::system::error_code error;
+  const std::size_t room = std::min<std::size_t>(4096, buffer.max_size() - buffer.size());
+  const std::size_t n = co_await stream.async_read_some(buffer.prepare(room),
+                                                        asio::redirect_error(use_awaitable, error));
+  buffer.commit(n);
+  if (error && error != asio::error::operation_aborted) {
+    watch->gone = true;
+    wake->cancel();
+  }
+  watch->reading = false;
+  watch->ended.cancel();
+}
+
+}  // namespace
+
+awaitable<bool> stream_events(beast::tcp_stream& stream, beast::flat_buffer& buffer, Router& router,
+                              EventStream events, unsigned version, bool keep_alive,
+                              const HttpLimits& limits, const bool& stopped) {
   boost::system::error_code error;
   // HTTP/1.1 gets a chunked stream; an HTTP/1.0 client gets the bytes and a close at the end.
   const bool chunked = version >= 11;
@@ -55,9 +90,26 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventSt
   if (!error) co_await send(preamble);
   // The wake-up: parked with the router's watchers, cancelled by a change.
   auto wake = std::make_shared<asio::steady_timer>(stream.get_executor());
+  // The read pending is timed by nothing (the writes are, by the write timeout); bytes
+  // already in the buffer are the client's next request, and are left to it.
+  auto watch = std::make_shared<ClientWatch>(stream.get_executor());
+  if (buffer.size() == 0) {
+    stream.expires_never();
+    asio::co_spawn(stream.get_executor(), watch_client(stream, buffer, watch, wake),
+                   asio::detached);
+  } else {
+    watch->reading = false;
+  }
+  // The read ends before this does: the session reads the stream next.
+  const auto end_watch = [&]() -> awaitable<void> {
+    if (!watch->reading) co_return;
+    boost::system::error_code ignored;
+    stream.socket().cancel(ignored);
+    co_await watch->ended.async_wait(asio::redirect_error(use_awaitable, ignored));
+  };
   std::string last;
   bool ended = false;
-  while (!error && !stopped) {
+  while (!error && !stopped && !watch->gone) {
     // Changes notified while this render is written find nobody parked: the count shows them.
     const std::uint64_t seen = router.watchers().changes();
     std::optional<JobEvent> event;
@@ -65,7 +117,7 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventSt
       // The job read on a reader's connection, rendered here (its position and ETA).
       std::optional<Result<JobView>> job;
       co_await read_on(*readers, [&](Store& store) { job.emplace(store.job(events.job)); });
-      if (stopped) break;
+      if (stopped || watch->gone) break;
       event = router.job_event(events, *job);
     } else {
       event = router.job_event(events);
@@ -94,7 +146,7 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventSt
         });
     co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
     router.watchers().unpark(ticket);
-    if (stopped) break;
+    if (stopped || watch->gone) break;
     if (!waited) {
       const std::string heartbeat = ": heartbeat\n\n";
       co_await send(heartbeat);
@@ -104,7 +156,8 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, Router& router, EventSt
     wake->expires_after(limits.event_interval);
     co_await wake->async_wait(asio::redirect_error(use_awaitable, waited));
   }
-  if (error || stopped || !chunked) co_return false;
+  co_await end_watch();
+  if (error || stopped || watch->gone || !chunked) co_return false;
   stream.expires_after(limits.write_timeout);
   const auto last_chunk = http::make_chunk_last();
   co_await asio::async_write(stream, last_chunk, asio::redirect_error(use_awaitable, error));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include "service/http_server.hpp"
@@ -16,10 +17,13 @@
 
 namespace fairlane::service {
 
-// Streams `events` on `stream` until the job ends, the client goes, or `stopped` turns true
-// (the server stops: it notifies the router's watchers so that a parked stream sees it).
-// Returns whether the connection may carry another request.
-boost::asio::awaitable<bool> stream_events(boost::beast::tcp_stream& stream, Router& router,
+// Streams `events` on `stream` until the job ends, the client goes (closes its side: a read
+// is kept pending to see it), or `stopped` turns true (the server stops: it notifies the
+// router's watchers so that a parked stream sees it). `buffer` is the session's: what the
+// client sends meanwhile is left there for its next request. Returns whether the
+// connection may carry another request.
+boost::asio::awaitable<bool> stream_events(boost::beast::tcp_stream& stream,
+                                           boost::beast::flat_buffer& buffer, Router& router,
                                            EventStream events, unsigned version, bool keep_alive,
                                            const HttpLimits& limits, const bool& stopped);
 

@@ -2,7 +2,9 @@
 # End to end: the live events of a job (GET /v1/jobs/{id}/events, Server-Sent Events).
 # A stream opened on a queued job shows it move, page by page, with heartbeats between
 # changes, and ends by itself after the event that shows the job done; a stream on an ended
-# job is that one event; another user gets 404; SIGTERM ends the streams still open.
+# job is that one event; another user gets 404; SIGTERM ends the streams still open; a
+# stream that ended leaves its connection open for the next request; a client that leaves
+# gives its stream's slot back at once.
 #
 #   serve_events.sh FAIRLANE FAIRLANE_PROVIDER_SIM
 set -euo pipefail
@@ -62,13 +64,18 @@ start_stand_in --latency-ms 3000 --rpm 6000 --tpm 600000 --max-in-flight 1
 start_serve --rpm 6000 --tpm 600000 --max-in-flight 1 --max-tokens 100 --heartbeat 30 \
   --stop-deadline 20
 one=$(upload "$alice" one-page p1)
-curl -sSN --max-time 60 "$base/v1/jobs/$one/events" -H "Authorization: Bearer $alice" \
-  >"$work/one" 2>&1 &
+# The job is asked again after its stream, on the same connection: the stream's end leaves
+# it open for the next request.
+curl -sSN --max-time 60 "$base/v1/jobs/$one/events" "$base/v1/jobs/$one" \
+  -H "Authorization: Bearer $alice" -w '\nconnects %{num_connects}\n' >"$work/one" 2>&1 &
 one_pid=$!
 wait_ended "$alice" "$one" 30 >/dev/null
 wait_exit "$one_pid" 3
 [[ $exited == 0 ]] || fail "the stream did not end with its job: $(cat "$work/one")"
 grep -q '"state":"done"' "$work/one" || fail "the stream's last event is not done: $(cat "$work/one")"
+[[ $(grep -c '^connects ' "$work/one") == 2 ]] || fail "not two answers: $(cat "$work/one")"
+[[ $(grep '^connects ' "$work/one" | tail -1) == "connects 0" ]] ||
+  fail "the request after the stream needed a new connection: $(cat "$work/one")"
 
 # A stream still open when the service stops ends at once, while the service itself waits
 # for its call in flight (up to --stop-deadline).
@@ -83,4 +90,40 @@ wait_exit "$long_pid" 2
 kill -0 "$serve_pid" 2>/dev/null || fail "the service had ended before the stream: the test proves nothing"
 wait_exit "$serve_pid" 20
 [[ $exited == 0 ]] || fail "fairlane serve exited $exited on SIGTERM: $(cat "$work/serve.$serve_starts.out")"
+
+# A client that leaves gives its stream's slot back when it closes, not at the next write
+# that fails: with heartbeats an hour apart, 16 streams opened and left, a 17th is a stream,
+# where while the 16 were open it was 429.
+start_stand_in --latency-ms 3000 --rpm 6000 --tpm 600000 --max-in-flight 1
+start_serve --rpm 6000 --tpm 600000 --max-in-flight 1 --max-tokens 100 --heartbeat 3600 \
+  --max-wait 3600 --stop-deadline 1
+slow=$(upload "$alice" slow a b c d e f g h)
+stream_of() {
+  curl -sSN --max-time "$1" "$base/v1/jobs/$slow/events" -H "Authorization: Bearer $alice" \
+    -o "$2" -w '%{http_code}' || true
+}
+left=()
+for i in $(seq 16); do
+  curl -sSN --max-time 60 "$base/v1/jobs/$slow/events" -H "Authorization: Bearer $alice" \
+    >"$work/left.$i" 2>&1 &
+  left+=($!)
+done
+for i in $(seq 16); do
+  for _ in $(seq 100); do grep -q '^event: job$' "$work/left.$i" && break; sleep 0.05; done
+  grep -q '^event: job$' "$work/left.$i" || fail "stream $i did not open: $(cat "$work/left.$i")"
+done
+code=$(stream_of 5 "$work/seventeenth")
+[[ $code == 429 ]] || fail "a 17th stream beside 16 open answered $code, not 429"
+kill "${left[@]}"
+for pid in "${left[@]}"; do wait_exit "$pid" 5; done
+# The 16 have gone: a stream opened now stays open (curl ends it after a second).
+for _ in $(seq 20); do
+  code=$(stream_of 1 "$work/seventeenth")
+  [[ $code == 200 ]] && break
+  sleep 0.1
+done
+[[ $code == 200 ]] || fail "16 streams left, a 17th still answered $code: their slots were kept"
+grep -q '^event: job$' "$work/seventeenth" || fail "the 17th stream had no event: $(cat "$work/seventeenth")"
+[[ $(field state <"$work/seventeenth") == queued || $(field state <"$work/seventeenth") == running ]] ||
+  fail "the job had ended, so its streams would have ended anyway: the test proves nothing"
 echo "1 passed, 0 failed"
