@@ -252,7 +252,8 @@ ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
       tail = rest.substr(slash + 1);
       rest = rest.substr(0, slash);
     }
-    if (auto answer = routes::job(context_, user, method, rest, tail, request.head_only)) {
+    const routes::ResultAsked asked{target->param("from"), target->param("limit")};
+    if (auto answer = routes::job(context_, user, method, rest, tail, request.head_only, asked)) {
       return std::move(*answer);
     }
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,10 @@ struct RouterConfig {
   std::size_t max_body_bytes = std::size_t{100} * 1024 * 1024;
   // Live-event streams one user may hold open; more get 429 too_many_streams.
   std::size_t max_event_streams_per_user = 16;
+  // Bytes of page text (outputs and errors) past which an answer of GET /v1/jobs/{id}/result
+  // takes no further page (one always goes): with kResultPagesAtMost, what bounds the answer
+  // held in memory however large the job. Its next_from says where to go on.
+  std::size_t result_bytes = std::size_t{16} << 20U;
   Dialect dialect = Dialect::openai;  // the provider's, whose rule prices an image
   // This instance's place in a cluster, kept by its Leadership; nullptr on a single node,
   // which /v1/queue shows as its own leader.
@@ -126,12 +131,23 @@ namespace routes {
 [[nodiscard]] ApiResponse list_jobs(RouteContext& context, const User& user,
                                     const std::optional<std::string>& limit_text,
                                     const std::optional<std::string>& cursor);
+// A result is answered a range of pages at a time: at most this many pages (and at most
+// RouterConfig::result_bytes of their text), so that the answer held in memory stays bounded
+// however large the job. The answer's next_from says where to go on.
+inline constexpr std::int64_t kResultPagesAtMost = 1'000;
+// The query of GET /v1/jobs/{id}/result, as given: ?from=P (a page number, 1) and ?limit=N
+// (1 to kResultPagesAtMost, that).
+struct ResultAsked {
+  std::optional<std::string> from;
+  std::optional<std::string> limit;
+};
 // GET, DELETE /v1/jobs/{id}, GET /v1/jobs/{id}/events and /result; `tail` is what follows
 // the id ("", "events", "result"). nullopt: no such route for this method.
 // `head_only`: a HEAD routed as its GET, which opens no event stream.
 [[nodiscard]] std::optional<ApiResponse> job(RouteContext& context, const User& user,
                                              std::string_view method, std::string_view public_id,
-                                             std::string_view tail, bool head_only = false);
+                                             std::string_view tail, bool head_only = false,
+                                             const ResultAsked& asked = {});
 // GET /v1/estimate: what the door would say now, always 200 when it could say.
 [[nodiscard]] ApiResponse estimate(RouteContext& context, const User& user,
                                    const std::optional<std::string>& pages_text,

@@ -125,7 +125,7 @@ struct PgSql {
       "AND ($3::bigint = 0 OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $2::bigint";
   static constexpr std::string_view results =
       "SELECT seq, state, output, error, input_tokens, output_tokens, attempts, kind FROM pages "
-      "WHERE job_id = $1::bigint ORDER BY seq";
+      "WHERE job_id = $1::bigint AND seq >= $2::bigint ORDER BY seq LIMIT $3::bigint";
   static constexpr std::string_view page_call =
       "SELECT p.kind, t.text, j.max_tokens, i.media_type, i.width, i.height, i.bytes "
       "FROM pages p JOIN jobs j ON j.id = p.job_id LEFT JOIN page_texts t ON t.page_id = p.id "

@@ -497,8 +497,10 @@ Result<KeyedJob> PgStore::job_by_idempotency_key(UserId user, std::string_view k
   return keyed;
 }
 
-Result<std::vector<PageResult>> PgStore::results(JobId job) {
-  const std::array params{pg::Param::int64(job)};
+Result<std::vector<PageResult>> PgStore::results_from(JobId job, std::int64_t from_seq,
+                                                      std::int64_t limit) {
+  const std::array params{pg::Param::int64(job), pg::Param::int64(from_seq),
+                          pg::Param::int64(limit)};
   auto rows = read(PgSql::results, params, "reading the job's results");
   if (!rows.ok()) return rows.status();
   std::vector<PageResult> pages;

@@ -63,7 +63,8 @@ class PgStore final : public Store, public ClusterStore {
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
   Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override;
-  Result<std::vector<PageResult>> results(JobId job) override;
+  Result<std::vector<PageResult>> results_from(JobId job, std::int64_t from_seq,
+                                               std::int64_t limit) override;
   Result<PageCall> page_call(PageId page) override;
   Status set_weight(std::string_view name, std::int64_t weight) override;
   Status revise_eta(JobId job, WallTime eta_at, std::string_view reason) override;

@@ -98,7 +98,7 @@ struct Sql {
   static constexpr std::string_view prune_spend = "DELETE FROM spend WHERE at < ?1";
   static constexpr std::string_view results =
       "SELECT seq, state, output, error, input_tokens, output_tokens, attempts, kind FROM pages "
-      "WHERE job_id = ?1 ORDER BY seq";
+      "WHERE job_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3";
   static constexpr std::string_view page_call =
       "SELECT p.kind, t.text, j.max_tokens, i.media_type, i.width, i.height, i.bytes "
       "FROM pages p JOIN jobs j ON j.id = p.job_id LEFT JOIN page_texts t ON t.page_id = p.id "

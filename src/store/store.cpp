@@ -63,7 +63,8 @@ class SqliteStore final : public Store {
   Result<JobList> jobs_of(UserId user, std::size_t limit,
                           std::optional<std::string_view> cursor) override;
   Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override;
-  Result<std::vector<PageResult>> results(JobId job) override;
+  Result<std::vector<PageResult>> results_from(JobId job, std::int64_t from_seq,
+                                               std::int64_t limit) override;
   Result<PageCall> page_call(PageId page) override;
   Result<Spend> recent_spend(std::chrono::milliseconds window) override;
   Result<CallsOut> calls_out(std::chrono::milliseconds window) override;
@@ -750,9 +751,12 @@ Result<KeyedJob> SqliteStore::job_by_idempotency_key(UserId user, std::string_vi
   return keyed;
 }
 
-Result<std::vector<PageResult>> SqliteStore::results(JobId job) {
+Result<std::vector<PageResult>> SqliteStore::results_from(JobId job, std::int64_t from_seq,
+                                                          std::int64_t limit) {
   Use use(results_);
   use->bind(1, job);
+  use->bind(2, from_seq);
+  use->bind(3, limit);
   std::vector<PageResult> pages;
   int rc = SQLITE_ROW;
   while ((rc = use->step()) == SQLITE_ROW) {

@@ -271,8 +271,9 @@ wait_exit "$serve_pid" 40
 # bounds each piece written, not the whole answer. Before, one deadline for the whole write
 # cut a result off once it passed (a 48 MB result at 1 MB/s, after the default 30 s). The
 # reader takes 64 KB every 16 ms (4 MB/s) through a receive buffer of 64 KB, so that no
-# kernel's buffers hold the 19 MB result (320 pages of 60 KB): its last pieces wait for
-# seconds, each well within the timeout of 1 s.
+# kernel's buffers hold the first 16 MB of the 19 MB result (an answer holds pages up to the
+# one past 16 MiB of text: 280 of its 320 pages of 60 KB): its last pieces wait for seconds,
+# each well within the timeout of 1 s.
 start_stand_in --latency-ms 5 --rpm 600000 --tpm 6000000000
 serve_db=$work/slow.db
 bob=$(add_user bob)
@@ -295,9 +296,11 @@ answer=$(curl -sS --max-time 60 -X POST "$base/v1/jobs" -H "Authorization: Beare
 id=$(field id <<<"$answer")
 [[ $id == job_* ]] || fail "the long upload answered: ${answer:0:300}"
 [[ $(field state <<<"$(wait_ended "$bob" "$id" 60)") == done ]] || fail "the long job did not end done"
-whole=$(curl -sS --max-time 60 -o /dev/null -w '%{size_download}' "$base/v1/jobs/$id/result" \
-  -H "Authorization: Bearer $bob")
-((whole > 19000000)) || fail "the result has $whole bytes, not the 19 MB of its pages"
+whole=$(curl -sS --max-time 60 -o "$work/first_range" -w '%{size_download}' \
+  "$base/v1/jobs/$id/result" -H "Authorization: Bearer $bob")
+((whole > 16800000)) || fail "the result's first range has $whole bytes, not the 16.8 MB of 280 pages"
+[[ $(tail -c 100 "$work/first_range" | count next_from) == 281 ]] ||
+  fail "the first range does not go on at page 281: $(tail -c 100 "$work/first_range")"
 cat >"$work/slow_reader.py" <<'PY'
 import socket, sys, time
 port, path, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -61,9 +61,10 @@ class CountedStore final : public ForwardingStore {
     ++job_reads;
     return ForwardingStore::jobs_of(user, limit, cursor);
   }
-  Result<std::vector<fairlane::PageResult>> results(fairlane::JobId job) override {
+  Result<std::vector<fairlane::PageResult>> results_from(fairlane::JobId job, std::int64_t from_seq,
+                                                         std::int64_t limit) override {
     ++job_reads;
-    return ForwardingStore::results(job);
+    return ForwardingStore::results_from(job, from_seq, limit);
   }
   Result<fairlane::User> find_user_by_key(std::string_view key) override {
     ++key_reads;

@@ -279,6 +279,26 @@ FAIRLANE_STORE_TEST_CASE(
   CHECK(results[1].usage.output_tokens == 50);
 }
 
+FAIRLANE_STORE_TEST_CASE("A job's results are read a range at a time, in page order",
+                         sqlite_memory) {
+  Fixture f(home);
+  const auto job = enqueue(*f.store, f.alice, 5);
+  const auto seqs = [&](std::int64_t from_seq, std::int64_t limit) {
+    std::vector<std::int64_t> read;
+    for (const fairlane::PageResult& page :
+         f.store->results_from(job.job.id, from_seq, limit).value()) {
+      read.push_back(page.seq);
+    }
+    return read;
+  };
+  CHECK(seqs(0, 2) == std::vector<std::int64_t>{0, 1});
+  CHECK(seqs(2, 2) == std::vector<std::int64_t>{2, 3});
+  CHECK(seqs(4, 2) == std::vector<std::int64_t>{4});
+  CHECK(seqs(5, 2).empty());
+  CHECK(seqs(1, 100) == std::vector<std::int64_t>{1, 2, 3, 4});
+  CHECK(f.store->results(job.job.id)->size() == 5);
+}
+
 FAIRLANE_STORE_TEST_CASE("A page completed twice keeps its first result", sqlite_memory) {
   Fixture f(home);
   const auto job = enqueue(*f.store, f.alice, 1);

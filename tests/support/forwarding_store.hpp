@@ -55,7 +55,10 @@ class ForwardingStore : public Store {
   Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) override {
     return inner_->job_by_idempotency_key(user, key);
   }
-  Result<std::vector<PageResult>> results(JobId job) override { return inner_->results(job); }
+  Result<std::vector<PageResult>> results_from(JobId job, std::int64_t from_seq,
+                                               std::int64_t limit) override {
+    return inner_->results_from(job, from_seq, limit);
+  }
   Result<PageCall> page_call(PageId page) override { return inner_->page_call(page); }
   Result<std::vector<std::pair<UserId, std::int64_t>>> in_flight_by_user() override {
     return inner_->in_flight_by_user();

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -238,8 +239,14 @@ class Store {
   // The job `user` enqueued with this idempotency key, and what its upload was; not_found
   // when there is none.
   virtual Result<KeyedJob> job_by_idempotency_key(UserId user, std::string_view key) = 0;
-  // The job's pages in order, with their output or error.
-  virtual Result<std::vector<PageResult>> results(JobId job) = 0;
+  // The job's pages in order, with their output or error: at most `limit` of them, from the
+  // page at 0-based `from_seq` on.
+  virtual Result<std::vector<PageResult>> results_from(JobId job, std::int64_t from_seq,
+                                                       std::int64_t limit) = 0;
+  // All of the job's pages in order.
+  Result<std::vector<PageResult>> results(JobId job) {
+    return results_from(job, 0, std::numeric_limits<std::int64_t>::max());
+  }
   // The page's text and its job's max_tokens; not_found for an unknown page.
   virtual Result<PageCall> page_call(PageId page) = 0;
   // Pages in flight now, per user that has any, by user id. At most the calls in flight are

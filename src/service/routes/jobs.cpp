@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "fairlane/core/dispatch_policy.hpp"
 #include "fairlane/core/promise_watch.hpp"
@@ -118,26 +120,68 @@ ApiResponse events(RouteContext& context, const User& user, const JobView& job, 
   return response;
 }
 
-// GET /v1/jobs/{id}/result: the pages in order, with their output or error. Made where it is
-// read: it needs nothing of the io thread's.
-ApiResponse result(Store& store, const JobView& job) {
-  auto results = store.results(job.id);
+// ?from=P&limit=N of a result, read: P a page number, N the most pages to answer.
+struct ResultRange {
+  std::int64_t from = 1;
+  std::int64_t limit = kResultPagesAtMost;
+  std::size_t bytes = 0;  // RouterConfig::result_bytes
+};
+
+std::variant<ResultRange, ApiResponse> result_range(const ResultAsked& asked, std::size_t bytes) {
+  ResultRange range;
+  range.bytes = bytes;
+  if (asked.from) {
+    const auto from = whole_number(*asked.from);
+    if (!from || *from < 1) {
+      return error_response(400, "invalid_request",
+                            "from is the page number to start at: a whole number, 1 or more");
+    }
+    range.from = *from;
+  }
+  if (asked.limit) {
+    const auto limit = whole_number(*asked.limit);
+    if (!limit || *limit < 1 || *limit > kResultPagesAtMost) {
+      return error_response(400, "invalid_request",
+                            fmt::format("limit is 1 to {} pages", kResultPagesAtMost));
+    }
+    range.limit = *limit;
+  }
+  return range;
+}
+
+// GET /v1/jobs/{id}/result: the pages in order, with their output or error, `range.limit` at
+// most from page `range.from`, and no further page once `range.bytes` of text are in;
+// next_from is the page to ask from next, null after the last. Made where it is read: it
+// needs nothing of the io thread's.
+ApiResponse result(Store& store, const JobView& job, const ResultRange& range) {
+  const std::int64_t from_seq = range.from - 1;
+  // One page more than asked shows whether there are more.
+  auto results = store.results_from(job.id, from_seq, range.limit + 1);
   if (!results.ok()) return response_for(answer_for(results.status()));
-  // A job has pages: none means it was pruned (retention) since its view was read.
-  if (results->empty()) {
+  // A job has pages: none where it has some means it was pruned (retention) since its view
+  // was read. Past its last page there are none to answer.
+  if (results->empty() && from_seq < job.pages.total) {
     return no_job(job.public_id);
   }
   json::array pages;
+  json::value next_from = nullptr;
+  std::size_t text_bytes = 0;
   for (const PageResult& page : results.value()) {
+    if (std::cmp_equal(pages.size(), range.limit) || (!pages.empty() && text_bytes >= range.bytes)) {
+      next_from = page.seq + 1;
+      break;
+    }
     json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
     if (page.output) p["output"] = *page.output;
     if (page.error) p["error"] = *page.error;
     p["kind"] = to_string(page.kind);
+    text_bytes += page.output.value_or("").size() + page.error.value_or("").size();
     pages.push_back(std::move(p));
   }
   return json_response(200, json::object{{"id", job.public_id},
                                          {"state", to_string(job.state)},
-                                         {"pages", std::move(pages)}});
+                                         {"pages", std::move(pages)},
+                                         {"next_from", std::move(next_from)}});
 }
 
 }  // namespace
@@ -178,11 +222,18 @@ ApiResponse list_jobs(RouteContext& context, const User& user,
 }
 
 std::optional<ApiResponse> job(RouteContext& context, const User& user, std::string_view method,
-                               std::string_view public_id, std::string_view tail, bool head_only) {
+                               std::string_view public_id, std::string_view tail, bool head_only,
+                               const ResultAsked& asked) {
   const bool get = method == "GET";
   const bool known = (tail.empty() && (get || method == "DELETE")) ||
                      (get && (tail == "events" || tail == "result"));
   if (!known) return std::nullopt;
+  ResultRange range;
+  if (tail == "result") {
+    auto read = result_range(asked, context.config.result_bytes);
+    if (auto* refused = std::get_if<ApiResponse>(&read)) return std::move(*refused);
+    range = std::get<ResultRange>(read);
+  }
   // An id fairlane made is text: bytes that are not (%FF, %00 in the path) name no job, and
   // go to no store (PostgreSQL's text refuses them) nor into the answer's JSON as they are.
   if (!is_storable_text(public_id)) {
@@ -191,7 +242,7 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
   return with_store(
       context,
       [&context, user, method = std::string(method), public_id = std::string(public_id),
-       tail = std::string(tail), head_only](Store& store) -> ReadThen {
+       tail = std::string(tail), head_only, range](Store& store) -> ReadThen {
         auto job = store.job_of(public_id, user.id);
         if (!job.ok()) {
           if (job.status().code() == StatusCode::not_found) {
@@ -199,7 +250,7 @@ std::optional<ApiResponse> job(RouteContext& context, const User& user, std::str
           }
           return at_once(response_for(answer_for(job.status())));
         }
-        if (tail == "result") return at_once(result(store, job.value()));
+        if (tail == "result") return at_once(result(store, job.value(), range));
         return [&context, user, method, tail, head_only, job = std::move(job).value()] {
           if (tail == "events") return events(context, user, job, head_only);
           if (method == "DELETE") return cancel(context, user, job);
