@@ -86,6 +86,32 @@ int failed(const Status& status, const Output& output) {
   return kExitFailure;
 }
 
+// A job's whole result: the service answers a range of pages at a time, with the page to go
+// on from (next_from); the ranges asked in turn, their pages joined into one answer, as the
+// service would give it whole. The first answer that is not 200 is returned as it came.
+Result<HttpReply> whole_result(HttpClient& client, const std::string& job) {
+  json::object whole;
+  json::array pages;
+  std::int64_t from = 1;
+  while (true) {
+    auto reply = client.get(fmt::format("/v1/jobs/{}/result?from={}", encode(job), from));
+    if (!reply.ok() || reply->status != 200) return reply;
+    json::value body = parse_or_null(reply->body);
+    json::object* o = body.if_object();
+    json::value* some = o != nullptr ? o->if_contains("pages") : nullptr;
+    if (some == nullptr || !some->is_array()) return reply;  // not a result: shown as it is
+    for (json::value& page : some->as_array()) pages.push_back(std::move(page));
+    whole = std::move(*o);
+    const json::value* next = whole.if_contains("next_from");
+    // Only forward: an answer that pointed back would be asked for ever.
+    if (next == nullptr || !next->is_int64() || next->as_int64() <= from) break;
+    from = next->as_int64();
+  }
+  whole["pages"] = std::move(pages);
+  whole["next_from"] = nullptr;
+  return HttpReply{200, json::serialize(whole), std::nullopt};
+}
+
 // An upload's Idempotency-Key when none was given: 128 random bits, as hex. Sent again with
 // the same key, an upload the service had accepted gets that job, not a second one.
 std::string new_idempotency_key() {
@@ -401,7 +427,7 @@ int watch(HttpClient& client, const std::vector<std::string>& jobs, const Output
                           .value_or(std::chrono::duration<double>(Clock::now() - start).count())
                     : 0.0;
     if (s.job.failed > 0) {
-      auto reply = client.get("/v1/jobs/" + encode(id) + "/result");
+      auto reply = whole_result(client, id);
       if (reply.ok() && reply->status == 200) s.failures = failed_pages(parse_or_null(reply->body));
     }
     summaries.push_back(std::move(s));
@@ -476,7 +502,7 @@ int result(HttpClient& client, const std::string& job, const std::optional<std::
   auto view = client.get("/v1/jobs/" + encode(job));
   if (!view.ok()) return failed(view.status(), output);
   if (view->status != 200) return refused(view.value(), job, output);
-  auto reply = client.get("/v1/jobs/" + encode(job) + "/result");
+  auto reply = whole_result(client, job);
   if (!reply.ok()) return failed(reply.status(), output);
   if (reply->status != 200) return refused(reply.value(), job, output);
   auto status = parse_job(view->body);

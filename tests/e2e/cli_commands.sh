@@ -290,4 +290,28 @@ run 0 enqueue "$work/book.pdf" --key "$alice" --idempotency-key "$key"
 first=$(grep -o 'job_[0-9a-f]*' "$out" | head -1)
 run 0 enqueue "$work/book.pdf" --key "$alice" --idempotency-key "$key"
 [[ $(grep -o 'job_[0-9a-f]*' "$out" | head -1) == "$first" ]] || fail "the same key gave another job: $(cat "$out")"
+
+# A result of more pages than the service answers at once (1,000) is asked a range at a
+# time, and comes out whole: 1,001 pages, cancelled before any was sent.
+kill -TERM "$serve_pid"
+wait_exit "$serve_pid" 20
+start_serve --rpm 60000 --tpm 60000000 --max-in-flight 1 --max-tokens 100 --max-wait 3600 \
+  --max-job-seconds 0
+export FAIRLANE_URL=$base
+python3 -c 'import json; print(json.dumps({"name": "long", "pages": ["p"] * 1001}))' \
+  >"$work/long.json"
+big=$(curl -sS --max-time 30 -X POST "$base/v1/jobs" -H "Authorization: Bearer $alice" \
+  -H 'Content-Type: application/json' --data-binary @"$work/long.json" | field id)
+[[ $big == job_* ]] || fail "the 1,001-page upload was not accepted"
+run 0 cancel "$big" --key "$alice"
+first_range=$(curl -sS --max-time 30 "$base/v1/jobs/$big/result" -H "Authorization: Bearer $alice")
+[[ $(count next_from <<<"$first_range") == 1001 ]] ||
+  fail "the first range does not go on at page 1001: ${first_range:0:200}...${first_range: -200}"
+run 0 result "$big" --json --key "$alice"
+[[ $(grep -o '"page":[0-9]*' "$out" | wc -l) == 1001 ]] ||
+  fail "the result has $(grep -o '"page":[0-9]*' "$out" | wc -l) pages of 1001"
+has out '"page":1001,"state":"cancelled"'
+has out '"next_from":null'
+run 0 result "$big" --key "$alice"
+[[ $(grep -c '^## Page ' "$out") == 1001 ]] || fail "the Markdown has $(grep -c '^## Page ' "$out") pages of 1001"
 echo "1 passed, 0 failed"
