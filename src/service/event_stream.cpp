@@ -1,6 +1,7 @@
 // The live events of a job on one connection: Server-Sent Events over chunked HTTP/1.1.
 #include "service/event_stream.hpp"
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
@@ -25,24 +26,29 @@ namespace {
 // to minutes, while the client's stream slot stayed taken. A read is kept pending instead:
 // the client's close (an end of stream or a reset) ends it, marks the client gone and wakes
 // the stream. Bytes the client sends meanwhile (its next request, pipelined) end the watch
-// too; they stay in the session's buffer for that request.
+// too; they go to the session's buffer for that request once the stream ends. The read owns
+// what it uses (the connection, its bytes): a stream ended by an exception leaves it
+// nothing freed under it.
 struct ClientWatch {
   explicit ClientWatch(const asio::any_io_executor& executor) : ended(executor) {
     ended.expires_at(asio::steady_timer::time_point::max());
   }
   bool reading = true;
   bool gone = false;
+  std::array<char, 4096> bytes{};
+  std::size_t read = 0;
   asio::steady_timer ended;  // cancelled once the read has ended
 };
 
-awaitable<void> watch_client(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+awaitable<void> watch_client(std::shared_ptr<beast::tcp_stream> stream,
                              std::shared_ptr<ClientWatch> watch,
                              std::shared_ptr<asio::steady_timer> wake) {
   boost::system::error_code error;
-  const std::size_t room = std::min<std::size_t>(4096, buffer.max_size() - buffer.size());
-  const std::size_t n = co_await stream.async_read_some(buffer.prepare(room),
-                                                        asio::redirect_error(use_awaitable, error));
-  buffer.commit(n);
+  // Timed by nothing (the writes are, by the write timeout): set here, as the read starts,
+  // so that no write's timeout set before it can be the read's.
+  stream->expires_never();
+  watch->read = co_await stream->async_read_some(asio::buffer(watch->bytes),
+                                                 asio::redirect_error(use_awaitable, error));
   if (error && error != asio::error::operation_aborted) {
     watch->gone = true;
     wake->cancel();
@@ -53,9 +59,11 @@ awaitable<void> watch_client(beast::tcp_stream& stream, beast::flat_buffer& buff
 
 }  // namespace
 
-awaitable<bool> stream_events(beast::tcp_stream& stream, beast::flat_buffer& buffer, Router& router,
-                              EventStream events, unsigned version, bool keep_alive,
-                              const HttpLimits& limits, const bool& stopped) {
+awaitable<bool> stream_events(const std::shared_ptr<beast::tcp_stream>& connection,
+                              beast::flat_buffer& buffer, Router& router, EventStream events,
+                              unsigned version, bool keep_alive, const HttpLimits& limits,
+                              const bool& stopped) {
+  beast::tcp_stream& stream = *connection;
   boost::system::error_code error;
   // HTTP/1.1 gets a chunked stream; an HTTP/1.0 client gets the bytes and a close at the end.
   const bool chunked = version >= 11;
@@ -90,22 +98,24 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, beast::flat_buffer& buf
   if (!error) co_await send(preamble);
   // The wake-up: parked with the router's watchers, cancelled by a change.
   auto wake = std::make_shared<asio::steady_timer>(stream.get_executor());
-  // The read pending is timed by nothing (the writes are, by the write timeout); bytes
-  // already in the buffer are the client's next request, and are left to it.
+  // Bytes already in the buffer are the client's next request: no read is needed to see it
+  // there, and the stream goes unwatched.
   auto watch = std::make_shared<ClientWatch>(stream.get_executor());
   if (buffer.size() == 0) {
-    stream.expires_never();
-    asio::co_spawn(stream.get_executor(), watch_client(stream, buffer, watch, wake),
-                   asio::detached);
+    asio::co_spawn(stream.get_executor(), watch_client(connection, watch, wake), asio::detached);
   } else {
     watch->reading = false;
   }
-  // The read ends before this does: the session reads the stream next.
+  // The read ends before this does, and what it read goes to the session's buffer: the
+  // session reads the connection next.
   const auto end_watch = [&]() -> awaitable<void> {
-    if (!watch->reading) co_return;
     boost::system::error_code ignored;
-    stream.socket().cancel(ignored);
-    co_await watch->ended.async_wait(asio::redirect_error(use_awaitable, ignored));
+    if (watch->reading) {
+      stream.socket().cancel(ignored);
+      co_await watch->ended.async_wait(asio::redirect_error(use_awaitable, ignored));
+    }
+    const auto room = buffer.prepare(watch->read);
+    buffer.commit(asio::buffer_copy(room, asio::buffer(watch->bytes.data(), watch->read)));
   };
   std::string last;
   bool ended = false;
@@ -132,7 +142,8 @@ awaitable<bool> stream_events(beast::tcp_stream& stream, beast::flat_buffer& buf
       ended = true;
       break;
     }
-    if (error) break;
+    // A close seen while this event was rendered or written woke nothing parked.
+    if (error || watch->gone) break;
     boost::system::error_code waited;
     if (router.watchers().changes() != seen) {
       wake->expires_after(limits.event_interval);

@@ -11,6 +11,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <memory>
 
 #include "service/http_server.hpp"
 #include "service/router.hpp"
@@ -22,7 +23,7 @@ namespace fairlane::service {
 // router's watchers so that a parked stream sees it). `buffer` is the session's: what the
 // client sends meanwhile is left there for its next request. Returns whether the
 // connection may carry another request.
-boost::asio::awaitable<bool> stream_events(boost::beast::tcp_stream& stream,
+boost::asio::awaitable<bool> stream_events(const std::shared_ptr<boost::beast::tcp_stream>& stream,
                                            boost::beast::flat_buffer& buffer, Router& router,
                                            EventStream events, unsigned version, bool keep_alive,
                                            const HttpLimits& limits, const bool& stopped);

@@ -553,7 +553,7 @@ awaitable<void> HttpServer::Impl::session(std::shared_ptr<Impl> self, tcp::socke
     // A HEAD of a live-event stream is told the stream's headers, and no stream is opened.
     if (head_only) answer.events.reset();
     if (answer.events) {
-      const bool reusable = co_await stream_events(*stream, buffer, router, *answer.events, version,
+      const bool reusable = co_await stream_events(stream, buffer, router, *answer.events, version,
                                                    keep_alive, limits, stopped);
       if (!reusable || !keep_alive) break;
       continue;

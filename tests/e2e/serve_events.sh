@@ -77,6 +77,33 @@ grep -q '"state":"done"' "$work/one" || fail "the stream's last event is not don
 [[ $(grep '^connects ' "$work/one" | tail -1) == "connects 0" ]] ||
   fail "the request after the stream needed a new connection: $(cat "$work/one")"
 
+# A request sent while a stream runs on its connection (pipelined) is answered after the
+# stream's end: the read kept pending to see a close takes its bytes, and gives them back.
+two=$(upload "$alice" two-pages p1 p2)
+cat >"$work/pipelined.py" <<'PY'
+import socket, sys
+port, job, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+head = f"Host: x\r\nAuthorization: Bearer {key}\r\n"
+s.sendall(f"GET /v1/jobs/{job}/events HTTP/1.1\r\n{head}\r\n".encode())
+got = b""
+while b"event: job" not in got:
+    got += s.recv(65536)
+s.sendall(f"GET /v1/jobs/{job} HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
+while True:
+    chunk = s.recv(65536)
+    if not chunk: break
+    got += chunk
+sys.stdout.write(got.decode(errors="replace"))
+PY
+timeout 60 python3 "$work/pipelined.py" "${base##*:}" "$two" "$alice" >"$work/pipelined" ||
+  fail "the pipelined request was not answered: $(cat "$work/pipelined")"
+grep -q '"state":"done"' "$work/pipelined" || fail "the stream did not run to its end: $(cat "$work/pipelined")"
+[[ $(grep -c '^HTTP/1.1 200' "$work/pipelined") == 2 ]] ||
+  fail "not the stream and the job: $(cat "$work/pipelined")"
+tail -1 "$work/pipelined" | grep -q "\"id\":\"$two\"" ||
+  fail "the job is not the last answer: $(tail -c 300 "$work/pipelined")"
+
 # A stream still open when the service stops ends at once, while the service itself waits
 # for its call in flight (up to --stop-deadline).
 long=$(upload "$alice" long a b c)
