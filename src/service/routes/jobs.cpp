@@ -155,8 +155,7 @@ std::variant<ResultRange, ApiResponse> result_range(const ResultAsked& asked, st
 // needs nothing of the io thread's.
 ApiResponse result(Store& store, const JobView& job, const ResultRange& range) {
   const std::int64_t from_seq = range.from - 1;
-  // One page more than asked shows whether there are more.
-  auto results = store.results_from(job.id, from_seq, range.limit + 1);
+  auto results = store.results_from(job.id, from_seq, range.limit);
   if (!results.ok()) return response_for(answer_for(results.status()));
   // A job has pages: none where it has some means it was pruned (retention) since its view
   // was read. Past its last page there are none to answer.
@@ -164,24 +163,25 @@ ApiResponse result(Store& store, const JobView& job, const ResultRange& range) {
     return no_job(job.public_id);
   }
   json::array pages;
-  json::value next_from = nullptr;
+  std::int64_t after = from_seq;  // the 0-based page after the last one answered
   std::size_t text_bytes = 0;
   for (const PageResult& page : results.value()) {
-    if (std::cmp_equal(pages.size(), range.limit) || (!pages.empty() && text_bytes >= range.bytes)) {
-      next_from = page.seq + 1;
-      break;
-    }
+    if (!pages.empty() && text_bytes >= range.bytes) break;
     json::object p{{"page", page.seq + 1}, {"state", to_string(page.state)}};
     if (page.output) p["output"] = *page.output;
     if (page.error) p["error"] = *page.error;
     p["kind"] = to_string(page.kind);
-    text_bytes += page.output.value_or("").size() + page.error.value_or("").size();
+    text_bytes += (page.output ? page.output->size() : 0) + (page.error ? page.error->size() : 0);
     pages.push_back(std::move(p));
+    after = page.seq + 1;
   }
+  // A job's pages are numbered from 0 to its total, fixed at its upload.
+  const json::value next_from =
+      after < job.pages.total && !pages.empty() ? json::value(after + 1) : json::value(nullptr);
   return json_response(200, json::object{{"id", job.public_id},
                                          {"state", to_string(job.state)},
                                          {"pages", std::move(pages)},
-                                         {"next_from", std::move(next_from)}});
+                                         {"next_from", next_from}});
 }
 
 }  // namespace
