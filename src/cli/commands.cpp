@@ -103,8 +103,15 @@ Result<HttpReply> whole_result(HttpClient& client, const std::string& job) {
     for (json::value& page : some->as_array()) pages.push_back(std::move(page));
     whole = std::move(*o);
     const json::value* next = whole.if_contains("next_from");
-    // Only forward: an answer that pointed back would be asked for ever.
-    if (next == nullptr || !next->is_int64() || next->as_int64() <= from) break;
+    if (next == nullptr || next->is_null()) break;
+    // Only forward: an answer that pointed back would be asked for ever, and one cut short
+    // would pass for the whole result.
+    if (!next->is_int64() || next->as_int64() <= from) {
+      return Status{StatusCode::internal,
+                    fmt::format("the service's result of {} answered from page {} goes on at {}, "
+                                "not at a later page: is --server a fairlane service?",
+                                job, from, json::serialize(*next))};
+    }
     from = next->as_int64();
   }
   whole["pages"] = std::move(pages);
