@@ -161,15 +161,18 @@ std::string_view refusal_reason(const DoorDecision& decision) {
   return {};
 }
 
-std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
+std::optional<ApiAnswer> answer_for(const DoorDecision& decision, Refused of) {
+  const bool any_page = of == Refused::any_page;
   if (const auto* busy = std::get_if<DoorBusy>(&decision)) {
     json::object body = error_json(
         refusal_reason(decision),
-        fmt::format("the work queued ahead would make this job wait about {:.0f} s (it would "
+        fmt::format("the work queued ahead would make {} wait about {:.0f} s (it would "
                     "finish in about {:.0f} s), longer than the {:.0f} s fairlane accepts; {} "
-                    "pages are ahead of it. Retry in {} s, or send fewer pages.",
-                    busy->estimated_wait_s, busy->eta_s, busy->max_wait_s, busy->position,
-                    busy->retry_after_s));
+                    "pages are ahead of it. Retry in {} s{}.",
+                    any_page ? "even one page" : "this job", busy->estimated_wait_s, busy->eta_s,
+                    busy->max_wait_s, busy->position, busy->retry_after_s,
+                    any_page ? " at the earliest (a job of more pages may need longer)"
+                             : ", or send fewer pages"));
     json::object& error = body["error"].as_object();
     error["position"] = busy->position;
     error["estimated_wait_seconds"] = std::round(busy->estimated_wait_s * 10.0) / 10.0;
@@ -181,9 +184,12 @@ std::optional<ApiAnswer> answer_for(const DoorDecision& decision) {
   if (const auto* full = std::get_if<DoorUserQueueFull>(&decision)) {
     json::object body = error_json(
         refusal_reason(decision),
-        fmt::format("you have {} pages queued and this job adds {}: the limit is {} a user. Wait "
-                    "for some to finish, or cancel a job.",
-                    full->queued, full->adding, full->limit));
+        any_page ? fmt::format("you have {} pages queued, the limit of {} a user: no page more "
+                               "is taken. Wait for some to finish, or cancel a job.",
+                               full->queued, full->limit)
+                 : fmt::format("you have {} pages queued and this job adds {}: the limit is {} a "
+                               "user. Wait for some to finish, or cancel a job.",
+                               full->queued, full->adding, full->limit));
     json::object& error = body["error"].as_object();
     error["queued"] = full->queued;
     error["limit"] = full->limit;

@@ -48,10 +48,16 @@ struct ApiAnswer {
 // go to `detail`.
 [[nodiscard]] ApiAnswer answer_for(const Status& status);
 
+// What the door was asked about: a job, or, from an upload's headers before its pages are
+// known, one page, refused only if even that would be (so the upload, whatever its size).
+enum class Refused { job, any_page };
+
 // What the door's refusals look like: busy 503 with position, estimated_wait_seconds,
 // max_wait_seconds, retry_after_seconds and Retry-After; user_queue_full 429;
 // request_too_large 422 naming the page, its tokens and the ceiling. nullopt for accepted.
-[[nodiscard]] std::optional<ApiAnswer> answer_for(const DoorDecision& decision);
+// Of `any_page`, the words say that no page would be taken, not what a one-page job is told.
+[[nodiscard]] std::optional<ApiAnswer> answer_for(const DoorDecision& decision,
+                                                  Refused of = Refused::job);
 
 // The error type a refusal answers with ("busy", "user_queue_full", "request_too_large"),
 // empty when the door accepted.

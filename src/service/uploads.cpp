@@ -420,7 +420,7 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
   if (std::holds_alternative<DoorBusy>(decision) ||
       std::holds_alternative<DoorUserQueueFull>(decision)) {
     ++context.door_refusals[std::string(refusal_reason(decision))];
-    return response_for(*answer_for(decision));
+    return response_for(*answer_for(decision, Refused::any_page));
   }
   return std::nullopt;
 }

@@ -169,6 +169,33 @@ TEST_CASE("The door's refusals: 503 busy with its numbers, 429 and 422 naming th
   CHECK(message.find("--max-job-seconds") != std::string::npos);
 }
 
+TEST_CASE(
+    "A refusal from an upload's headers, where even one page would be refused, says so and "
+    "not what a one-page job would be told") {
+  // Before, the door's answer for the one page it was asked about went out as it is for a
+  // job: "this job adds 1" and "send fewer pages", to an upload of any size.
+  using fairlane::service::Refused;
+  const auto busy = answer_for(fairlane::DoorDecision{fairlane::DoorBusy{412, 95.04, 60.0, 36}},
+                               Refused::any_page);
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->retry_after_s == 36);
+  const std::string waits(busy->body.at("error").at("message").as_string());
+  CHECK(waits.find("even one page") != std::string::npos);
+  CHECK(waits.find("Retry in 36 s at the earliest") != std::string::npos);
+  CHECK(waits.find("fewer pages") == std::string::npos);
+  CHECK(busy->body.at("error").at("position") == 412);
+
+  const auto full = answer_for(
+      fairlane::DoorDecision{fairlane::DoorUserQueueFull{10'000, 1, 10'000}}, Refused::any_page);
+  REQUIRE(full);
+  CHECK(full->status == 429);
+  const std::string queued(full->body.at("error").at("message").as_string());
+  CHECK(queued.find("adds 1") == std::string::npos);
+  CHECK(queued.find("no page more is taken") != std::string::npos);
+  CHECK(full->body.at("error").at("limit") == 10'000);
+}
+
 TEST_CASE("A JSON upload gives its pages, name and max_tokens, in order") {
   using fairlane::service::JsonUpload;
   auto parsed = fairlane::service::parse_json_upload(
