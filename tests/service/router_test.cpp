@@ -906,6 +906,10 @@ TEST_CASE("A door that would refuse one page refuses a PDF before it is read") {
   CHECK(refused.status == 429);
   CHECK_FALSE(refused.document.has_value());
   CHECK(Api::body(refused).at("error").at("type") == "user_queue_full");
+  // Its pages are unknown: it is told that no page is taken, not what a one-page job is.
+  const std::string message(Api::body(refused).at("error").at("message").as_string());
+  CHECK(message.find("no page more is taken") != std::string::npos);
+  CHECK(message.find("adds 1") == std::string::npos);
   CHECK(api.send("GET", "/metrics", "admin-secret")
             .body.find("fairlane_door_refusals_total{reason=\"user_queue_full\"} 1") !=
         std::string::npos);
