@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "fairlane/core/text.hpp"
+
 namespace fairlane::service {
 
 std::optional<std::string> ApiRequest::header(std::string_view name) const {
@@ -38,6 +40,15 @@ ApiResponse json_response(int status, const boost::json::object& body) {
 
 ApiResponse error_response(int status, std::string_view type, std::string_view message) {
   return json_response(status, error_json(type, message));
+}
+
+ApiResponse method_not_allowed(std::string_view method, std::string_view path,
+                               std::string_view allow) {
+  ApiResponse refused = error_response(
+      405, "method_not_allowed",
+      storable_text(path) + " takes " + std::string(allow) + ", not " + storable_text(method));
+  refused.headers.emplace_back("Allow", std::string(allow));
+  return refused;
 }
 
 ApiResponse response_for(const ApiAnswer& answer) {

@@ -134,6 +134,10 @@ struct Caller {
 [[nodiscard]] ApiResponse json_response(int status, const boost::json::object& body);
 [[nodiscard]] ApiResponse error_response(int status, std::string_view type,
                                          std::string_view message);
+// 405 method_not_allowed for `method` on the resource at `path`, which takes `allow` (as
+// its Allow header says them: "GET, HEAD").
+[[nodiscard]] ApiResponse method_not_allowed(std::string_view method, std::string_view path,
+                                             std::string_view allow);
 // An ApiAnswer (api_json.hpp) as a response, with its Retry-After.
 [[nodiscard]] ApiResponse response_for(const ApiAnswer& answer);
 

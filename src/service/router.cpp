@@ -54,21 +54,38 @@ bool is_ui(const Target& target, const ApiRequest& request) {
 
 constexpr std::string_view kJobs = "/v1/jobs/";
 
-// Whether `method` `path` is one of the routes handle() serves (the probes and /ui aside).
-bool is_route(std::string_view method, std::string_view path) {
-  const bool get = method == "GET";
-  if (get &&
-      (path == "/v1/queue" || path == "/metrics" || path == "/v1/jobs" || path == "/v1/estimate")) {
-    return true;
+// The methods the resource at `path` takes, as a 405's Allow names them; empty for a path
+// that is no resource (404). A HEAD reaches the router as its GET. The probes answer their
+// own (routes::probe).
+std::string_view allowed_methods(std::string_view path) {
+  if (path == "/v1/users") return "POST";
+  if (path == "/v1/jobs") return "GET, HEAD, POST";
+  if (path == "/v1/queue" || path == "/v1/estimate" || path == "/metrics" || path == "/ui" ||
+      path == "/ui/") {
+    return "GET, HEAD";
   }
-  if (method == "POST" && (path == "/v1/users" || path == "/v1/jobs")) return true;
-  if (path.rfind(kJobs, 0) != 0) return false;
+  if (path.rfind(kJobs, 0) != 0) return {};
   // /v1/jobs/{id}: GET, DELETE; /v1/jobs/{id}/result and /events: GET (routes::job).
   const std::string_view rest = path.substr(kJobs.size());
   const auto slash = rest.find('/');
-  if (slash == std::string_view::npos) return get || method == "DELETE";
+  if (slash == std::string_view::npos) return "GET, HEAD, DELETE";
   const std::string_view tail = rest.substr(slash + 1);
-  return get && (tail == "result" || tail == "events");
+  return tail == "result" || tail == "events" ? "GET, HEAD" : "";
+}
+
+// Whether `allow` (allowed_methods) names `method`.
+bool allows(std::string_view allow, std::string_view method) {
+  while (!allow.empty()) {
+    const auto comma = allow.find(", ");
+    if (allow.substr(0, comma) == method) return true;
+    allow = comma == std::string_view::npos ? std::string_view() : allow.substr(comma + 2);
+  }
+  return false;
+}
+
+// Whether `method` `path` is one of the routes handle() serves (the probes aside).
+bool is_route(std::string_view method, std::string_view path) {
+  return allows(allowed_methods(path), method);
 }
 
 // Only an upload and a new user carry a body.
@@ -161,6 +178,11 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   if (auto* refused = std::get_if<ApiResponse>(&authenticated)) return std::move(*refused);
   Caller caller = std::get<Caller>(std::move(authenticated));
   const std::string& path = target->path;
+  // A resource asked with a method it does not take, whoever asks and whatever the body.
+  if (const std::string_view allow = allowed_methods(path);
+      !allow.empty() && !allows(allow, head.method)) {
+    return method_not_allowed(head.method, path, allow);
+  }
   if (path == "/metrics" && head.method == "GET" && !caller.admin) {
     return error_response(403, "forbidden",
                           "/metrics needs the admin key (a scraper sends it as 'Authorization: "
@@ -181,9 +203,7 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   // A body where none is taken is answered from the headers, unread (Headers first): a
   // client must not make fairlane read 100 MB to be told there is no such route.
   if (announces_body(head) && !takes_body(head.method, path)) {
-    if (!is_route(head.method, path) && !is_ui(*target, head)) {
-      return no_such_route(head.method, path);
-    }
+    if (!is_route(head.method, path)) return no_such_route(head.method, path);
     return error_response(
         400, "invalid_request",
         fmt::format("{} {} takes no body: send it without one", head.method, storable_text(path)));

@@ -157,9 +157,9 @@ TEST_CASE("A body sent where none is taken is answered from the headers, before 
   };
   const std::pair<std::string, std::string> fifty_mb{"Content-Length", "52428800"};
   const std::pair<std::string, std::string> chunked{"Transfer-Encoding", "chunked"};
-  // No such route: 404 at once, whatever its body.
-  CHECK(status(admit("PUT", "/v1/jobs", {fifty_mb})) == 404);
-  CHECK(status(admit("POST", "/v1/queue", {chunked})) == 404);
+  // No such route: 404 at once, whatever its body; a method the resource does not take, 405.
+  CHECK(status(admit("PUT", "/v1/jobs", {fifty_mb})) == 405);
+  CHECK(status(admit("POST", "/v1/queue", {chunked})) == 405);
   CHECK(status(admit("POST", "/v1/nowhere", {fifty_mb})) == 404);
   // A route that takes no body: 400 at once.
   CHECK(status(admit("GET", "/v1/queue", {fifty_mb})) == 400);
@@ -178,6 +178,52 @@ TEST_CASE("A body sent where none is taken is answered from the headers, before 
     head.announced_bytes = 0;
     CHECK_MESSAGE(status(api.router->admit(head)) == 0, none);
   }
+}
+
+TEST_CASE(
+    "A method a resource does not take is 405 naming the ones it does, in Allow, for a user "
+    "and for the admin alike; a path that is none is 404") {
+  // Before, it was 404 "there is no PUT /v1/jobs", as if the resource did not exist, and the
+  // admin's GET /v1/users was 403 "the admin key opens /v1/users".
+  Api api;
+  const std::string id(
+      Api::body(api.send("POST", "/v1/jobs", api.alice, Api::pages_json(1))).at("id").as_string());
+  struct Case {
+    std::string method;
+    std::string path;
+    std::string key;
+    std::string allow;
+  };
+  const std::vector<Case> cases{
+      {"PUT", "/v1/jobs", api.alice, "GET, HEAD, POST"},
+      {"DELETE", "/v1/jobs", api.alice, "GET, HEAD, POST"},
+      {"POST", "/v1/jobs/" + id, api.alice, "GET, HEAD, DELETE"},
+      {"PATCH", "/v1/jobs/job_0", api.alice, "GET, HEAD, DELETE"},
+      {"DELETE", "/v1/jobs/" + id + "/result", api.alice, "GET, HEAD"},
+      {"POST", "/v1/jobs/" + id + "/events", api.alice, "GET, HEAD"},
+      {"POST", "/v1/queue", api.alice, "GET, HEAD"},
+      {"POST", "/v1/estimate", api.alice, "GET, HEAD"},
+      {"POST", "/metrics", api.alice, "GET, HEAD"},
+      {"GET", "/v1/users", api.alice, "POST"},
+      {"GET", "/v1/users", "admin-secret", "POST"},
+      {"DELETE", "/v1/users", "admin-secret", "POST"},
+      {"POST", "/ui", api.alice, "GET, HEAD"},
+      {"PUT", "/healthz", "", "GET, HEAD"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.method);
+    CAPTURE(c.path);
+    const auto answer = api.send(c.method, c.path, c.key);
+    CHECK(answer.status == 405);
+    CHECK(header(answer, "Allow") == c.allow);
+    const auto error = Api::body(answer).at("error");
+    CHECK(error.at("type") == "method_not_allowed");
+    CHECK(std::string(error.at("message").as_string()).find(c.allow) != std::string::npos);
+  }
+  CHECK(api.send("PUT", "/v1/nowhere", api.alice).status == 404);
+  CHECK(api.send("GET", "/v1/jobs/" + id + "/other", api.alice).status == 404);
+  // A key is still asked for first: without one, 401 as for any route.
+  CHECK(api.send("PUT", "/v1/jobs").status == 401);
 }
 
 TEST_CASE("Health answers without a key, and the API wants one it knows") {

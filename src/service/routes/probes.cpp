@@ -1,5 +1,4 @@
 // GET /healthz and /readyz: an orchestrator's probes, which carry no key.
-#include <fmt/format.h>
 
 #include "service/routes.hpp"
 
@@ -8,12 +7,7 @@ namespace fairlane::service::routes {
 std::optional<ApiResponse> probe(RouteContext& context, std::string_view method,
                                  std::string_view path) {
   if (path != "/healthz" && path != "/readyz") return std::nullopt;
-  if (method != "GET" && method != "HEAD") {
-    ApiResponse refused = error_response(405, "method_not_allowed",
-                                         fmt::format("{} takes GET or HEAD, not {}", path, method));
-    refused.headers.emplace_back("Allow", "GET, HEAD");
-    return refused;
-  }
+  if (method != "GET" && method != "HEAD") return method_not_allowed(method, path, "GET, HEAD");
   if (path == "/healthz") return json_response(200, boost::json::object{{"status", "ok"}});
   // Not ready while results cannot be committed, or while writes fail for want of a disk.
   // A store whose writes failed is tried again (one page) on every ask, so the answer
