@@ -25,10 +25,19 @@ struct Target {
   }
 };
 
+// Origin form (/path?query), or absolute form (http://host/path?query), which a client sends
+// to a proxy and a server accepts (RFC 9112, 3.2.2); its host is not read.
 std::optional<Target> target_of(const ApiRequest& request) {
-  const auto url = boost::urls::parse_origin_form(request.target);
-  if (!url) return std::nullopt;
-  return Target{url->path(), *url};
+  if (const auto url = boost::urls::parse_origin_form(request.target)) {
+    return Target{url->path(), *url};
+  }
+  const auto url = boost::urls::parse_absolute_uri(request.target);
+  if (!url || (url->scheme_id() != boost::urls::scheme::http &&
+               url->scheme_id() != boost::urls::scheme::https)) {
+    return std::nullopt;
+  }
+  std::string path = url->path();
+  return Target{path.empty() ? "/" : std::move(path), *url};
 }
 
 ApiResponse bad_target() {

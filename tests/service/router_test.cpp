@@ -226,6 +226,25 @@ TEST_CASE(
   CHECK(api.send("PUT", "/v1/jobs").status == 401);
 }
 
+TEST_CASE(
+    "A request target in absolute form (as sent to a proxy) is served as its path and query; "
+    "a target that is neither form is 400") {
+  // RFC 9112 3.2.2: a server accepts absolute-form. Before, it was 400 "not a valid path".
+  Api api;
+  CHECK(api.send("GET", "http://127.0.0.1:8080/v1/queue", api.alice).status == 200);
+  const auto list = api.send("GET", "https://fairlane.example/v1/jobs?limit=0", api.alice);
+  CHECK(list.status == 400);  // its query read: limit is 1 to 1000
+  CHECK(std::string(Api::body(list).at("error").at("message").as_string()).find("limit") !=
+        std::string::npos);
+  CHECK(api.send("GET", "http://127.0.0.1:8080", api.alice).status == 404);  // the path "/"
+  for (const std::string bad : {"v1/queue", "*", "http//x/v1/queue", "/v1/%zz"}) {
+    CAPTURE(bad);
+    const auto refused = api.send("GET", bad, api.alice);
+    CHECK(refused.status == 400);
+    CHECK(Api::body(refused).at("error").at("type") == "invalid_request");
+  }
+}
+
 TEST_CASE("Health answers without a key, and the API wants one it knows") {
   Api api;
   CHECK(api.send("GET", "/healthz").status == 200);
