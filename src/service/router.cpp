@@ -4,41 +4,15 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <boost/url/parse.hpp>
 #include <limits>
 #include <thread>
 #include <unordered_set>
 
 #include "fairlane/core/text.hpp"
+#include "service/target.hpp"
 
 namespace fairlane::service {
 namespace {
-
-// A request's path and a way to read its query's params.
-struct Target {
-  std::string path;
-  boost::urls::url_view url;
-  [[nodiscard]] std::optional<std::string> param(std::string_view name) const {
-    const auto it = url.params().find(name);
-    if (it == url.params().end()) return std::nullopt;
-    return std::string((*it).value);
-  }
-};
-
-// Origin form (/path?query), or absolute form (http://host/path?query), which a client sends
-// to a proxy and a server accepts (RFC 9112, 3.2.2); its host is not read.
-std::optional<Target> target_of(const ApiRequest& request) {
-  if (const auto url = boost::urls::parse_origin_form(request.target)) {
-    return Target{url->path(), *url};
-  }
-  const auto url = boost::urls::parse_absolute_uri(request.target);
-  if (!url || (url->scheme_id() != boost::urls::scheme::http &&
-               url->scheme_id() != boost::urls::scheme::https)) {
-    return std::nullopt;
-  }
-  std::string path = url->path();
-  return Target{path.empty() ? "/" : std::move(path), *url};
-}
 
 ApiResponse bad_target() {
   return error_response(400, "invalid_request", "the request's target is not a valid path");
@@ -166,7 +140,7 @@ void Router::tick() {
 }
 
 std::shared_ptr<const void> Router::upload_on_its_way(const ApiRequest& head) {
-  const auto target = target_of(head);
+  const auto target = target_of(head.target);
   if (head.method != "POST" || !target || target->path != "/v1/jobs") return nullptr;
   return on_their_way_.take();
 }
@@ -176,7 +150,7 @@ ApiResponse Router::close_promise(const PromiseHold& hold) {
 }
 
 std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
-  const auto target = target_of(head);
+  const auto target = target_of(head.target);
   if (!target) return bad_target();
   if (auto twice = repeated_param(*target)) return std::move(*twice);
   // Open: the probes of an orchestrator, which carry no key.
@@ -243,7 +217,7 @@ ApiResponse Router::handle(ApiRequest request) {
 }
 
 ApiResponse Router::handle(ApiRequest request, const Caller& caller) {
-  const auto target = target_of(request);
+  const auto target = target_of(request.target);
   if (!target) return bad_target();
   if (auto probe = routes::probe(context_, request.method, target->path)) {
     return std::move(*probe);

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <boost/url/parse.hpp>
 #include <chrono>
 #include <iostream>
 
 #include "fairlane/core/text.hpp"
 #include "fairlane/document/document.hpp"
+#include "service/target.hpp"
 #include "store/crypto.hpp"
 
 namespace fairlane::service {
@@ -34,13 +34,17 @@ Format format_of(std::string_view content_type) {
   return Format::unsupported;
 }
 
-// A param of the request's query, or nullopt (also when the target is not a valid path).
-std::optional<std::string> param(const ApiRequest& request, std::string_view name) {
-  const auto url = boost::urls::parse_origin_form(request.target);
-  if (!url) return std::nullopt;
-  const auto it = url->params().find(name);
-  if (it == url->params().end()) return std::nullopt;
-  return std::string((*it).value);
+// What an upload's query says, read once: ?max_tokens= and ?name=, as given (none when the
+// target is not valid, which the router has refused).
+struct UploadQuery {
+  std::optional<std::string> max_tokens;
+  std::optional<std::string> name;
+};
+
+UploadQuery query_of(const ApiRequest& request) {
+  const auto target = target_of(request.target);
+  if (!target) return {};
+  return {target->param("max_tokens"), target->param("name")};
 }
 
 // Whether a Content-Encoding says none: "identity" (any case), or nothing, in each of its
@@ -57,17 +61,16 @@ bool is_identity(std::string_view codings) {
 }
 
 // The upload's ?max_tokens= (checked with its headers), or the service's.
-std::int64_t max_tokens_of(const RouteContext& context, const ApiRequest& request) {
-  const auto text = param(request, "max_tokens");
-  const auto n = text ? whole_number(*text) : std::nullopt;
+std::int64_t max_tokens_of(const RouteContext& context, const UploadQuery& query) {
+  const auto n = query.max_tokens ? whole_number(*query.max_tokens) : std::nullopt;
   return n.value_or(context.config.max_tokens);
 }
 
 // What the upload's query says of its job: its max_tokens (or the service's) and its name.
-void asked_in_query(const RouteContext& context, const ApiRequest& request, Upload& upload) {
-  upload.max_tokens = max_tokens_of(context, request);
-  upload.max_tokens_given = param(request, "max_tokens").has_value();
-  if (auto name = param(request, "name"); name && !name->empty()) {
+void asked_in_query(const RouteContext& context, const UploadQuery& query, Upload& upload) {
+  upload.max_tokens = max_tokens_of(context, query);
+  upload.max_tokens_given = query.max_tokens.has_value();
+  if (const auto& name = query.name; name && !name->empty()) {
     upload.name = *name;
     upload.name_given = true;
   }
@@ -388,7 +391,8 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
       return error_response(400, "invalid_document", boundary.status().message());
     }
   }
-  if (const auto text = param(head, "max_tokens")) {
+  const UploadQuery query = query_of(head);
+  if (const auto& text = query.max_tokens) {
     const auto n = whole_number(*text);
     if (!n || *n < 1 || *n > kMaxTokensCeiling) {
       return response_for(bad_max_tokens(context.config.max_tokens));
@@ -403,20 +407,20 @@ std::optional<ApiResponse> check_upload_headers(RouteContext& context, const Api
                                       "control characters: send another, such as a UUID",
                                       kMaxIdempotencyKeyBytes));
   }
-  if (const auto name = param(head, "name")) {
+  if (const auto& name = query.name) {
     if (auto refusal = name_too_long(storable_text(*name).size())) return refusal;
   }
   // An upload sent again gets its first job, with no need of the body when its head is the
   // first's; with another head, its body decides, and the door has nothing to say to it.
   Upload retried{user.id, user.weight, {}, false, 0, head.header("Idempotency-Key")};
   retried.head = upload_head(head);
-  asked_in_query(context, head, retried);
+  asked_in_query(context, query, retried);
   KeyAnswer earlier = uploaded_before(context, retried);
   if (earlier.answer) return std::move(earlier.answer);
   if (earlier.known) return std::nullopt;
   // Refused at once, before any body is read, if even a one-page upload would be.
   const DoorDecision decision = context.dispatcher.door().estimate(
-      user.id, 1, estimate_tokens(context, "", max_tokens_of(context, head)));
+      user.id, 1, estimate_tokens(context, "", max_tokens_of(context, query)));
   if (std::holds_alternative<DoorBusy>(decision) ||
       std::holds_alternative<DoorUserQueueFull>(decision)) {
     ++context.door_refusals[std::string(refusal_reason(decision))];
@@ -489,7 +493,7 @@ ApiResponse begin_upload(RouteContext& context, Quota& slots, ApiRequest request
   Upload upload{user.id, user.weight, json_pages ? "pages.json" : "document.pdf",
                 false,   0,           request.header("Idempotency-Key")};
   upload.head = upload_head(request);
-  asked_in_query(context, request, upload);
+  asked_in_query(context, query_of(request), upload);
   if (!json_pages && request.body.empty()) {
     return error_response(400, "invalid_document", "the body is empty: send the PDF's bytes");
   }

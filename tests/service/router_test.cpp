@@ -237,6 +237,15 @@ TEST_CASE(
   CHECK(std::string(Api::body(list).at("error").at("message").as_string()).find("limit") !=
         std::string::npos);
   CHECK(api.send("GET", "http://127.0.0.1:8080", api.alice).status == 404);  // the path "/"
+  // An upload's query is its settings, in either form.
+  const auto upload = api.send("POST", "http://127.0.0.1:8080/v1/jobs?max_tokens=77&name=from-url",
+                               api.alice, R"({"pages": ["one"]})");
+  REQUIRE(upload.status == 202);
+  CHECK(Api::body(upload).at("name") == "from-url");
+  const std::string id(Api::body(upload).at("id").as_string());
+  const auto alice = api.store->find_user_by_key(api.alice);
+  REQUIRE(alice.ok());
+  CHECK(api.store->job_of(id, alice->id)->max_tokens == 77);
   for (const std::string bad : {"v1/queue", "*", "http//x/v1/queue", "/v1/%zz"}) {
     CAPTURE(bad);
     const auto refused = api.send("GET", bad, api.alice);
