@@ -458,6 +458,11 @@ class Run {
     if (predicted && windowed && others_coming) {
       promise_window_.accepted(job, std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(*predicted)));
+      // The service's dispatch policy orders by the door's promise from the enqueue on
+      // (Dispatcher::add: the job is stored with it), and by the window's once it is later.
+      policy_.promise(book.user, job,
+                      clock_.now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(*predicted)));
       push(now() + promise_window_.window().count(), EventKind::promise_window, index);
     } else if (predicted) {
       if (windowed) promise_window_.accepted_at_once();
