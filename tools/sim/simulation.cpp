@@ -313,7 +313,12 @@ class Run {
     if (total_queued_ > 0 && first_backlog_ns_) {
       const Ns start = std::max(from, *first_backlog_ns_ + to_ns(scenario_.window_s));
       if (at > start) {
+        if (!period_) open_period(start);
         steady_s_ += to_s(at - start);
+        // At the limits in force: lower while the provider announces less.
+        steady_refill_requests_ +=
+            as_double(budget_.requests().capacity()) / 60.0 * to_s(at - start);
+        steady_refill_tokens_ += as_double(budget_.tokens().capacity()) / 60.0 * to_s(at - start);
         steady_in_flight_s_ += as_double(in_flight_) * to_s(at - start);
       }
     }
@@ -357,11 +362,40 @@ class Run {
     }
   }
 
+  // A backlog measured (past the first window) begins, at `at` (now or later, with nothing
+  // sent between): what each bucket holds then that could be sent.
+  void open_period(Ns at) {
+    const auto level_at = [&](const TokenBucket& bucket, std::int64_t headroom) {
+      if (bucket.capacity() <= 0) return 0.0;  // unlimited: no utilisation is measured
+      const double refilled = as_double(bucket.capacity()) / 60.0 * to_s(at - now());
+      return std::max(0.0, std::min(as_double(bucket.capacity()), bucket.level() + refilled) -
+                               as_double(headroom));
+    };
+    period_ = Period{level_at(budget_.requests(), 0),
+                     level_at(budget_.tokens(), budget_.limits().token_headroom)};
+  }
+
+  // The backlog measured ends: of the credit it began with, what it spent was capacity it
+  // had, beside the refill while it lasted. What it did not spend is still there for the next.
+  void close_period() {
+    if (!period_) return;
+    steady_credit_requests_ += std::min(period_->requests_level, as_double(period_->requests));
+    steady_credit_tokens_ += std::min(period_->tokens_level, as_double(period_->tokens));
+    period_.reset();
+  }
+
   void queued_changed(UserId user, std::int64_t delta) {
     std::int64_t& queued = user_queued_[user];
     const bool was = queued > 0;
     queued += delta;
+    const bool backlog_was = total_queued_ > 0;
     total_queued_ += delta;
+    if (!backlog_was && total_queued_ > 0 && first_backlog_ns_ &&
+        now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
+      open_period(now());
+    } else if (total_queued_ == 0) {
+      close_period();
+    }
     if (!was && queued > 0) {
       backlogged_.insert(user);
       backlogged_since_[user] = now();
@@ -604,8 +638,9 @@ class Run {
     window_tokens_[page.user_id] += actual_tokens;
     if (backlogged_.size() >= 2)
       metrics_.tokens_while_backlogged[user_names_.at(page.user_id)] += actual_tokens;
-    if (total_queued_ > 0 && first_backlog_ns_ &&
-        now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
+    if (period_) {
+      ++period_->requests;
+      period_->tokens += actual_tokens;
       ++steady_requests_;
       steady_tokens_ += actual_tokens;
     }
@@ -681,15 +716,18 @@ class Run {
             std::abs(metrics_.books[result].finish_s - predicted_finish_s) / remaining);
       }
     }
+    // Of what the limits in force allowed while pages waited: the refill then, and of the
+    // credit stored when they began to wait, as much as was spent.
+    close_period();
     Utilisation& u = metrics_.utilisation;
     u.measured_s = steady_s_;
     if (steady_s_ > 0) {
       const auto& f = scenario_.fairlane;
       if (f.requests_per_minute > 0)
         u.requests =
-            as_double(steady_requests_) / (as_double(f.requests_per_minute) / 60.0 * steady_s_);
+            as_double(steady_requests_) / (steady_refill_requests_ + steady_credit_requests_);
       if (f.tokens_per_minute > 0)
-        u.tokens = as_double(steady_tokens_) / (as_double(f.tokens_per_minute) / 60.0 * steady_s_);
+        u.tokens = as_double(steady_tokens_) / (steady_refill_tokens_ + steady_credit_tokens_);
       if (f.max_in_flight > 0)
         u.concurrency = steady_in_flight_s_ / (as_double(f.max_in_flight) * steady_s_);
     }
@@ -739,6 +777,18 @@ class Run {
   std::optional<Ns> first_backlog_ns_;
   double steady_s_ = 0.0;
   double steady_in_flight_s_ = 0.0;
+  // A backlog being measured: each bucket's credit when it began, and what it has sent.
+  struct Period {
+    double requests_level = 0.0;
+    double tokens_level = 0.0;
+    std::int64_t requests = 0;
+    std::int64_t tokens = 0;
+  };
+  std::optional<Period> period_;
+  double steady_credit_requests_ = 0.0;
+  double steady_credit_tokens_ = 0.0;
+  double steady_refill_requests_ = 0.0;
+  double steady_refill_tokens_ = 0.0;
   std::int64_t steady_requests_ = 0;
   std::int64_t steady_tokens_ = 0;
 };
