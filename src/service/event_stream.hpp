@@ -18,14 +18,14 @@
 
 namespace fairlane::service {
 
-// Streams `events` on `stream` until the job ends, the client goes (closes its side: a read
-// is kept pending to see it), or `stopped` turns true (the server stops: it notifies the
-// router's watchers so that a parked stream sees it). `buffer` is the session's: what the
-// client sends meanwhile is left there for its next request. Returns whether the
+// Streams `events` on `connection` until the job ends, the client goes (closes its side: a
+// read is kept pending to see it), or `stopped` turns true (the server stops: it notifies
+// the router's watchers so that a parked stream sees it). `buffer` is the session's: what
+// the client sends meanwhile is put there for its next request. Returns whether the
 // connection may carry another request.
-boost::asio::awaitable<bool> stream_events(const std::shared_ptr<boost::beast::tcp_stream>& stream,
-                                           boost::beast::flat_buffer& buffer, Router& router,
-                                           EventStream events, unsigned version, bool keep_alive,
-                                           const HttpLimits& limits, const bool& stopped);
+boost::asio::awaitable<bool> stream_events(
+    const std::shared_ptr<boost::beast::tcp_stream>& connection, boost::beast::flat_buffer& buffer,
+    Router& router, EventStream events, unsigned version, bool keep_alive, const HttpLimits& limits,
+    const bool& stopped);
 
 }  // namespace fairlane::service
