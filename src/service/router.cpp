@@ -15,7 +15,9 @@ namespace fairlane::service {
 namespace {
 
 ApiResponse bad_target() {
-  return error_response(400, "invalid_request", "the request's target is not a valid path");
+  return error_response(400, "invalid_request",
+                        "the request's target is neither a path (/v1/jobs) nor an http(s) URL "
+                        "with a host (http://host/v1/jobs)");
 }
 
 // 400 for a query that gives a parameter twice (?pages=1&pages=100000): which one counts
@@ -51,6 +53,7 @@ std::string_view allowed_methods(std::string_view path) {
   // /v1/jobs/{id}: GET, DELETE; /v1/jobs/{id}/result and /events: GET (routes::job).
   const std::string_view rest = path.substr(kJobs.size());
   const auto slash = rest.find('/');
+  if (rest.empty() || slash == 0) return {};  // no id: no job, 404
   if (slash == std::string_view::npos) return "GET, HEAD, DELETE";
   const std::string_view tail = rest.substr(slash + 1);
   return tail == "result" || tail == "events" ? "GET, HEAD" : "";

@@ -19,6 +19,9 @@ std::optional<Target> target_of(std::string_view target) {
                url->scheme_id() != boost::urls::scheme::https)) {
     return std::nullopt;
   }
+  // An http(s) URL names its host, and a recipient refuses one that does not (RFC 9110,
+  // 4.2.1); a user's name and password in it are an error too (4.2.4).
+  if (!url->has_authority() || url->host().empty() || url->has_userinfo()) return std::nullopt;
   std::string path = url->path();
   return Target{path.empty() ? "/" : std::move(path), *url};
 }

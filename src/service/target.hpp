@@ -20,8 +20,8 @@ struct Target {
 };
 
 // Origin form (/path?query), or absolute form (http://host/path?query), which a client sends
-// to a proxy and a server accepts (RFC 9112, 3.2.2; its host is not read); nullopt for any
-// other. `target` must outlive the Target.
+// to a proxy and a server accepts (RFC 9112, 3.2.2; its host is not read, but it must have
+// one, and no userinfo); nullopt for any other. `target` must outlive the Target.
 [[nodiscard]] std::optional<Target> target_of(std::string_view target);
 
 }  // namespace fairlane::service

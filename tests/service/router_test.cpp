@@ -222,6 +222,8 @@ TEST_CASE(
   }
   CHECK(api.send("PUT", "/v1/nowhere", api.alice).status == 404);
   CHECK(api.send("GET", "/v1/jobs/" + id + "/other", api.alice).status == 404);
+  CHECK(api.send("POST", "/v1/jobs/", api.alice).status == 404);  // no id: no job
+  CHECK(api.send("POST", "/v1/jobs//result", api.alice).status == 404);
   // A key is still asked for first: without one, 401 as for any route.
   CHECK(api.send("PUT", "/v1/jobs").status == 401);
 }
@@ -246,7 +248,10 @@ TEST_CASE(
   const auto alice = api.store->find_user_by_key(api.alice);
   REQUIRE(alice.ok());
   CHECK(api.store->job_of(id, alice->id)->max_tokens == 77);
-  for (const std::string bad : {"v1/queue", "*", "http//x/v1/queue", "/v1/%zz"}) {
+  // An absolute form names its host (RFC 9110 4.2.1), and no user's name or password.
+  for (const std::string bad :
+       {"v1/queue", "*", "http//x/v1/queue", "/v1/%zz", "http:/v1/queue", "http:v1/queue",
+        "http:///v1/queue", "http://u:p@127.0.0.1/v1/queue", "ftp://127.0.0.1/v1/queue"}) {
     CAPTURE(bad);
     const auto refused = api.send("GET", bad, api.alice);
     CHECK(refused.status == 400);
