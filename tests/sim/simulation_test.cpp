@@ -334,4 +334,11 @@ TEST_CASE(
   const auto s = simulate(steady, SchedulerKind::fair);
   CHECK(s.utilisation.tokens == doctest::Approx(1.0).epsilon(0.02));
   CHECK(s.utilisation.tokens <= 1.0 + 1e-9);
+
+  // The same backlog reserving twice what it uses: what each call does not use comes back
+  // while pages still wait, and is sent again; the limit is used to the full all the same.
+  auto reserving = steady;
+  reserving.fairlane.max_tokens = 1040;
+  const auto r = simulate(reserving, SchedulerKind::fair);
+  CHECK(r.utilisation.tokens == doctest::Approx(1.0).epsilon(0.02));
 }

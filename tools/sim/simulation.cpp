@@ -309,11 +309,13 @@ class Run {
   void advance_to(Ns at) {
     const Ns from = now();
     if (at <= from) return;
+    // A backlog that emptied in the last instant ends before time moves on.
+    if (period_ && total_queued_ == 0) close_period();
     // Integrate what is measured over time before anything changes.
     if (total_queued_ > 0 && first_backlog_ns_) {
       const Ns start = std::max(from, *first_backlog_ns_ + to_ns(scenario_.window_s));
+      if (at >= start && !period_) open_period(start);
       if (at > start) {
-        if (!period_) open_period(start);
         steady_s_ += to_s(at - start);
         // At the limits in force: lower while the provider announces less.
         steady_refill_requests_ +=
@@ -362,25 +364,27 @@ class Run {
     }
   }
 
-  // A backlog measured (past the first window) begins, at `at` (now or later, with nothing
-  // sent between): what each bucket holds then that could be sent.
-  void open_period(Ns at) {
-    const auto level_at = [&](const TokenBucket& bucket, std::int64_t headroom) {
-      if (bucket.capacity() <= 0) return 0.0;  // unlimited: no utilisation is measured
-      const double refilled = as_double(bucket.capacity()) / 60.0 * to_s(at - now());
-      return std::max(0.0, std::min(as_double(bucket.capacity()), bucket.level() + refilled) -
-                               as_double(headroom));
-    };
-    period_ = Period{level_at(budget_.requests(), 0),
-                     level_at(budget_.tokens(), budget_.limits().token_headroom)};
+  // A bucket's level at `at` (now or later, with nothing sent between); 0 for an unlimited
+  // one, whose utilisation is not measured.
+  [[nodiscard]] double level_at(const TokenBucket& bucket, Ns at) const {
+    if (bucket.capacity() <= 0) return 0.0;
+    const double refilled = as_double(bucket.capacity()) / 60.0 * to_s(at - now());
+    return std::min(as_double(bucket.capacity()), bucket.level() + refilled);
   }
 
-  // The backlog measured ends: of the credit it began with, what it spent was capacity it
-  // had, beside the refill while it lasted. What it did not spend is still there for the next.
+  // A backlog measured (past the first window) begins at `at`: each bucket's level then.
+  void open_period(Ns at) {
+    period_ = Period{level_at(budget_.requests(), at), level_at(budget_.tokens(), at)};
+  }
+
+  // The backlog measured ends: what the buckets let go while it lasted is their level when it
+  // began, less their level now, and the refill between (advance_to counts it). A refill
+  // lost to a full bucket while pages waited is let go unused; what a backlog leaves in the
+  // bucket is not let go, and carries to the next.
   void close_period() {
     if (!period_) return;
-    steady_credit_requests_ += std::min(period_->requests_level, as_double(period_->requests));
-    steady_credit_tokens_ += std::min(period_->tokens_level, as_double(period_->tokens));
+    steady_credit_requests_ += period_->requests_level - level_at(budget_.requests(), now());
+    steady_credit_tokens_ += period_->tokens_level - level_at(budget_.tokens(), now());
     period_.reset();
   }
 
@@ -390,11 +394,10 @@ class Run {
     queued += delta;
     const bool backlog_was = total_queued_ > 0;
     total_queued_ += delta;
-    if (!backlog_was && total_queued_ > 0 && first_backlog_ns_ &&
+    // A backlog emptied and taken up again in one instant goes on.
+    if (!backlog_was && total_queued_ > 0 && !period_ && first_backlog_ns_ &&
         now() >= *first_backlog_ns_ + to_ns(scenario_.window_s)) {
       open_period(now());
-    } else if (total_queued_ == 0) {
-      close_period();
     }
     if (!was && queued > 0) {
       backlogged_.insert(user);
@@ -639,8 +642,6 @@ class Run {
     if (backlogged_.size() >= 2)
       metrics_.tokens_while_backlogged[user_names_.at(page.user_id)] += actual_tokens;
     if (period_) {
-      ++period_->requests;
-      period_->tokens += actual_tokens;
       ++steady_requests_;
       steady_tokens_ += actual_tokens;
     }
@@ -716,8 +717,8 @@ class Run {
             std::abs(metrics_.books[result].finish_s - predicted_finish_s) / remaining);
       }
     }
-    // Of what the limits in force allowed while pages waited: the refill then, and of the
-    // credit stored when they began to wait, as much as was spent.
+    // Of what the buckets let go while pages waited (close_period), what the provider
+    // counted.
     close_period();
     Utilisation& u = metrics_.utilisation;
     u.measured_s = steady_s_;
@@ -777,12 +778,10 @@ class Run {
   std::optional<Ns> first_backlog_ns_;
   double steady_s_ = 0.0;
   double steady_in_flight_s_ = 0.0;
-  // A backlog being measured: each bucket's credit when it began, and what it has sent.
+  // A backlog being measured: each bucket's level when it began.
   struct Period {
     double requests_level = 0.0;
     double tokens_level = 0.0;
-    std::int64_t requests = 0;
-    std::int64_t tokens = 0;
   };
   std::optional<Period> period_;
   double steady_credit_requests_ = 0.0;
