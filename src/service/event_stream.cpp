@@ -34,6 +34,7 @@ struct ClientWatch {
     ended.expires_at(asio::steady_timer::time_point::max());
   }
   bool reading = true;
+  bool stop = false;  // the stream has ended: a read not yet started is not started
   bool gone = false;
   std::array<char, 4096> bytes{};
   std::size_t read = 0;
@@ -44,11 +45,15 @@ awaitable<void> watch_client(std::shared_ptr<beast::tcp_stream> stream,
                              std::shared_ptr<ClientWatch> watch,
                              std::shared_ptr<asio::steady_timer> wake) {
   boost::system::error_code error;
-  // Timed by nothing (the writes are, by the write timeout): set here, as the read starts,
-  // so that no write's timeout set before it can be the read's.
-  stream->expires_never();
-  watch->read = co_await stream->async_read_some(asio::buffer(watch->bytes),
-                                                 asio::redirect_error(use_awaitable, error));
+  // Spawned, this starts once the stream first waits; a stream that ended before then (its
+  // job unreadable at once) has no read to cancel, and would wait for one the client ends.
+  if (!watch->stop) {
+    // Timed by nothing (the writes are, by the write timeout): set here, as the read
+    // starts, so that no write's timeout set before it can be the read's.
+    stream->expires_never();
+    watch->read = co_await stream->async_read_some(asio::buffer(watch->bytes),
+                                                   asio::redirect_error(use_awaitable, error));
+  }
   if (error && error != asio::error::operation_aborted) {
     watch->gone = true;
     wake->cancel();
@@ -110,6 +115,7 @@ awaitable<bool> stream_events(const std::shared_ptr<beast::tcp_stream>& connecti
   // session reads the connection next.
   const auto end_watch = [&]() -> awaitable<void> {
     boost::system::error_code ignored;
+    watch->stop = true;
     if (watch->reading) {
       stream.socket().cancel(ignored);
       co_await watch->ended.async_wait(asio::redirect_error(use_awaitable, ignored));
