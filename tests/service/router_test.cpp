@@ -182,7 +182,7 @@ TEST_CASE("A body sent where none is taken is answered from the headers, before 
 
 TEST_CASE(
     "A method a resource does not take is 405 naming the ones it does, in Allow, for a user "
-    "and for the admin alike; a path that is none is 404") {
+    "and for the admin alike, and a path that is none is 404") {
   // Before, it was 404 "there is no PUT /v1/jobs", as if the resource did not exist, and the
   // admin's GET /v1/users was 403 "the admin key opens /v1/users".
   Api api;
@@ -229,8 +229,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A request target in absolute form (as sent to a proxy) is served as its path and query; "
-    "a target that is neither form is 400") {
+    "A request target in absolute form (as sent to a proxy) is served as its path and query, "
+    "and a target that is neither form is 400") {
   // RFC 9112 3.2.2: a server accepts absolute-form. Before, it was 400 "not a valid path".
   Api api;
   CHECK(api.send("GET", "http://127.0.0.1:8080/v1/queue", api.alice).status == 200);

@@ -296,8 +296,8 @@ TEST_CASE("The fair-share ideal is finite for a provider that answers at once, o
 }
 
 TEST_CASE(
-    "Utilisation while backlogged counts the credit a backlog began with, as much as it "
-    "spent: never over 100% when the backlog comes and goes, near it when it stays") {
+    "Utilisation while backlogged is what the provider counted of what the buckets let go: "
+    "not over 100% when the backlog comes and goes, full when it stays") {
   // One user at 1 page/s of tokens, 20 calls in flight of 2 s; `arrivals` its books.
   const auto one_user = [](const std::string& arrivals) {
     std::string json = R"({
