@@ -39,39 +39,54 @@ bool is_ui(const Target& target, const ApiRequest& request) {
 
 constexpr std::string_view kJobs = "/v1/jobs/";
 
-// The methods the resource at `path` takes, as a 405's Allow names them; empty for a path
-// that is no resource (404). A HEAD reaches the router as its GET. The probes answer their
-// own (routes::probe).
-std::string_view allowed_methods(std::string_view path) {
-  if (path == "/v1/users") return "POST";
-  if (path == "/v1/jobs") return "GET, HEAD, POST";
+// The methods a resource takes, as bits; a HEAD reaches the router as its GET.
+enum MethodBit : unsigned { kGet = 1U, kPost = 2U, kDelete = 4U };
+
+unsigned method_bit(std::string_view method) {
+  if (method == "GET") return kGet;
+  if (method == "POST") return kPost;
+  if (method == "DELETE") return kDelete;
+  return 0;
+}
+
+// The methods the resource at `path` takes; 0 for a path that is no resource (404). The
+// probes answer their own (routes::probe).
+unsigned allowed_methods(std::string_view path) {
+  if (path == "/v1/users") return kPost;
+  if (path == "/v1/jobs") return kGet | kPost;
   if (path == "/v1/queue" || path == "/v1/estimate" || path == "/metrics" || path == "/ui" ||
       path == "/ui/") {
-    return "GET, HEAD";
+    return kGet;
   }
-  if (path.rfind(kJobs, 0) != 0) return {};
+  if (path.rfind(kJobs, 0) != 0) return 0;
   // /v1/jobs/{id}: GET, DELETE; /v1/jobs/{id}/result and /events: GET (routes::job).
   const std::string_view rest = path.substr(kJobs.size());
   const auto slash = rest.find('/');
-  if (rest.empty() || slash == 0) return {};  // no id: no job, 404
-  if (slash == std::string_view::npos) return "GET, HEAD, DELETE";
+  if (rest.empty() || slash == 0) return 0;  // no id: no job, 404
+  if (slash == std::string_view::npos) return kGet | kDelete;
   const std::string_view tail = rest.substr(slash + 1);
-  return tail == "result" || tail == "events" ? "GET, HEAD" : "";
+  return tail == "result" || tail == "events" ? unsigned{kGet} : 0U;
 }
 
-// Whether `allow` (allowed_methods) names `method`.
-bool allows(std::string_view allow, std::string_view method) {
-  while (!allow.empty()) {
-    const auto comma = allow.find(", ");
-    if (allow.substr(0, comma) == method) return true;
-    allow = comma == std::string_view::npos ? std::string_view() : allow.substr(comma + 2);
+// The methods as a 405's Allow header names them.
+std::string allow_header(unsigned methods) {
+  std::string allow;
+  const auto add = [&allow](std::string_view method) {
+    if (!allow.empty()) allow += ", ";
+    allow += method;
+  };
+  if ((methods & kGet) != 0) {
+    add("GET");
+    add("HEAD");
   }
-  return false;
+  if ((methods & kPost) != 0) add("POST");
+  if ((methods & kDelete) != 0) add("DELETE");
+  return allow;
 }
 
 // Whether `method` `path` is one of the routes handle() serves (the probes aside).
 bool is_route(std::string_view method, std::string_view path) {
-  return allows(allowed_methods(path), method);
+  return (allowed_methods(path) & method_bit(method)) != 0;
 }
 
 // Only an upload and a new user carry a body.
@@ -165,9 +180,9 @@ std::variant<Caller, ApiResponse> Router::admit(const ApiRequest& head) {
   Caller caller = std::get<Caller>(std::move(authenticated));
   const std::string& path = target->path;
   // A resource asked with a method it does not take, whoever asks and whatever the body.
-  if (const std::string_view allow = allowed_methods(path);
-      !allow.empty() && !allows(allow, head.method)) {
-    return method_not_allowed(head.method, path, allow);
+  if (const unsigned methods = allowed_methods(path);
+      methods != 0 && (methods & method_bit(head.method)) == 0) {
+    return method_not_allowed(head.method, path, allow_header(methods));
   }
   if (path == "/metrics" && head.method == "GET" && !caller.admin) {
     return error_response(403, "forbidden",
